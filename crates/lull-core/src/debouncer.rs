@@ -1,0 +1,154 @@
+//! [`Debouncer`]: one key's engine (one debounced function, one Durable Object).
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::action::{Accepted, Action, DeadLetter, WindowId};
+use crate::error::{DeadLetterError, RunError};
+use crate::jitter::Jitter;
+use crate::lane::{Env, Lane, Reached};
+use crate::policy::Policy;
+use crate::stats::Stats;
+use crate::status::Status;
+
+/// The engine for one key: told the time, asked what to do.
+///
+/// Drive it like quinn-proto's connection: feed inputs with a `now` in ms
+/// from a monotonic-enough clock; after each call, drain
+/// [`poll_action`](Self::poll_action) and arm one timer at
+/// [`next_deadline`](Self::next_deadline), calling
+/// [`handle_timeout`](Self::handle_timeout) when it is reached (early or
+/// spurious calls are harmless; late ones fire late, never lose events).
+///
+/// Guarantees:
+/// - **Time**: a `now` earlier than one already seen counts as that one.
+///   Deadlines that passed before an operation are processed first, so a
+///   late timer never swallows the start of a new burst.
+/// - **Lazy timer**: an event never moves the deadline later; re-arm only
+///   when `next_deadline` changes.
+/// - **Singleton**: at most one run in flight ([`Overlap::Queue`](crate::Overlap));
+///   events meanwhile gather in the next window, which fires when the run ends.
+/// - **Accounting**: every accepted event is covered by exactly one first
+///   `Fire` or one `Dropped` (cancel, or no trailing edge); retries and
+///   replays re-run the same window id and span.
+/// - **Snapshots**: the whole state (`serde`) restores to exactly the same future.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Debouncer {
+    policy: Policy,
+    clock: u64,
+    next_window: u64,
+    jitter: Jitter,
+    lane: Lane,
+    actions: VecDeque<Action>,
+}
+
+impl Debouncer {
+    /// A new engine. `seed` feeds the retry jitter: pass real randomness in
+    /// production (`crypto.getRandomValues`), a constant in tests.
+    pub fn new(policy: Policy, seed: u64) -> Self {
+        Debouncer {
+            lane: Lane::new(&policy),
+            policy,
+            clock: 0,
+            next_window: 0,
+            jitter: Jitter::new(seed),
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The policy it runs.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Run `op` on the lane at the clamped `now`, after the deadlines before it.
+    fn step<R>(&mut self, now: u64, op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R) -> R {
+        let now = now.max(self.clock);
+        self.clock = now;
+        let Debouncer { policy, next_window, jitter, lane, actions, .. } = self;
+        let mut push = |action| actions.push_back(action);
+        let mut env = Env { policy, next_window, jitter, out: &mut push };
+        lane.expire(now, Reached::Before, &mut env);
+        op(lane, now, &mut env)
+    }
+
+    /// Accept one event at `now`; it may fire at once (leading edge, `max_wait`
+    /// in a tight loop, or a full batch).
+    pub fn event(&mut self, now: u64) -> Accepted {
+        self.step(now, |lane, now, env| lane.event(now, env))
+    }
+
+    /// The deadline from [`next_deadline`](Self::next_deadline) is reached.
+    pub fn handle_timeout(&mut self, now: u64) {
+        self.step(now, |lane, now, env| lane.expire(now, Reached::AtOrBefore, env));
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next, if ever (ms).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.lane.deadline()
+    }
+
+    /// The next action to carry out, oldest first.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Fire the open window now (reason `Flush`), disarming its timer. With
+    /// the slot taken it fires as soon as the run ends.
+    pub fn flush(&mut self, now: u64) {
+        self.step(now, |lane, now, env| lane.flush(now, env));
+    }
+
+    /// Drop the open window (and queued, never-fired windows) and end the
+    /// burst. A run in flight and queued replays are not touched.
+    pub fn cancel(&mut self, now: u64) {
+        self.step(now, |lane, _, env| lane.cancel(env));
+    }
+
+    /// The run of `window` succeeded; the next due window may fire at once.
+    /// Refused, changing nothing, unless that run is in flight.
+    pub fn run_succeeded(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
+        self.check_run(window, now)?;
+        self.step(now, |lane, now, env| lane.succeeded(now, env));
+        Ok(())
+    }
+
+    /// The run of `window` failed: a retry is scheduled, or it is dead-lettered.
+    /// Refused, changing nothing, unless that run is in flight.
+    pub fn run_failed(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
+        self.check_run(window, now)?;
+        self.step(now, |lane, now, env| lane.failed(now, env));
+        Ok(())
+    }
+
+    fn check_run(&self, window: WindowId, now: u64) -> Result<(), RunError> {
+        self.lane.check_in_flight(window, now.max(self.clock))
+    }
+
+    /// Run a dead-lettered window again (reason `Replay`), after any run in flight.
+    pub fn replay(&mut self, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
+        self.lane.check_dead_letter(window)?;
+        self.step(now, |lane, now, env| lane.replay(window, now, env))
+    }
+
+    /// Forget a dead letter and return it (its payloads can go).
+    pub fn discard(&mut self, window: WindowId) -> Result<DeadLetter, DeadLetterError> {
+        self.lane.discard(window)
+    }
+
+    /// lodash's `pending()`: a timer is armed or a window waits to fire.
+    pub fn pending(&self) -> bool {
+        self.lane.pending()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        self.lane.stats()
+    }
+
+    /// A full view of the state.
+    pub fn status(&self) -> Status {
+        self.lane.status()
+    }
+}

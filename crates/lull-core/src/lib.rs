@@ -1,0 +1,61 @@
+//! lull-core: the sans-I/O engine that settles bursts of events into one action.
+//!
+//! It decides *when* to act and nothing else: no clock, no timers, no I/O.
+//! A driver (the browser package, the Durable Object) tells it the time in
+//! milliseconds and asks what to do, in the shape of quinn-proto:
+//!
+//! - inputs: [`Debouncer::event`], [`Debouncer::handle_timeout`],
+//!   [`Debouncer::flush`], [`Debouncer::cancel`], [`Debouncer::run_succeeded`],
+//!   [`Debouncer::run_failed`], [`Debouncer::replay`];
+//! - outputs: [`Debouncer::poll_action`] ([`Action::Fire`] and friends) and
+//!   [`Debouncer::next_deadline`], the one timer to arm.
+//!
+//! The engine numbers events ([`Seq`]) and never stores payloads; a [`Fire`]
+//! says which seqs it covers. [`Keyed`] holds many keys behind one deadline.
+//! All state is `serde`-serialisable and restores to the same future.
+//!
+//! Timing follows `lodash.debounce` (checked against lodash itself), with
+//! these deliberate differences: `flush` disarms the timer; time never goes
+//! backwards (an earlier `now` counts as the latest seen); an operation after a
+//! missed deadline first processes it, so a new burst starts a new window; and
+//! runs have a lifecycle (singleton, retries, dead letters) lodash lacks.
+//!
+//! ```
+//! use lull_core::{Action, Debouncer, PolicyConfig, Reason};
+//!
+//! let policy = PolicyConfig::debounce(300).build()?;
+//! let mut engine = Debouncer::new(policy, 42);
+//! engine.event(0);
+//! engine.event(100);
+//! assert_eq!(engine.next_deadline(), Some(300)); // armed once, at the first event
+//! engine.handle_timeout(300); // not quiet yet: re-arms for the rest
+//! assert_eq!(engine.next_deadline(), Some(400));
+//! engine.handle_timeout(400);
+//! let Some(Action::Fire(fire)) = engine.poll_action() else { unreachable!() };
+//! assert_eq!((fire.reason, fire.span.count(), fire.at), (Reason::Quiet, 2, 400));
+//! engine.run_succeeded(fire.window, 450)?; // the driver did the work
+//! assert_eq!(engine.next_deadline(), None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod action;
+mod adaptive;
+mod debouncer;
+mod error;
+mod jitter;
+mod keyed;
+mod lane;
+mod policy;
+mod stats;
+mod status;
+
+pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
+pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
+pub use debouncer::Debouncer;
+pub use error::{DeadLetterError, RunError};
+pub use keyed::Keyed;
+pub use policy::{MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
+pub use stats::Stats;
+pub use status::{OpenWindow, QueuedWindow, RunStatus, Status};
