@@ -40,7 +40,12 @@ pub struct Span {
 
 impl Span {
     pub(crate) fn one(seq: Seq, at: u64) -> Self {
-        Span { first: seq, last: seq, first_at: at, last_at: at }
+        Span {
+            first: seq,
+            last: seq,
+            first_at: at,
+            last_at: at,
+        }
     }
 
     pub(crate) fn push(&mut self, seq: Seq, at: u64) {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::action::{Accepted, Action, DeadLetter, WindowId};
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
-use crate::lane::{Env, Lane, Reached};
+use crate::lane::{Env, Lane, Order, Reached};
 use crate::policy::Policy;
 use crate::stats::Stats;
 use crate::status::Status;
@@ -24,7 +24,8 @@ use crate::status::Status;
 /// Guarantees:
 /// - **Time**: a `now` earlier than one already seen counts as that one.
 ///   Deadlines that passed before an operation are processed first, so a
-///   late timer never swallows the start of a new burst.
+///   late timer never swallows the start of a new burst; only a run's end
+///   (`run_succeeded` / `run_failed`) is applied before them, to the run it names.
 /// - **Lazy timer**: an event never moves the deadline later; re-arm only
 ///   when `next_deadline` changes.
 /// - **Singleton**: at most one run in flight ([`Overlap::Queue`](crate::Overlap));
@@ -62,26 +63,53 @@ impl Debouncer {
         &self.policy
     }
 
-    /// Run `op` on the lane at the clamped `now`, after the deadlines before it.
-    fn step<R>(&mut self, now: u64, op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R) -> R {
+    /// Run `op` on the lane at the clamped `now`, in `order` with the deadlines before it.
+    fn step<R>(
+        &mut self,
+        now: u64,
+        order: Order,
+        op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R,
+    ) -> R {
         let now = now.max(self.clock);
         self.clock = now;
-        let Debouncer { policy, next_window, jitter, lane, actions, .. } = self;
+        let Debouncer {
+            policy,
+            next_window,
+            jitter,
+            lane,
+            actions,
+            ..
+        } = self;
         let mut push = |action| actions.push_back(action);
-        let mut env = Env { policy, next_window, jitter, out: &mut push };
-        lane.expire(now, Reached::Before, &mut env);
-        op(lane, now, &mut env)
+        let mut env = Env {
+            policy,
+            next_window,
+            jitter,
+            out: &mut push,
+        };
+        if order == Order::DeadlinesFirst {
+            lane.expire(now, Reached::Before, &mut env);
+        }
+        let result = op(lane, now, &mut env);
+        if order == Order::OperationFirst {
+            lane.expire(now, Reached::Before, &mut env);
+        }
+        result
     }
 
     /// Accept one event at `now`; it may fire at once (leading edge, `max_wait`
     /// in a tight loop, or a full batch).
     pub fn event(&mut self, now: u64) -> Accepted {
-        self.step(now, |lane, now, env| lane.event(now, env))
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
+            lane.event(now, env)
+        })
     }
 
     /// The deadline from [`next_deadline`](Self::next_deadline) is reached.
     pub fn handle_timeout(&mut self, now: u64) {
-        self.step(now, |lane, now, env| lane.expire(now, Reached::AtOrBefore, env));
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
+            lane.expire(now, Reached::AtOrBefore, env)
+        });
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next, if ever (ms).
@@ -97,20 +125,24 @@ impl Debouncer {
     /// Fire the open window now (reason `Flush`), disarming its timer. With
     /// the slot taken it fires as soon as the run ends.
     pub fn flush(&mut self, now: u64) {
-        self.step(now, |lane, now, env| lane.flush(now, env));
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
+            lane.flush(now, env)
+        });
     }
 
     /// Drop the open window (and queued, never-fired windows) and end the
     /// burst. A run in flight and queued replays are not touched.
     pub fn cancel(&mut self, now: u64) {
-        self.step(now, |lane, _, env| lane.cancel(env));
+        self.step(now, Order::DeadlinesFirst, |lane, _, env| lane.cancel(env));
     }
 
     /// The run of `window` succeeded; the next due window may fire at once.
     /// Refused, changing nothing, unless that run is in flight.
     pub fn run_succeeded(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
-        self.step(now, |lane, now, env| lane.succeeded(now, env));
+        self.step(now, Order::OperationFirst, |lane, now, env| {
+            lane.succeeded(now, env)
+        });
         Ok(())
     }
 
@@ -118,7 +150,9 @@ impl Debouncer {
     /// Refused, changing nothing, unless that run is in flight.
     pub fn run_failed(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
-        self.step(now, |lane, now, env| lane.failed(now, env));
+        self.step(now, Order::OperationFirst, |lane, now, env| {
+            lane.failed(now, env)
+        });
         Ok(())
     }
 
@@ -129,7 +163,9 @@ impl Debouncer {
     /// Run a dead-lettered window again (reason `Replay`), after any run in flight.
     pub fn replay(&mut self, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
         self.lane.check_dead_letter(window)?;
-        self.step(now, |lane, now, env| lane.replay(window, now, env))
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
+            lane.replay(window, now, env)
+        })
     }
 
     /// Forget a dead letter and return it (its payloads can go).
