@@ -1,1 +1,68 @@
-fn main() {}
+//! `cargo xtask setup|dev|test|bench`: the project's only entry points.
+//!
+//! `setup` installs what the project needs and skips what is present;
+//! `test` sets up, then runs every suite and ends with a summary line.
+
+mod setup;
+mod steps;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+  setup   install what the project needs (skips what is present)
+  test    set up, then run every suite (format, lints, wasm32 build, tests)
+  dev     run the local edge on workerd (arrives with lull-edge)
+  bench   run the benchmarks (arrive with lull-web and lull-edge)";
+
+fn main() -> ExitCode {
+    let root = workspace_root();
+    match std::env::args().nth(1).as_deref() {
+        Some("setup") => exit(setup::all(&root).map(|_| ())),
+        Some("test") => exit(setup::all(&root).and_then(|tools| steps::test(&root, &tools))),
+        Some("dev") => not_yet(
+            "dev",
+            "the edge worker (lull-edge) is not built yet; once it lands, `cargo xtask dev` \
+             serves it on http://127.0.0.1:8787 with workerd",
+        ),
+        Some("bench") => not_yet(
+            "bench",
+            "no benchmarks yet: they arrive with lull-web (vs lodash.debounce) and lull-edge \
+             (vs a plain JS Durable Object)",
+        ),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("unknown command {other:?}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn exit(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn not_yet(command: &str, why: &str) -> ExitCode {
+    eprintln!("xtask {command}: not available yet: {why}");
+    ExitCode::from(2)
+}
+
+/// The workspace root: two levels above this crate.
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .map(PathBuf::from)
+        .unwrap_or(manifest)
+}

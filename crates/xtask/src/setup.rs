@@ -1,0 +1,84 @@
+//! `cargo xtask setup`: install what the project needs, skipping what is present.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::steps::{self, output};
+
+/// Where the tools are, once set up.
+pub struct Tools {
+    /// The Node.js binary the JavaScript-side tests run on.
+    pub node: PathBuf,
+}
+
+/// Oldest Node.js the lodash differential harness runs on.
+const NODE_MIN_MAJOR: u32 = 18;
+
+fn step(what: &str, state: &str) {
+    println!("setup: {what:<44} {state}");
+}
+
+pub fn all(root: &Path) -> Result<Tools, String> {
+    wasm_target()?;
+    let node = node()?;
+    npm_ci(
+        root,
+        "crates/lull-core/tests/lodash",
+        "lodash (differential test)",
+    )?;
+    Ok(Tools { node })
+}
+
+fn wasm_target() -> Result<(), String> {
+    const TARGET: &str = "wasm32-unknown-unknown";
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))
+        .ok_or("rustup is needed (it manages the Rust toolchain and its targets)")?;
+    if installed.lines().any(|l| l.trim() == TARGET) {
+        step("rust target wasm32-unknown-unknown", "present");
+        return Ok(());
+    }
+    steps::run(
+        "rustup target add",
+        Path::new("."),
+        Command::new("rustup").args(["target", "add", TARGET]),
+    )?;
+    step("rust target wasm32-unknown-unknown", "installed");
+    Ok(())
+}
+
+fn node() -> Result<PathBuf, String> {
+    let version = output(Command::new("node").arg("--version"))
+        .ok_or("Node.js is needed on PATH (with npm) for the JavaScript-side tests")?;
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < NODE_MIN_MAJOR {
+        return Err(format!(
+            "Node.js {version} is too old: {NODE_MIN_MAJOR} or newer is needed"
+        ));
+    }
+    step("node", &format!("present ({version})"));
+    Ok(PathBuf::from("node"))
+}
+
+/// `npm ci` in `dir` unless its install is at least as new as its lockfile.
+fn npm_ci(root: &Path, dir: &str, what: &str) -> Result<(), String> {
+    let dir = root.join(dir);
+    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let lock = modified(dir.join("package-lock.json"))
+        .ok_or(format!("{} has no package-lock.json", dir.display()))?;
+    if modified(dir.join("node_modules/.package-lock.json"))
+        .is_some_and(|installed| installed >= lock)
+    {
+        step(what, "present");
+        return Ok(());
+    }
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]);
+    steps::run(&format!("npm ci ({what})"), &dir, &mut npm)?;
+    step(what, "installed");
+    Ok(())
+}
