@@ -87,14 +87,7 @@ impl Debouncer {
             jitter,
             out: &mut push,
         };
-        if order == Order::DeadlinesFirst {
-            lane.expire(now, Reached::Before, &mut env);
-        }
-        let result = op(lane, now, &mut env);
-        if order == Order::OperationFirst {
-            lane.expire(now, Reached::Before, &mut env);
-        }
-        result
+        lane.apply(now, order, &mut env, op)
     }
 
     /// Accept one event at `now`; it may fire at once (leading edge, `max_wait`

@@ -86,13 +86,7 @@ impl<K: Ord + Clone> Keyed<K> {
             jitter,
             out: &mut push,
         };
-        if order == Order::DeadlinesFirst {
-            lane.expire(now, Reached::Before, &mut env);
-        }
-        let result = op(&mut lane, now, &mut env);
-        if order == Order::OperationFirst {
-            lane.expire(now, Reached::Before, &mut env);
-        }
+        let result = lane.apply(now, order, &mut env, op);
         let after = lane.deadline();
         if before != after {
             if let Some(d) = before {

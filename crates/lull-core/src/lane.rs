@@ -135,6 +135,24 @@ impl Lane {
         }
     }
 
+    /// Run `op` at `now`, in `order` with the deadlines that passed before `now`.
+    pub(crate) fn apply<R>(
+        &mut self,
+        now: u64,
+        order: Order,
+        env: &mut Env<'_>,
+        op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R,
+    ) -> R {
+        if order == Order::DeadlinesFirst {
+            self.expire(now, Reached::Before, env);
+        }
+        let result = op(self, now, env);
+        if order == Order::OperationFirst {
+            self.expire(now, Reached::Before, env);
+        }
+        result
+    }
+
     /// Accept one event at `now`.
     pub(crate) fn event(&mut self, now: u64, env: &mut Env<'_>) -> Accepted {
         let invoking = self.should_invoke(now, env.policy);

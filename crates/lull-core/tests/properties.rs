@@ -563,3 +563,125 @@ proptest! {
         prop_assert_eq!(by_group, by_single);
     }
 }
+
+#[derive(Clone, Debug)]
+enum AnyCall {
+    Event(u64),
+    Timeout(u64),
+    Flush(u64),
+    Cancel(u64),
+    Succeeded(u64, u64),
+    Failed(u64, u64),
+    Replay(u64, u64),
+    Discard(u64),
+    Restore,
+}
+
+fn any_call() -> impl Strategy<Value = AnyCall> {
+    let time = prop_oneof![
+        0..10_000u64,
+        any::<u64>(),
+        Just(u64::MAX),
+        (u64::MAX - 1_000)..=u64::MAX
+    ];
+    let window = 0..12u64;
+    prop_oneof![
+        time.clone().prop_map(AnyCall::Event),
+        time.clone().prop_map(AnyCall::Timeout),
+        time.clone().prop_map(AnyCall::Flush),
+        time.clone().prop_map(AnyCall::Cancel),
+        (window.clone(), time.clone()).prop_map(|(w, t)| AnyCall::Succeeded(w, t)),
+        (window.clone(), time.clone()).prop_map(|(w, t)| AnyCall::Failed(w, t)),
+        (window.clone(), time).prop_map(|(w, t)| AnyCall::Replay(w, t)),
+        window.prop_map(AnyCall::Discard),
+        Just(AnyCall::Restore),
+    ]
+}
+
+/// Any policy, including the largest durations.
+fn any_policy() -> impl Strategy<Value = PolicyConfig> {
+    let huge = lull_core::MAX_DURATION_MS;
+    (
+        policy(),
+        prop::option::of(prop_oneof![Just(huge), (huge - 10)..=huge]),
+    )
+        .prop_map(move |(config, big)| match big {
+            Some(big) => PolicyConfig {
+                wait: Wait::Fixed(big / 2),
+                max_wait: config.max_wait.map(|_| big),
+                retry: Retry {
+                    cap_ms: big,
+                    ..config.retry
+                },
+                run_timeout: config.run_timeout.map(|_| big),
+                ..config
+            },
+            None => config,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3_000, ..ProptestConfig::default() })]
+
+    /// Fuzz-style: arbitrary calls at arbitrary times in any order (time going
+    /// backwards, u64::MAX, windows that do not exist) never panic, never hang,
+    /// and `next_deadline` is always honoured by `handle_timeout`.
+    #[test]
+    fn no_input_sequence_panics(config in any_policy(), calls in prop::collection::vec(any_call(), 1..60)) {
+        let policy = config.build().expect("valid");
+        let mut engine = Debouncer::new(policy.clone(), 5);
+        let mut group: Keyed<u8> = Keyed::new(policy, 5);
+        for (i, call) in calls.iter().enumerate() {
+            let key = (i % 3) as u8;
+            match *call {
+                AnyCall::Event(t) => {
+                    engine.event(t);
+                    group.event(key, t);
+                }
+                AnyCall::Timeout(t) => {
+                    engine.handle_timeout(t);
+                    group.handle_timeout(t);
+                }
+                AnyCall::Flush(t) => {
+                    engine.flush(t);
+                    group.flush(&key, t);
+                }
+                AnyCall::Cancel(t) => {
+                    engine.cancel(t);
+                    group.cancel(&key, t);
+                }
+                AnyCall::Succeeded(w, t) => {
+                    let _ = engine.run_succeeded(WindowId(w), t);
+                    let _ = group.run_succeeded(&key, WindowId(w), t);
+                }
+                AnyCall::Failed(w, t) => {
+                    let _ = engine.run_failed(WindowId(w), t);
+                    let _ = group.run_failed(&key, WindowId(w), t);
+                }
+                AnyCall::Replay(w, t) => {
+                    let _ = engine.replay(WindowId(w), t);
+                    let _ = group.replay(&key, WindowId(w), t);
+                }
+                AnyCall::Discard(w) => {
+                    let _ = engine.discard(WindowId(w));
+                    let _ = group.discard(&key, WindowId(w));
+                }
+                AnyCall::Restore => {
+                    engine = serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
+                    group = serde_json::from_str(&serde_json::to_string(&group).unwrap()).unwrap();
+                }
+            }
+            while engine.poll_action().is_some() {}
+            while group.poll_action().is_some() {}
+            // Serving the deadline moves it past the time it was served at.
+            if let Some(d) = engine.next_deadline() {
+                engine.handle_timeout(d);
+                prop_assert!(engine.next_deadline().is_none_or(|next| next > d || d == u64::MAX));
+            }
+            if let Some(d) = group.next_deadline() {
+                group.handle_timeout(d);
+                prop_assert!(group.next_deadline().is_none_or(|next| next > d || d == u64::MAX));
+            }
+        }
+    }
+}

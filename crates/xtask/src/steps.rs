@@ -42,7 +42,14 @@ fn cargo(args: &[&str]) -> Command {
 
 /// Every suite, each run even when an earlier one failed; then a summary.
 pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
-    let mut tests = cargo(&["test", "--workspace", "--all-targets"]);
+    // `--show-output`: passing tests' reports (the differential's counts) are printed.
+    let mut tests = cargo(&[
+        "test",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "--show-output",
+    ]);
     tests.env("LULL_NODE", &tools.node);
     let mut doc_tests = cargo(&["test", "--workspace", "--doc"]);
     doc_tests.env("LULL_NODE", &tools.node);
