@@ -40,12 +40,7 @@ pub struct Span {
 
 impl Span {
     pub(crate) fn one(seq: Seq, at: u64) -> Self {
-        Span {
-            first: seq,
-            last: seq,
-            first_at: at,
-            last_at: at,
-        }
+        Span { first: seq, last: seq, first_at: at, last_at: at }
     }
 
     pub(crate) fn push(&mut self, seq: Seq, at: u64) {
@@ -86,15 +81,8 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order [`Stats::fires`](crate::Stats::fires) counts them.
-    pub const ALL: [Reason; 7] = [
-        Reason::Leading,
-        Reason::Quiet,
-        Reason::MaxWait,
-        Reason::Flush,
-        Reason::Full,
-        Reason::Retry,
-        Reason::Replay,
-    ];
+    pub const ALL: [Reason; 7] =
+        [Reason::Leading, Reason::Quiet, Reason::MaxWait, Reason::Flush, Reason::Full, Reason::Retry, Reason::Replay];
 
     /// The reason's name as it appears in JSON and logs.
     pub fn as_str(self) -> &'static str {

@@ -38,12 +38,7 @@ pub struct Adaptive {
 impl Default for Adaptive {
     /// 2.5 × median gap, clamped to 100..=1000 ms, 300 ms to start.
     fn default() -> Self {
-        Adaptive {
-            factor_percent: 250,
-            min_ms: 100,
-            max_ms: 1000,
-            initial_ms: 300,
-        }
+        Adaptive { factor_percent: 250, min_ms: 100, max_ms: 1000, initial_ms: 300 }
     }
 }
 
@@ -53,15 +48,10 @@ impl Adaptive {
             return Err(PolicyError::AutoZeroFactor);
         }
         if self.min_ms > self.max_ms {
-            return Err(PolicyError::AutoMinAboveMax {
-                min_ms: self.min_ms,
-                max_ms: self.max_ms,
-            });
+            return Err(PolicyError::AutoMinAboveMax { min_ms: self.min_ms, max_ms: self.max_ms });
         }
         if !(self.min_ms..=self.max_ms).contains(&self.initial_ms) {
-            return Err(PolicyError::AutoInitialOutOfRange {
-                initial_ms: self.initial_ms,
-            });
+            return Err(PolicyError::AutoInitialOutOfRange { initial_ms: self.initial_ms });
         }
         Ok(())
     }

@@ -64,45 +64,24 @@ impl Debouncer {
     }
 
     /// Run `op` on the lane at the clamped `now`, in `order` with the deadlines before it.
-    fn step<R>(
-        &mut self,
-        now: u64,
-        order: Order,
-        op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R,
-    ) -> R {
+    fn step<R>(&mut self, now: u64, order: Order, op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R) -> R {
         let now = now.max(self.clock);
         self.clock = now;
-        let Debouncer {
-            policy,
-            next_window,
-            jitter,
-            lane,
-            actions,
-            ..
-        } = self;
+        let Debouncer { policy, next_window, jitter, lane, actions, .. } = self;
         let mut push = |action| actions.push_back(action);
-        let mut env = Env {
-            policy,
-            next_window,
-            jitter,
-            out: &mut push,
-        };
+        let mut env = Env { policy, next_window, jitter, out: &mut push };
         lane.apply(now, order, &mut env, op)
     }
 
     /// Accept one event at `now`; it may fire at once (leading edge, `max_wait`
     /// in a tight loop, or a full batch).
     pub fn event(&mut self, now: u64) -> Accepted {
-        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.event(now, env)
-        })
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
     }
 
     /// The deadline from [`next_deadline`](Self::next_deadline) is reached.
     pub fn handle_timeout(&mut self, now: u64) {
-        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.expire(now, Reached::AtOrBefore, env)
-        });
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.expire(now, Reached::AtOrBefore, env));
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next, if ever (ms).
@@ -118,9 +97,7 @@ impl Debouncer {
     /// Fire the open window now (reason `Flush`), disarming its timer. With
     /// the slot taken it fires as soon as the run ends.
     pub fn flush(&mut self, now: u64) {
-        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.flush(now, env)
-        });
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.flush(now, env));
     }
 
     /// Drop the open window (and queued, never-fired windows) and end the
@@ -133,9 +110,7 @@ impl Debouncer {
     /// Refused, changing nothing, unless that run is in flight.
     pub fn run_succeeded(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
-        self.step(now, Order::OperationFirst, |lane, now, env| {
-            lane.succeeded(now, env)
-        });
+        self.step(now, Order::OperationFirst, |lane, now, env| lane.succeeded(now, env));
         Ok(())
     }
 
@@ -143,9 +118,7 @@ impl Debouncer {
     /// Refused, changing nothing, unless that run is in flight.
     pub fn run_failed(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
-        self.step(now, Order::OperationFirst, |lane, now, env| {
-            lane.failed(now, env)
-        });
+        self.step(now, Order::OperationFirst, |lane, now, env| lane.failed(now, env));
         Ok(())
     }
 
@@ -156,9 +129,7 @@ impl Debouncer {
     /// Run a dead-lettered window again (reason `Replay`), after any run in flight.
     pub fn replay(&mut self, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
         self.lane.check_dead_letter(window)?;
-        self.step(now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.replay(window, now, env)
-        })
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.replay(window, now, env))
     }
 
     /// Forget a dead letter and return it (its payloads can go).

@@ -70,22 +70,9 @@ impl<K: Ord + Clone> Keyed<K> {
     ) -> R {
         let now = self.tick(now);
         let before = lane.deadline();
-        let Keyed {
-            policy,
-            next_window,
-            jitter,
-            lanes,
-            index,
-            actions,
-            ..
-        } = self;
+        let Keyed { policy, next_window, jitter, lanes, index, actions, .. } = self;
         let mut push = |action| actions.push_back((key.clone(), action));
-        let mut env = Env {
-            policy,
-            next_window,
-            jitter,
-            out: &mut push,
-        };
+        let mut env = Env { policy, next_window, jitter, out: &mut push };
         let result = lane.apply(now, order, &mut env, op);
         let after = lane.deadline();
         if before != after {
@@ -116,13 +103,8 @@ impl<K: Ord + Clone> Keyed<K> {
 
     /// Accept one event for `key` at `now`.
     pub fn event(&mut self, key: K, now: u64) -> Accepted {
-        let lane = self
-            .lanes
-            .remove(&key)
-            .unwrap_or_else(|| Lane::new(&self.policy));
-        self.with_lane(&key, lane, now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.event(now, env)
-        })
+        let lane = self.lanes.remove(&key).unwrap_or_else(|| Lane::new(&self.policy));
+        self.with_lane(&key, lane, now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
     }
 
     /// The group's deadline is reached: serve every key due by `now`.
@@ -132,9 +114,7 @@ impl<K: Ord + Clone> Keyed<K> {
             if deadline > now {
                 break;
             }
-            self.step(&key, now, Order::DeadlinesFirst, |lane, now, env| {
-                lane.expire(now, Reached::AtOrBefore, env)
-            });
+            self.step(&key, now, Order::DeadlinesFirst, |lane, now, env| lane.expire(now, Reached::AtOrBefore, env));
         }
     }
 
@@ -150,9 +130,7 @@ impl<K: Ord + Clone> Keyed<K> {
 
     /// Fire `key`'s open window now.
     pub fn flush(&mut self, key: &K, now: u64) {
-        self.step(key, now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.flush(now, env)
-        });
+        self.step(key, now, Order::DeadlinesFirst, |lane, now, env| lane.flush(now, env));
     }
 
     /// Fire every key's open window now, in key order (e.g. the page is being hidden).
@@ -164,9 +142,7 @@ impl<K: Ord + Clone> Keyed<K> {
 
     /// Drop `key`'s open and queued windows and end its burst.
     pub fn cancel(&mut self, key: &K, now: u64) {
-        self.step(key, now, Order::DeadlinesFirst, |lane, _, env| {
-            lane.cancel(env)
-        });
+        self.step(key, now, Order::DeadlinesFirst, |lane, _, env| lane.cancel(env));
     }
 
     /// [`cancel`](Self::cancel) every key.
@@ -184,40 +160,29 @@ impl<K: Ord + Clone> Keyed<K> {
     /// `key`'s run of `window` succeeded. Refused, changing nothing, unless in flight.
     pub fn run_succeeded(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(key, window, now)?;
-        self.step(key, now, Order::OperationFirst, |lane, now, env| {
-            lane.succeeded(now, env)
-        });
+        self.step(key, now, Order::OperationFirst, |lane, now, env| lane.succeeded(now, env));
         Ok(())
     }
 
     /// `key`'s run of `window` failed. Refused, changing nothing, unless in flight.
     pub fn run_failed(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(key, window, now)?;
-        self.step(key, now, Order::OperationFirst, |lane, now, env| {
-            lane.failed(now, env)
-        });
+        self.step(key, now, Order::OperationFirst, |lane, now, env| lane.failed(now, env));
         Ok(())
     }
 
     /// Run `key`'s dead-lettered `window` again.
     pub fn replay(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
-        let lane = self
-            .lanes
-            .get(key)
-            .ok_or(DeadLetterError::NotFound(window))?;
+        let lane = self.lanes.get(key).ok_or(DeadLetterError::NotFound(window))?;
         lane.check_dead_letter(window)?;
-        let replayed = self.step(key, now, Order::DeadlinesFirst, |lane, now, env| {
-            lane.replay(window, now, env)
-        });
+        let replayed = self.step(key, now, Order::DeadlinesFirst, |lane, now, env| lane.replay(window, now, env));
         replayed.unwrap_or(Err(DeadLetterError::NotFound(window)))
     }
 
     /// Forget `key`'s dead-lettered `window` and return it.
     pub fn discard(&mut self, key: &K, window: WindowId) -> Result<DeadLetter, DeadLetterError> {
         let now = self.clock;
-        let discarded = self.step(key, now, Order::DeadlinesFirst, |lane, _, _| {
-            lane.discard(window)
-        });
+        let discarded = self.step(key, now, Order::DeadlinesFirst, |lane, _, _| lane.discard(window));
         discarded.unwrap_or(Err(DeadLetterError::NotFound(window)))
     }
 
@@ -298,11 +263,7 @@ impl<K: Ord + Serialize> Serialize for Keyed<K> {
 impl<'de, K: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Keyed<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = Snapshot::<K>::deserialize(deserializer)?;
-        let index = s
-            .lanes
-            .iter()
-            .filter_map(|(k, lane)| lane.deadline().map(|d| (d, k.clone())))
-            .collect();
+        let index = s.lanes.iter().filter_map(|(k, lane)| lane.deadline().map(|d| (d, k.clone()))).collect();
         Ok(Keyed {
             policy: s.policy,
             clock: s.clock,

@@ -19,9 +19,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::{
-    Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId,
-};
+use crate::action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
 use crate::adaptive::Gaps;
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
@@ -123,10 +121,7 @@ impl Lane {
         };
         // Each step clears its deadline or moves it past `now`, so this ends.
         loop {
-            match (
-                self.timer.filter(is_due),
-                self.run_deadline().filter(is_due),
-            ) {
+            match (self.timer.filter(is_due), self.run_deadline().filter(is_due)) {
                 (None, None) => return,
                 (Some(t), Some(r)) if t < r => self.timer_reached(now, env),
                 (_, Some(_)) => self.run_deadline_reached(now, env),
@@ -156,8 +151,7 @@ impl Lane {
     /// Accept one event at `now`.
     pub(crate) fn event(&mut self, now: u64, env: &mut Env<'_>) -> Accepted {
         let invoking = self.should_invoke(now, env.policy);
-        if let (Some(prev), Wait::Auto(settings)) = (self.last_event_at, &env.policy.config().wait)
-        {
+        if let (Some(prev), Wait::Auto(settings)) = (self.last_event_at, &env.policy.config().wait) {
             self.gaps.observe(now.saturating_sub(prev), settings);
             self.wait_ms = self.gaps.wait(settings);
         }
@@ -172,11 +166,7 @@ impl Lane {
             }
             None => {
                 let window = env.new_window();
-                self.open = Some(OpenWindow {
-                    window,
-                    span: Span::one(seq, now),
-                    due: None,
-                });
+                self.open = Some(OpenWindow { window, span: Span::one(seq, now), due: None });
                 window
             }
         };
@@ -215,31 +205,19 @@ impl Lane {
         self.anchor = 0;
         self.last_event_at = None;
         let open = self.open.take().map(|o| (o.window, o.span));
-        let queued: Vec<_> = self
-            .queue
-            .iter()
-            .filter(|q| q.reason != Reason::Replay)
-            .map(|q| (q.window, q.span))
-            .collect();
+        let queued: Vec<_> =
+            self.queue.iter().filter(|q| q.reason != Reason::Replay).map(|q| (q.window, q.span)).collect();
         self.queue.retain(|q| q.reason == Reason::Replay);
         for (window, span) in open.into_iter().chain(queued) {
             self.stats.cancelled += span.count();
-            env.emit(Action::Dropped(Dropped {
-                window,
-                span,
-                cause: DropCause::Cancelled,
-            }));
+            env.emit(Action::Dropped(Dropped { window, span, cause: DropCause::Cancelled }));
         }
     }
 
     /// Whether `window`'s run is in flight at `now` (a passed timeout ended it).
     pub(crate) fn check_in_flight(&self, window: WindowId, now: u64) -> Result<(), RunError> {
         match &self.run {
-            Some(run)
-                if run.window == window
-                    && run.retry_at.is_none()
-                    && run.timeout_at.is_none_or(|t| t >= now) =>
-            {
+            Some(run) if run.window == window && run.retry_at.is_none() && run.timeout_at.is_none_or(|t| t >= now) => {
                 Ok(())
             }
             _ => Err(RunError::NotInFlight(window)),
@@ -259,10 +237,7 @@ impl Lane {
     }
 
     fn dead_letter_index(&self, window: WindowId) -> Result<usize, DeadLetterError> {
-        self.dead
-            .iter()
-            .position(|d| d.window == window)
-            .ok_or(DeadLetterError::NotFound(window))
+        self.dead.iter().position(|d| d.window == window).ok_or(DeadLetterError::NotFound(window))
     }
 
     /// Whether `window` is a dead letter.
@@ -271,18 +246,9 @@ impl Lane {
     }
 
     /// Queue a dead letter to run again (after any run in flight).
-    pub(crate) fn replay(
-        &mut self,
-        window: WindowId,
-        now: u64,
-        env: &mut Env<'_>,
-    ) -> Result<(), DeadLetterError> {
+    pub(crate) fn replay(&mut self, window: WindowId, now: u64, env: &mut Env<'_>) -> Result<(), DeadLetterError> {
         let letter = self.dead.remove(self.dead_letter_index(window)?);
-        self.queue.push_back(QueuedWindow {
-            window,
-            span: letter.span,
-            reason: Reason::Replay,
-        });
+        self.queue.push_back(QueuedWindow { window, span: letter.span, reason: Reason::Replay });
         if self.run.is_none() {
             self.start_next(now, env);
         }
@@ -301,9 +267,7 @@ impl Lane {
 
     /// True when the lane holds nothing a fresh lane would not: it can be forgotten.
     pub(crate) fn is_dormant(&self, now: u64, policy: &Policy) -> bool {
-        let burst_over = self
-            .last_event_at
-            .is_none_or(|last| now.saturating_sub(last) >= self.wait_ms);
+        let burst_over = self.last_event_at.is_none_or(|last| now.saturating_sub(last) >= self.wait_ms);
         matches!(policy.config().wait, Wait::Fixed(_))
             && burst_over
             && self.timer.is_none()
@@ -337,16 +301,11 @@ impl Lane {
             return true;
         };
         now.saturating_sub(last) >= self.wait_ms
-            || policy
-                .config()
-                .max_wait
-                .is_some_and(|m| now.saturating_sub(self.anchor) >= m)
+            || policy.config().max_wait.is_some_and(|m| now.saturating_sub(self.anchor) >= m)
     }
 
     fn remaining_wait(&self, now: u64, policy: &Policy) -> u64 {
-        let since_last = self
-            .last_event_at
-            .map_or(0, |last| now.saturating_sub(last));
+        let since_last = self.last_event_at.map_or(0, |last| now.saturating_sub(last));
         let waiting = self.wait_ms.saturating_sub(since_last);
         match policy.config().max_wait {
             Some(m) => waiting.min(m.saturating_sub(now.saturating_sub(self.anchor))),
@@ -378,9 +337,7 @@ impl Lane {
             return;
         };
         if env.policy.config().trailing {
-            let quiet = self
-                .last_event_at
-                .is_some_and(|last| now.saturating_sub(last) >= self.wait_ms);
+            let quiet = self.last_event_at.is_some_and(|last| now.saturating_sub(last) >= self.wait_ms);
             let reason = match (flushing, quiet) {
                 (true, _) => Reason::Flush,
                 (false, true) => Reason::Quiet,
@@ -407,40 +364,24 @@ impl Lane {
         if !slot_taken {
             self.start(open.window, open.span, reason, now, env);
         } else if reason == Reason::Full {
-            self.queue.push_back(QueuedWindow {
-                window: open.window,
-                span: open.span,
-                reason,
-            });
+            self.queue.push_back(QueuedWindow { window: open.window, span: open.span, reason });
         } else {
             // Due: it keeps absorbing events and fires when the slot frees.
             // lodash's timing goes on untouched, as if it had fired now.
-            self.open = Some(OpenWindow {
-                due: Some(reason),
-                ..open
-            });
+            self.open = Some(OpenWindow { due: Some(reason), ..open });
         }
     }
 
     fn fire_if_full(&mut self, now: u64, env: &mut Env<'_>) {
         let Some(open) = self.open else { return };
-        if env
-            .policy
-            .config()
-            .max_batch
-            .is_none_or(|m| open.span.count() < m)
-        {
+        if env.policy.config().max_batch.is_none_or(|m| open.span.count() < m) {
             return;
         }
         match open.due {
             None => self.invoke(now, Reason::Full, env),
             Some(reason) => {
                 self.open = None;
-                self.queue.push_back(QueuedWindow {
-                    window: open.window,
-                    span: open.span,
-                    reason,
-                });
+                self.queue.push_back(QueuedWindow { window: open.window, span: open.span, reason });
             }
         }
     }
@@ -458,21 +399,10 @@ impl Lane {
             reason,
             attempt: 1,
             fired_at: now,
-            timeout_at: env
-                .policy
-                .config()
-                .run_timeout
-                .map(|t| now.saturating_add(t)),
+            timeout_at: env.policy.config().run_timeout.map(|t| now.saturating_add(t)),
             retry_at: None,
         });
-        let fire = Fire {
-            window,
-            reason,
-            attempt: 1,
-            at: now,
-            span,
-            supersedes,
-        };
+        let fire = Fire { window, reason, attempt: 1, at: now, span, supersedes };
         self.stats.record_fire(&fire);
         env.emit(Action::Fire(fire));
     }
@@ -481,12 +411,7 @@ impl Lane {
     fn start_next(&mut self, now: u64, env: &mut Env<'_>) {
         if let Some(next) = self.queue.pop_front() {
             self.start(next.window, next.span, next.reason, now, env);
-        } else if let Some(OpenWindow {
-            window,
-            span,
-            due: Some(reason),
-        }) = self.open
-        {
+        } else if let Some(OpenWindow { window, span, due: Some(reason) }) = self.open {
             self.open = None;
             self.anchor = now;
             self.start(window, span, reason, now, env);
@@ -511,10 +436,7 @@ impl Lane {
             self.stats.record_fire(&fire);
             env.emit(Action::Fire(fire));
         } else {
-            env.emit(Action::TimedOut {
-                window: run.window,
-                attempt: run.attempt,
-            });
+            env.emit(Action::TimedOut { window: run.window, attempt: run.attempt });
             self.fail(now, env);
         }
     }
@@ -527,11 +449,7 @@ impl Lane {
             let at = now.saturating_add(env.jitter.up_to(retry.ceiling(run.attempt)));
             run.retry_at = Some(at);
             run.timeout_at = None;
-            env.emit(Action::RetryScheduled {
-                window: run.window,
-                attempt: run.attempt + 1,
-                at,
-            });
+            env.emit(Action::RetryScheduled { window: run.window, attempt: run.attempt + 1, at });
             return;
         }
         let letter = DeadLetter {

@@ -51,9 +51,7 @@ mod policy;
 mod stats;
 mod status;
 
-pub use action::{
-    Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId,
-};
+pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::Debouncer;
 pub use error::{DeadLetterError, RunError};

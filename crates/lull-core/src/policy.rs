@@ -60,18 +60,12 @@ pub struct Retry {
 
 impl Retry {
     /// No retries: a failed run is dead-lettered at once.
-    pub const NONE: Retry = Retry {
-        max_attempts: 1,
-        base_ms: 0,
-        cap_ms: 0,
-    };
+    pub const NONE: Retry = Retry { max_attempts: 1, base_ms: 0, cap_ms: 0 };
 
     /// The largest delay drawn after failed attempt `attempt` (1-based).
     pub fn ceiling(&self, attempt: u32) -> u64 {
         let doublings = attempt.saturating_sub(1).min(63);
-        self.base_ms
-            .saturating_mul(1u64 << doublings)
-            .min(self.cap_ms)
+        self.base_ms.saturating_mul(1u64 << doublings).min(self.cap_ms)
     }
 }
 
@@ -134,11 +128,7 @@ impl PolicyConfig {
 
     /// lodash's throttle: `leading` and `trailing` on, `max_wait = wait`.
     pub fn throttle(wait_ms: u64) -> Self {
-        PolicyConfig {
-            max_wait: Some(wait_ms),
-            leading: true,
-            ..PolicyConfig::debounce(wait_ms)
-        }
+        PolicyConfig { max_wait: Some(wait_ms), leading: true, ..PolicyConfig::debounce(wait_ms) }
     }
 
     /// lodash's rule: raise `max_wait` to at least the longest `wait`
@@ -179,10 +169,7 @@ impl PolicyConfig {
             return Err(PolicyError::ZeroMaxAttempts);
         }
         if self.retry.base_ms > self.retry.cap_ms {
-            return Err(PolicyError::RetryBaseAboveCap {
-                base_ms: self.retry.base_ms,
-                cap_ms: self.retry.cap_ms,
-            });
+            return Err(PolicyError::RetryBaseAboveCap { base_ms: self.retry.base_ms, cap_ms: self.retry.cap_ms });
         }
         if self.run_timeout == Some(0) {
             return Err(PolicyError::ZeroRunTimeout);
@@ -275,41 +262,24 @@ impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyError::TooLarge { field, value } => {
-                write!(
-                    f,
-                    "{field} = {value} ms is over the limit of {MAX_DURATION_MS} ms"
-                )
+                write!(f, "{field} = {value} ms is over the limit of {MAX_DURATION_MS} ms")
             }
             PolicyError::MaxWaitBelowWait { max_wait, wait } => {
-                write!(
-                    f,
-                    "max_wait ({max_wait} ms) must be at least wait ({wait} ms)"
-                )
+                write!(f, "max_wait ({max_wait} ms) must be at least wait ({wait} ms)")
             }
             PolicyError::ZeroMaxBatch => f.write_str("max_batch must be at least 1"),
-            PolicyError::ZeroMaxAttempts => {
-                f.write_str("retry.max_attempts must be at least 1 (1 = no retries)")
+            PolicyError::ZeroMaxAttempts => f.write_str("retry.max_attempts must be at least 1 (1 = no retries)"),
+            PolicyError::RetryBaseAboveCap { base_ms, cap_ms } => {
+                write!(f, "retry.base_ms ({base_ms} ms) must not exceed retry.cap_ms ({cap_ms} ms)")
             }
-            PolicyError::RetryBaseAboveCap { base_ms, cap_ms } => write!(
-                f,
-                "retry.base_ms ({base_ms} ms) must not exceed retry.cap_ms ({cap_ms} ms)"
-            ),
             PolicyError::ZeroRunTimeout => f.write_str("run_timeout must be at least 1 ms"),
             PolicyError::AutoMinAboveMax { min_ms, max_ms } => {
-                write!(
-                    f,
-                    "auto wait: min_ms ({min_ms}) must not exceed max_ms ({max_ms})"
-                )
+                write!(f, "auto wait: min_ms ({min_ms}) must not exceed max_ms ({max_ms})")
             }
             PolicyError::AutoInitialOutOfRange { initial_ms } => {
-                write!(
-                    f,
-                    "auto wait: initial_ms ({initial_ms}) must lie within [min_ms, max_ms]"
-                )
+                write!(f, "auto wait: initial_ms ({initial_ms}) must lie within [min_ms, max_ms]")
             }
-            PolicyError::AutoZeroFactor => {
-                f.write_str("auto wait: factor_percent must be at least 1")
-            }
+            PolicyError::AutoZeroFactor => f.write_str("auto wait: factor_percent must be at least 1"),
         }
     }
 }

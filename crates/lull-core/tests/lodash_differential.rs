@@ -67,16 +67,8 @@ struct Variants {
 
 fn generate(rng: &mut Rng) -> Trace {
     let any_wait = rng.below(300);
-    let wait = if rng.chance(60) {
-        rng.pick(&[0, 1, 5, 10, 50, 100, 250])
-    } else {
-        any_wait
-    };
-    let kind = if rng.chance(70) {
-        "debounce"
-    } else {
-        "throttle"
-    };
+    let wait = if rng.chance(60) { rng.pick(&[0, 1, 5, 10, 50, 100, 250]) } else { any_wait };
+    let kind = if rng.chance(70) { "debounce" } else { "throttle" };
     let options = (!rng.chance(10)).then(|| Options {
         leading: rng.chance(50).then(|| rng.chance(50)),
         trailing: rng.chance(50).then(|| rng.chance(50)),
@@ -106,24 +98,14 @@ fn generate(rng: &mut Rng) -> Trace {
                     _ => rng.below(4 * wait + 20),
                 },
             },
-            77..85 => Op::Stall {
-                ms: rng.below(3 * wait + 10),
-            },
+            77..85 => Op::Stall { ms: rng.below(3 * wait + 10) },
             85..93 => Op::Flush,
             _ => Op::Cancel,
         };
         ops.push(step);
     }
-    ops.push(Op::Advance {
-        ms: 10 * (wait + 600),
-    });
-    Trace {
-        kind,
-        wait,
-        options,
-        start,
-        ops,
-    }
+    ops.push(Op::Advance { ms: 10 * (wait + 600) });
+    Trace { kind, wait, options, start, ops }
 }
 
 /// lodash's option defaults, mapped onto a lull policy.
@@ -132,19 +114,9 @@ fn lull_policy(trace: &Trace) -> PolicyConfig {
     let throttle = trace.kind == "throttle";
     let leading = opts.and_then(|o| o.leading).unwrap_or(throttle);
     let trailing = opts.and_then(|o| o.trailing).unwrap_or(true);
-    let max_wait = if throttle {
-        Some(trace.wait)
-    } else {
-        opts.and_then(|o| o.max_wait)
-    };
-    PolicyConfig {
-        wait: Wait::Fixed(trace.wait),
-        max_wait,
-        leading,
-        trailing,
-        ..PolicyConfig::debounce(trace.wait)
-    }
-    .clamp_max_wait()
+    let max_wait = if throttle { Some(trace.wait) } else { opts.and_then(|o| o.max_wait) };
+    PolicyConfig { wait: Wait::Fixed(trace.wait), max_wait, leading, trailing, ..PolicyConfig::debounce(trace.wait) }
+        .clamp_max_wait()
 }
 
 /// The trace through lull-core, driven like lull-web drives it: keep each
@@ -197,10 +169,7 @@ fn run_lull(trace: &Trace) -> Outcome {
             Op::Advance { .. } | Op::Stall { .. } => {}
         }
     }
-    assert!(
-        args.is_empty(),
-        "every call's argument was fired or dropped: {args:?}"
-    );
+    assert!(args.is_empty(), "every call's argument was fired or dropped: {args:?}");
     Outcome { calls, returns }
 }
 
@@ -223,11 +192,7 @@ fn run_lodash(traces: &[Trace]) -> Vec<Variants> {
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
     let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the lodash harness failed: {}",
-        output.status
-    );
+    assert!(output.status.success(), "the lodash harness failed: {}", output.status);
     writer.join().unwrap().unwrap();
     serde_json::from_slice(&output.stdout).unwrap()
 }
@@ -271,17 +236,8 @@ fn lull_matches_lodash_on_random_traces() {
         traces.len() - divergent.len(),
         divergent.len()
     );
-    assert!(
-        divergent.is_empty(),
-        "lull diverges from lodash in traces {divergent:?}"
-    );
+    assert!(divergent.is_empty(), "lull diverges from lodash in traces {divergent:?}");
     // The fixes must really be exercised, or the comparison proves less than it claims.
-    assert!(
-        flush_changed > 0 && stall_changed > 0,
-        "the traces never exercise a documented difference"
-    );
-    assert!(
-        invocations > 5 * TRACES,
-        "too few invocations to mean much: {invocations}"
-    );
+    assert!(flush_changed > 0 && stall_changed > 0, "the traces never exercise a documented difference");
+    assert!(invocations > 5 * TRACES, "too few invocations to mean much: {invocations}");
 }

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lull_core::{
-    Accepted, Action, Adaptive, Debouncer, DropCause, Fire, Keyed, Overlap, PolicyConfig, Reason,
-    Retry, Span, Wait, WindowId,
+    Accepted, Action, Adaptive, Debouncer, DropCause, Fire, Keyed, Overlap, PolicyConfig, Reason, Retry, Span, Wait,
+    WindowId,
 };
 use proptest::prelude::*;
 
@@ -64,37 +64,18 @@ fn policy() -> impl Strategy<Value = PolicyConfig> {
         (1..5u32, 0..100u64, 0..300u64),
         prop::option::weighted(0.3, 1..600u64),
     )
-        .prop_map(
-            |(
+        .prop_map(|(wait, extra, leading, trailing, max_batch, supersede, (attempts, base, more), timeout)| {
+            PolicyConfig {
+                max_wait: extra.map(|e| wait.longest() + e),
                 wait,
-                extra,
                 leading,
                 trailing,
                 max_batch,
-                supersede,
-                (attempts, base, more),
-                timeout,
-            )| {
-                PolicyConfig {
-                    max_wait: extra.map(|e| wait.longest() + e),
-                    wait,
-                    leading,
-                    trailing,
-                    max_batch,
-                    overlap: if supersede {
-                        Overlap::Supersede
-                    } else {
-                        Overlap::Queue
-                    },
-                    retry: Retry {
-                        max_attempts: attempts,
-                        base_ms: base,
-                        cap_ms: base + more,
-                    },
-                    run_timeout: timeout,
-                }
-            },
-        )
+                overlap: if supersede { Overlap::Supersede } else { Overlap::Queue },
+                retry: Retry { max_attempts: attempts, base_ms: base, cap_ms: base + more },
+                run_timeout: timeout,
+            }
+        })
 }
 
 /// The reference model: what the contract says may happen, checked action by action.
@@ -152,14 +133,8 @@ impl Model {
     fn cover(&mut self, window: WindowId, span: &Span) {
         assert_eq!(span.count(), span.last.0 - span.first.0 + 1);
         for seq in span.first.0..=span.last.0 {
-            assert!(
-                self.outstanding.remove(&seq),
-                "seq {seq} covered twice or never accepted"
-            );
-            assert_eq!(
-                self.joined[&seq], window,
-                "seq {seq} fired in a window it did not join"
-            );
+            assert!(self.outstanding.remove(&seq), "seq {seq} covered twice or never accepted");
+            assert_eq!(self.joined[&seq], window, "seq {seq} fired in a window it did not join");
         }
     }
 
@@ -185,19 +160,10 @@ impl Model {
                 let timeout = self.config.run_timeout.expect("only with run_timeout");
                 assert!(self.clock >= fired_at + timeout, "timed out early");
             }
-            Action::RetryScheduled {
-                window,
-                attempt,
-                at,
-            } => {
+            Action::RetryScheduled { window, attempt, at } => {
                 let (w, _, a, _) = self.running.expect("retry of a run");
-                assert!(
-                    w == window && attempt == a + 1 && attempt <= self.config.retry.max_attempts
-                );
-                assert!(
-                    at >= self.clock && at - self.clock <= self.config.retry.ceiling(a),
-                    "backoff out of range"
-                );
+                assert!(w == window && attempt == a + 1 && attempt <= self.config.retry.max_attempts);
+                assert!(at >= self.clock && at - self.clock <= self.config.retry.ceiling(a), "backoff out of range");
                 self.running = Some((w, false, a, self.clock));
             }
             Action::DeadLettered(d) => {
@@ -218,30 +184,18 @@ impl Model {
         match fire.reason {
             Reason::Retry => {
                 let (w, in_flight, a, _) = self.running.expect("retry of a run");
-                assert!(
-                    w == fire.window && !in_flight && fire.attempt == a + 1,
-                    "retry out of turn"
-                );
-                assert_eq!(
-                    self.windows[&w], fire.span,
-                    "a retry covers the same events"
-                );
+                assert!(w == fire.window && !in_flight && fire.attempt == a + 1, "retry out of turn");
+                assert_eq!(self.windows[&w], fire.span, "a retry covers the same events");
                 self.running = Some((w, true, fire.attempt, self.clock));
                 return;
             }
             Reason::Replay => {
-                assert!(
-                    self.replays.remove(&fire.window),
-                    "replay of a window not asked for"
-                );
+                assert!(self.replays.remove(&fire.window), "replay of a window not asked for");
                 assert_eq!(self.windows[&fire.window], fire.span);
             }
             _ => {
                 assert_eq!(fire.attempt, 1);
-                assert!(
-                    self.windows.insert(fire.window, fire.span).is_none(),
-                    "window fired twice"
-                );
+                assert!(self.windows.insert(fire.window, fire.span).is_none(), "window fired twice");
                 self.cover(fire.window, &fire.span);
                 self.check_timing(&fire);
             }
@@ -249,10 +203,7 @@ impl Model {
         let previous = self.running.map(|(w, ..)| w);
         match self.config.overlap {
             Overlap::Queue => assert_eq!(previous, None, "two runs at once"),
-            Overlap::Supersede => assert_eq!(
-                fire.supersedes, previous,
-                "supersedes names the running window"
-            ),
+            Overlap::Supersede => assert_eq!(fire.supersedes, previous, "supersedes names the running window"),
         }
         self.running = Some((fire.window, true, 1, self.clock));
     }
@@ -264,24 +215,14 @@ impl Model {
             return;
         }
         if let Some(m) = self.config.max_wait {
-            assert!(
-                fire.at <= fire.span.first_at + m,
-                "bounded delay broken: {fire:?}"
-            );
+            assert!(fire.at <= fire.span.first_at + m, "bounded delay broken: {fire:?}");
         }
         match (fire.reason, self.config.wait) {
             (Reason::Quiet, Wait::Fixed(wait)) => {
-                assert_eq!(
-                    fire.at,
-                    fire.span.last_at + wait,
-                    "quiet fires exactly `wait` after the last event"
-                )
+                assert_eq!(fire.at, fire.span.last_at + wait, "quiet fires exactly `wait` after the last event")
             }
             (Reason::Leading, _) => {
-                assert!(
-                    fire.span.count() == 1 && fire.at == fire.span.first_at,
-                    "leading fires its first event"
-                )
+                assert!(fire.span.count() == 1 && fire.at == fire.span.first_at, "leading fires its first event")
             }
             _ => {}
         }
@@ -300,16 +241,15 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
             log.push((model.now, action));
         }
     };
-    let serve_until =
-        |engine: &mut Debouncer, model: &mut Model, log: &mut Vec<(u64, Action)>, t: u64| {
-            while let Some(deadline) = engine.next_deadline().filter(|d| *d <= t) {
-                model.now = model.now.max(deadline);
-                let t = model.tell(model.now);
-                engine.handle_timeout(t);
-                drain(engine, model, log);
-            }
-            model.now = model.now.max(t);
-        };
+    let serve_until = |engine: &mut Debouncer, model: &mut Model, log: &mut Vec<(u64, Action)>, t: u64| {
+        while let Some(deadline) = engine.next_deadline().filter(|d| *d <= t) {
+            model.now = model.now.max(deadline);
+            let t = model.tell(model.now);
+            engine.handle_timeout(t);
+            drain(engine, model, log);
+        }
+        model.now = model.now.max(t);
+    };
     for op in ops {
         if restore {
             engine = serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
@@ -366,9 +306,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                 };
                 model.dead.remove(&window);
                 model.replays.insert(window);
-                engine
-                    .replay(window, model.tell(model.now))
-                    .expect("a dead letter replays");
+                engine.replay(window, model.tell(model.now)).expect("a dead letter replays");
             }
             Op::Junk(n) => {
                 let before = serde_json::to_string(&engine).unwrap();
@@ -377,11 +315,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                 assert!(engine.run_failed(stranger, model.now).is_err());
                 assert!(engine.replay(stranger, model.now).is_err());
                 assert!(engine.discard(stranger).is_err());
-                assert_eq!(
-                    serde_json::to_string(&engine).unwrap(),
-                    before,
-                    "a refused call changed the state"
-                );
+                assert_eq!(serde_json::to_string(&engine).unwrap(), before, "a refused call changed the state");
             }
         }
         drain(&mut engine, &mut model, &mut log);
@@ -389,18 +323,14 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
     // Settle: end every run well, replay every dead letter, let every window fire.
     for _ in 0..10_000 {
         match model.running {
-            Some((_, true, _, fired_at))
-                if config.run_timeout.is_some_and(|t| fired_at + t < model.now) =>
-            {
+            Some((_, true, _, fired_at)) if config.run_timeout.is_some_and(|t| fired_at + t < model.now) => {
                 // Timed out while the loop was blocked: serve that first.
                 let t = model.tell(model.now);
                 engine.handle_timeout(t);
                 drain(&mut engine, &mut model, &mut log);
             }
             Some((window, true, ..)) => {
-                engine
-                    .run_succeeded(window, model.tell(model.now))
-                    .expect("in flight");
+                engine.run_succeeded(window, model.tell(model.now)).expect("in flight");
                 model.running = None;
                 model.slot_freed_at = Some(model.now);
                 drain(&mut engine, &mut model, &mut log);
@@ -413,9 +343,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                 if let Some((&window, _)) = model.dead.iter().next() {
                     model.dead.remove(&window);
                     model.replays.insert(window);
-                    engine
-                        .replay(window, model.tell(model.now))
-                        .expect("replays");
+                    engine.replay(window, model.tell(model.now)).expect("replays");
                     drain(&mut engine, &mut model, &mut log);
                 } else if let Some(t) = engine.next_deadline() {
                     serve_until(&mut engine, &mut model, &mut log, t);
@@ -425,22 +353,12 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
             }
         }
     }
-    assert!(
-        model.running.is_none() && engine.next_deadline().is_none(),
-        "settled"
-    );
-    assert!(
-        model.outstanding.is_empty(),
-        "events lost: {:?}",
-        model.outstanding
-    );
+    assert!(model.running.is_none() && engine.next_deadline().is_none(), "settled");
+    assert!(model.outstanding.is_empty(), "events lost: {:?}", model.outstanding);
     assert!(!engine.pending());
     let stats = engine.stats();
     assert_eq!(stats.events, model.next_seq - 1);
-    assert_eq!(
-        stats.windows + stats.cancelled + stats.dropped,
-        stats.events - stats.coalesced
-    );
+    assert_eq!(stats.windows + stats.cancelled + stats.dropped, stats.events - stats.coalesced);
     log
 }
 
@@ -482,13 +400,7 @@ fn key_op() -> impl Strategy<Value = KeyOp> {
 type Seen = Vec<(u64, Reason, u64, u64, u64)>;
 
 fn seen(fire: &Fire) -> (u64, Reason, u64, u64, u64) {
-    (
-        fire.at,
-        fire.reason,
-        fire.span.count(),
-        fire.span.first_at,
-        fire.span.last_at,
-    )
+    (fire.at, fire.reason, fire.span.count(), fire.span.first_at, fire.span.last_at)
 }
 
 proptest! {
@@ -578,12 +490,7 @@ enum AnyCall {
 }
 
 fn any_call() -> impl Strategy<Value = AnyCall> {
-    let time = prop_oneof![
-        0..10_000u64,
-        any::<u64>(),
-        Just(u64::MAX),
-        (u64::MAX - 1_000)..=u64::MAX
-    ];
+    let time = prop_oneof![0..10_000u64, any::<u64>(), Just(u64::MAX), (u64::MAX - 1_000)..=u64::MAX];
     let window = 0..12u64;
     prop_oneof![
         time.clone().prop_map(AnyCall::Event),
@@ -601,23 +508,16 @@ fn any_call() -> impl Strategy<Value = AnyCall> {
 /// Any policy, including the largest durations.
 fn any_policy() -> impl Strategy<Value = PolicyConfig> {
     let huge = lull_core::MAX_DURATION_MS;
-    (
-        policy(),
-        prop::option::of(prop_oneof![Just(huge), (huge - 10)..=huge]),
-    )
-        .prop_map(move |(config, big)| match big {
-            Some(big) => PolicyConfig {
-                wait: Wait::Fixed(big / 2),
-                max_wait: config.max_wait.map(|_| big),
-                retry: Retry {
-                    cap_ms: big,
-                    ..config.retry
-                },
-                run_timeout: config.run_timeout.map(|_| big),
-                ..config
-            },
-            None => config,
-        })
+    (policy(), prop::option::of(prop_oneof![Just(huge), (huge - 10)..=huge])).prop_map(move |(config, big)| match big {
+        Some(big) => PolicyConfig {
+            wait: Wait::Fixed(big / 2),
+            max_wait: config.max_wait.map(|_| big),
+            retry: Retry { cap_ms: big, ..config.retry },
+            run_timeout: config.run_timeout.map(|_| big),
+            ..config
+        },
+        None => config,
+    })
 }
 
 proptest! {

@@ -10,10 +10,7 @@ use support::{Runs, Sim};
 const S: u64 = 1_000;
 
 fn reference() -> PolicyConfig {
-    PolicyConfig {
-        max_wait: Some(60 * S),
-        ..PolicyConfig::debounce(10 * S)
-    }
+    PolicyConfig { max_wait: Some(60 * S), ..PolicyConfig::debounce(10 * S) }
 }
 
 #[test]
@@ -44,10 +41,7 @@ fn scenario_3_a_steady_stream_is_bounded_by_max_wait_and_never_starved() {
     }
     sim.advance_to(600 * S);
     // Events at 0..=55 s are forced out at 60 s; 60 s and 65 s run once they go quiet.
-    assert_eq!(
-        sim.fire_summary(),
-        [(60 * S, "max_wait", 1, 12), (75 * S, "quiet", 13, 14)]
-    );
+    assert_eq!(sim.fire_summary(), [(60 * S, "max_wait", 1, 12), (75 * S, "quiet", 13, 14)]);
 }
 
 #[test]
@@ -58,10 +52,7 @@ fn scenario_4_an_event_after_a_run_starts_a_fresh_window() {
     sim.event_at(30 * S);
     sim.advance_to(600 * S);
     let fires = sim.fires();
-    assert_eq!(
-        sim.fire_summary(),
-        [(10 * S, "quiet", 1, 1), (40 * S, "quiet", 2, 2)]
-    );
+    assert_eq!(sim.fire_summary(), [(10 * S, "quiet", 1, 1), (40 * S, "quiet", 2, 2)]);
     assert_ne!(fires[0].window, fires[1].window);
 }
 
@@ -80,10 +71,7 @@ fn scenario_5_events_during_a_run_make_exactly_one_follow_up_run() {
     sim.advance_to(600 * S);
     let follow_up = sim.last_fire();
     sim.succeed(follow_up.window);
-    assert_eq!(
-        sim.fire_summary(),
-        [(10 * S, "quiet", 1, 1), (23 * S, "quiet", 2, 4)]
-    );
+    assert_eq!(sim.fire_summary(), [(10 * S, "quiet", 1, 1), (23 * S, "quiet", 2, 4)]);
 
     // A run longer than `wait`: the follow-up becomes due during the run, keeps
     // absorbing, and runs once, as soon as the first run ends.
@@ -97,22 +85,12 @@ fn scenario_5_events_during_a_run_make_exactly_one_follow_up_run() {
     sim.advance_to(40 * S);
     sim.succeed(first);
     sim.advance_to(600 * S);
-    assert_eq!(
-        sim.fire_summary(),
-        [(10 * S, "quiet", 1, 1), (40 * S, "quiet", 2, 6)]
-    );
+    assert_eq!(sim.fire_summary(), [(10 * S, "quiet", 1, 1), (40 * S, "quiet", 2, 6)]);
 }
 
 #[test]
 fn scenario_6_a_failing_target_retries_dead_letters_and_survives_a_restart() {
-    let config = PolicyConfig {
-        retry: Retry {
-            max_attempts: 3,
-            base_ms: 2 * S,
-            cap_ms: 30 * S,
-        },
-        ..reference()
-    };
+    let config = PolicyConfig { retry: Retry { max_attempts: 3, base_ms: 2 * S, cap_ms: 30 * S }, ..reference() };
     let mut sim = Sim::new(config, Runs::Manual);
     sim.event_at(0);
     sim.event_at(S);
@@ -124,28 +102,16 @@ fn scenario_6_a_failing_target_retries_dead_letters_and_survives_a_restart() {
     let snapshot = serde_json::to_string(&sim.engine).unwrap();
     let restored: Debouncer = serde_json::from_str(&snapshot).unwrap();
     let mut sim = Sim::from_engine(restored, sim.now, Runs::Manual);
-    let retry_at = sim
-        .engine
-        .status()
-        .run
-        .and_then(|r| r.retry_at)
-        .expect("backoff survives");
+    let retry_at = sim.engine.status().run.and_then(|r| r.retry_at).expect("backoff survives");
     sim.advance_to(retry_at);
-    assert_eq!(
-        (sim.last_fire().reason, sim.last_fire().attempt),
-        (Reason::Retry, 2)
-    );
+    assert_eq!((sim.last_fire().reason, sim.last_fire().attempt), (Reason::Retry, 2));
     sim.fail(window);
     sim.advance_to(600 * S);
     sim.fail(window);
     let status = sim.engine.status();
     assert_eq!(status.dead_letters.len(), 1, "visible in status");
     assert_eq!(status.dead_letters[0].span.count(), 2, "nothing lost");
-    assert!(
-        sim.log
-            .iter()
-            .any(|(_, a)| matches!(a, Action::DeadLettered(d) if d.window == window))
-    );
+    assert!(sim.log.iter().any(|(_, a)| matches!(a, Action::DeadLettered(d) if d.window == window)));
     sim.replay(window);
     assert_eq!(sim.last_fire().reason, Reason::Replay);
     sim.succeed(window);

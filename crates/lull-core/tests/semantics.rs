@@ -5,8 +5,8 @@
 mod support;
 
 use lull_core::{
-    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Keyed, Overlap, PolicyConfig,
-    PolicyError, Reason, Retry, RunError, Seq, Wait, WindowId,
+    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Keyed, Overlap, PolicyConfig, PolicyError, Reason, Retry,
+    RunError, Seq, Wait, WindowId,
 };
 use support::{Runs, Sim, policy};
 
@@ -15,23 +15,14 @@ fn debounce(wait: u64) -> PolicyConfig {
 }
 
 fn leading(wait: u64) -> PolicyConfig {
-    PolicyConfig {
-        leading: true,
-        ..debounce(wait)
-    }
+    PolicyConfig { leading: true, ..debounce(wait) }
 }
 
 // ---- lodash's edge cases ---------------------------------------------------
 
 #[test]
 fn leading_and_trailing_with_one_call_fires_once() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            trailing: true,
-            ..leading(100)
-        },
-        Runs::Instant,
-    );
+    let mut sim = Sim::new(PolicyConfig { trailing: true, ..leading(100) }, Runs::Instant);
     sim.event_at(0);
     sim.advance_to(10_000);
     assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1)]);
@@ -43,22 +34,13 @@ fn trailing_fires_only_if_called_again_within_wait() {
     sim.event_at(0);
     sim.event_at(50);
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [(0, "leading", 1, 1), (150, "quiet", 2, 2)]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1), (150, "quiet", 2, 2)]);
 }
 
 #[test]
 fn max_wait_fires_inside_a_call_in_a_tight_loop() {
     // A synchronous loop: calls every 10 ms while no timer can run.
-    let mut sim = Sim::new(
-        PolicyConfig {
-            max_wait: Some(200),
-            ..debounce(100)
-        },
-        Runs::Manual,
-    );
+    let mut sim = Sim::new(PolicyConfig { max_wait: Some(200), ..debounce(100) }, Runs::Manual);
     sim.event_at(0);
     for _ in 0..20 {
         sim.stall(10);
@@ -80,19 +62,13 @@ fn cancel_drops_the_window_and_resets_the_burst() {
         _ => None,
     });
     let dropped = dropped.expect("cancel reports what it dropped");
-    assert_eq!(
-        (dropped.cause, dropped.span.first, dropped.span.last),
-        (DropCause::Cancelled, Seq(2), Seq(3))
-    );
+    assert_eq!((dropped.cause, dropped.span.first, dropped.span.last), (DropCause::Cancelled, Seq(2), Seq(3)));
     assert_eq!(sim.engine.next_deadline(), None);
     assert!(!sim.engine.pending());
     // The next call starts a fresh burst: a leading fire, though the last call was 10 ms ago.
     sim.event_at(70);
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [(0, "leading", 1, 1), (70, "leading", 4, 4)]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1), (70, "leading", 4, 4)]);
 }
 
 #[test]
@@ -112,20 +88,12 @@ fn flush_fires_now_and_disarms() {
 
 #[test]
 fn flush_without_trailing_drops_like_lodash() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            trailing: false,
-            ..leading(100)
-        },
-        Runs::Instant,
-    );
+    let mut sim = Sim::new(PolicyConfig { trailing: false, ..leading(100) }, Runs::Instant);
     sim.event_at(0);
     sim.event_at(10);
     sim.flush();
     assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1)]);
-    assert!(
-        matches!(sim.log.last(), Some((_, Action::Dropped(d))) if d.cause == DropCause::NoTrailingEdge)
-    );
+    assert!(matches!(sim.log.last(), Some((_, Action::Dropped(d))) if d.cause == DropCause::NoTrailingEdge));
 }
 
 #[test]
@@ -151,10 +119,7 @@ fn difference_flush_disarms_the_old_timer() {
     sim.event_at(1);
     sim.event();
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [(0, "leading", 1, 1), (65, "quiet", 2, 3)]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1), (65, "quiet", 2, 3)]);
 }
 
 /// lodash uses `Date.now()` and treats a clock that went back as a trailing
@@ -171,10 +136,7 @@ fn difference_time_never_goes_backwards() {
     sim.engine.handle_timeout(1_100);
     sim.drain();
     let fire = sim.last_fire();
-    assert_eq!(
-        (fire.at, fire.span.count(), fire.span.last_at),
-        (1_100, 2, 1_000)
-    );
+    assert_eq!((fire.at, fire.span.count(), fire.span.last_at), (1_100, 2, 1_000));
 }
 
 /// lodash#6003: after the event loop was blocked past the deadline, lodash's
@@ -188,23 +150,14 @@ fn difference_a_call_after_a_missed_deadline_starts_a_new_window() {
     sim.stall(34);
     sim.event();
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [(0, "leading", 1, 1), (34, "leading", 2, 2)]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "leading", 1, 1), (34, "leading", 2, 2)]);
 }
 
 /// lodash returns the previous call's (stale) result; lull tells each caller
 /// which window it joined, so every caller of a window gets that window's result.
 #[test]
 fn difference_every_event_knows_the_window_that_covers_it() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            max_wait: Some(250),
-            ..leading(100)
-        },
-        Runs::Instant,
-    );
+    let mut sim = Sim::new(PolicyConfig { max_wait: Some(250), ..leading(100) }, Runs::Instant);
     let mut joined = Vec::new();
     for t in (0..1_000).step_by(40) {
         joined.push(sim.event_at(t));
@@ -212,10 +165,7 @@ fn difference_every_event_knows_the_window_that_covers_it() {
     sim.advance_to(10_000);
     let fires = sim.fires();
     for accepted in joined {
-        let covering: Vec<_> = fires
-            .iter()
-            .filter(|f| f.span.contains(accepted.seq))
-            .collect();
+        let covering: Vec<_> = fires.iter().filter(|f| f.span.contains(accepted.seq)).collect();
         assert_eq!(covering.len(), 1);
         assert_eq!(covering[0].window, accepted.window);
     }
@@ -223,13 +173,7 @@ fn difference_every_event_knows_the_window_that_covers_it() {
 
 #[test]
 fn far_future_times_saturate_instead_of_overflowing() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            max_wait: Some(500),
-            ..leading(100)
-        },
-        Runs::Instant,
-    );
+    let mut sim = Sim::new(PolicyConfig { max_wait: Some(500), ..leading(100) }, Runs::Instant);
     sim.event_at(u64::MAX - 5);
     sim.event();
     assert_eq!(sim.engine.next_deadline(), Some(u64::MAX));
@@ -249,27 +193,15 @@ fn events_during_a_run_open_the_next_window_which_waits_for_the_run() {
     sim.event_at(160);
     sim.advance_to(400); // due at 260, but the slot is taken
     assert_eq!(sim.fires().len(), 1, "never two runs at once");
-    assert_eq!(
-        sim.engine.status().open.and_then(|o| o.due),
-        Some(Reason::Quiet)
-    );
+    assert_eq!(sim.engine.status().open.and_then(|o| o.due), Some(Reason::Quiet));
     sim.event_at(410); // a due window keeps absorbing
     sim.succeed(first);
-    assert_eq!(
-        sim.fire_summary(),
-        [(100, "quiet", 1, 1), (410, "quiet", 2, 4)]
-    );
+    assert_eq!(sim.fire_summary(), [(100, "quiet", 1, 1), (410, "quiet", 2, 4)]);
 }
 
 #[test]
 fn supersede_replaces_the_running_window() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            overlap: Overlap::Supersede,
-            ..debounce(100)
-        },
-        Runs::Manual,
-    );
+    let mut sim = Sim::new(PolicyConfig { overlap: Overlap::Supersede, ..debounce(100) }, Runs::Manual);
     sim.event_at(0);
     sim.advance_to(100);
     let stale = sim.last_fire().window;
@@ -277,10 +209,7 @@ fn supersede_replaces_the_running_window() {
     sim.advance_to(250);
     let fresh = sim.last_fire();
     assert_eq!(fresh.supersedes, Some(stale));
-    assert_eq!(
-        sim.engine.run_succeeded(stale, 260),
-        Err(RunError::NotInFlight(stale))
-    );
+    assert_eq!(sim.engine.run_succeeded(stale, 260), Err(RunError::NotInFlight(stale)));
     sim.succeed(fresh.window);
     assert_eq!(sim.engine.stats().superseded, 1);
 }
@@ -289,10 +218,7 @@ fn supersede_replaces_the_running_window() {
 /// applies to that run first; the overdue window then fires without superseding it.
 #[test]
 fn a_run_end_reported_late_is_applied_before_overdue_deadlines() {
-    let config = PolicyConfig {
-        overlap: Overlap::Supersede,
-        ..leading(1)
-    };
+    let config = PolicyConfig { overlap: Overlap::Supersede, ..leading(1) };
     let mut sim = Sim::new(config, Runs::Manual);
     sim.event_at(0); // leading fire: W1 runs
     sim.event(); // W2 opens, due at 1
@@ -300,26 +226,13 @@ fn a_run_end_reported_late_is_applied_before_overdue_deadlines() {
     sim.stall(2);
     sim.succeed(first);
     let second = sim.last_fire();
-    assert_eq!(
-        (second.at, second.reason, second.supersedes),
-        (2, Reason::Quiet, None)
-    );
+    assert_eq!((second.at, second.reason, second.supersedes), (2, Reason::Quiet, None));
     assert_eq!(sim.engine.stats().succeeded, 1);
-    assert_eq!(
-        sim.engine.status().run.map(|r| r.window),
-        Some(second.window)
-    );
+    assert_eq!(sim.engine.status().run.map(|r| r.window), Some(second.window));
 }
 
 fn retrying(max_attempts: u32) -> PolicyConfig {
-    PolicyConfig {
-        retry: Retry {
-            max_attempts,
-            base_ms: 100,
-            cap_ms: 250,
-        },
-        ..debounce(50)
-    }
+    PolicyConfig { retry: Retry { max_attempts, base_ms: 100, cap_ms: 250 }, ..debounce(50) }
 }
 
 #[test]
@@ -339,46 +252,22 @@ fn retries_back_off_with_full_jitter_then_dead_letter_and_replay() {
         ceilings.push((attempt, at - failed_at));
         sim.advance_to(at);
         let retry = sim.last_fire();
-        assert_eq!(
-            (retry.window, retry.reason, retry.attempt),
-            (window, Reason::Retry, attempt)
-        );
+        assert_eq!((retry.window, retry.reason, retry.attempt), (window, Reason::Retry, attempt));
     }
     for (attempt, delay) in &ceilings {
         let ceiling = [100, 200, 250][*attempt as usize - 2];
-        assert!(
-            *delay <= ceiling,
-            "attempt {attempt}: delay {delay} over {ceiling}"
-        );
+        assert!(*delay <= ceiling, "attempt {attempt}: delay {delay} over {ceiling}");
     }
     sim.fail(window);
     let status = sim.engine.status();
     assert_eq!(status.dead_letters.len(), 1);
-    assert_eq!(
-        (
-            status.dead_letters[0].window,
-            status.dead_letters[0].attempts
-        ),
-        (window, 4)
-    );
-    assert_eq!(
-        status.dead_letters[0].span.count(),
-        2,
-        "the dead letter keeps its events"
-    );
+    assert_eq!((status.dead_letters[0].window, status.dead_letters[0].attempts), (window, 4));
+    assert_eq!(status.dead_letters[0].span.count(), 2, "the dead letter keeps its events");
     assert_eq!(sim.engine.stats().dead_lettered, 1);
 
     sim.replay(window);
     let replay = sim.last_fire();
-    assert_eq!(
-        (
-            replay.window,
-            replay.reason,
-            replay.attempt,
-            replay.span.count()
-        ),
-        (window, Reason::Replay, 1, 2)
-    );
+    assert_eq!((replay.window, replay.reason, replay.attempt, replay.span.count()), (window, Reason::Replay, 1, 2));
     sim.succeed(window);
     assert!(sim.engine.status().dead_letters.is_empty());
 }
@@ -389,9 +278,7 @@ fn retry_jitter_is_full_and_reproducible_from_the_seed() {
         let mut engine = Debouncer::new(policy(retrying(2)), seed);
         engine.event(0);
         engine.handle_timeout(50);
-        let Some(Action::Fire(fire)) = engine.poll_action() else {
-            panic!("fires")
-        };
+        let Some(Action::Fire(fire)) = engine.poll_action() else { panic!("fires") };
         engine.run_failed(fire.window, 50).unwrap();
         match engine.poll_action() {
             Some(Action::RetryScheduled { at, .. }) => at - 50,
@@ -402,46 +289,21 @@ fn retry_jitter_is_full_and_reproducible_from_the_seed() {
     let delays: Vec<u64> = (0..2_000).map(delay).collect();
     assert!(delays.iter().all(|d| *d <= 100));
     let mean = delays.iter().sum::<u64>() as f64 / delays.len() as f64;
-    assert!(
-        (45.0..55.0).contains(&mean),
-        "uniform on 0..=100, mean {mean}"
-    );
-    assert!(
-        delays.contains(&0) && delays.contains(&100),
-        "the whole range is drawn"
-    );
+    assert!((45.0..55.0).contains(&mean), "uniform on 0..=100, mean {mean}");
+    assert!(delays.contains(&0) && delays.contains(&100), "the whole range is drawn");
 }
 
 #[test]
 fn a_run_past_its_timeout_counts_as_failed() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            run_timeout: Some(500),
-            ..retrying(2)
-        },
-        Runs::Manual,
-    );
+    let mut sim = Sim::new(PolicyConfig { run_timeout: Some(500), ..retrying(2) }, Runs::Manual);
     sim.event_at(0);
     sim.advance_to(50);
     let window = sim.last_fire().window;
     assert_eq!(sim.engine.next_deadline(), Some(550));
     sim.advance_to(550);
-    assert!(
-        sim.log
-            .iter()
-            .any(|(_, a)| *a == Action::TimedOut { window, attempt: 1 })
-    );
-    assert_eq!(
-        sim.engine.run_succeeded(window, 551),
-        Err(RunError::NotInFlight(window)),
-        "too late"
-    );
-    let retry_at = sim
-        .engine
-        .status()
-        .run
-        .and_then(|r| r.retry_at)
-        .expect("retry scheduled");
+    assert!(sim.log.iter().any(|(_, a)| *a == Action::TimedOut { window, attempt: 1 }));
+    assert_eq!(sim.engine.run_succeeded(window, 551), Err(RunError::NotInFlight(window)), "too late");
+    let retry_at = sim.engine.status().run.and_then(|r| r.retry_at).expect("retry scheduled");
     sim.advance_to(retry_at);
     assert_eq!(sim.last_fire().attempt, 2);
     sim.succeed(window);
@@ -449,32 +311,17 @@ fn a_run_past_its_timeout_counts_as_failed() {
 
 #[test]
 fn max_batch_fires_a_full_window_at_once() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            max_batch: Some(3),
-            ..debounce(100)
-        },
-        Runs::Instant,
-    );
+    let mut sim = Sim::new(PolicyConfig { max_batch: Some(3), ..debounce(100) }, Runs::Instant);
     for _ in 0..7 {
         sim.event();
     }
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [(0, "full", 1, 3), (0, "full", 4, 6), (100, "quiet", 7, 7)]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "full", 1, 3), (0, "full", 4, 6), (100, "quiet", 7, 7)]);
 }
 
 #[test]
 fn full_windows_queue_behind_a_running_one_in_order() {
-    let mut sim = Sim::new(
-        PolicyConfig {
-            max_batch: Some(2),
-            ..debounce(100)
-        },
-        Runs::Manual,
-    );
+    let mut sim = Sim::new(PolicyConfig { max_batch: Some(2), ..debounce(100) }, Runs::Manual);
     sim.event();
     sim.event(); // full: fires, takes the slot
     for _ in 0..5 {
@@ -489,15 +336,7 @@ fn full_windows_queue_behind_a_running_one_in_order() {
         sim.succeed(running);
     }
     sim.advance_to(10_000);
-    assert_eq!(
-        sim.fire_summary(),
-        [
-            (0, "full", 1, 2),
-            (20, "full", 3, 4),
-            (30, "full", 5, 6),
-            (110, "quiet", 7, 7)
-        ]
-    );
+    assert_eq!(sim.fire_summary(), [(0, "full", 1, 2), (20, "full", 3, 4), (30, "full", 5, 6), (110, "quiet", 7, 7)]);
 }
 
 #[test]
@@ -522,22 +361,10 @@ fn a_refused_call_changes_nothing() {
     sim.event_at(60);
     let before = serde_json::to_string(&sim.engine).unwrap();
     let stranger = WindowId(999);
-    assert_eq!(
-        sim.engine.run_succeeded(stranger, 70),
-        Err(RunError::NotInFlight(stranger))
-    );
-    assert_eq!(
-        sim.engine.run_failed(stranger, 70),
-        Err(RunError::NotInFlight(stranger))
-    );
-    assert_eq!(
-        sim.engine.replay(running, 70),
-        Err(DeadLetterError::NotFound(running))
-    );
-    assert_eq!(
-        sim.engine.discard(stranger),
-        Err(DeadLetterError::NotFound(stranger))
-    );
+    assert_eq!(sim.engine.run_succeeded(stranger, 70), Err(RunError::NotInFlight(stranger)));
+    assert_eq!(sim.engine.run_failed(stranger, 70), Err(RunError::NotInFlight(stranger)));
+    assert_eq!(sim.engine.replay(running, 70), Err(DeadLetterError::NotFound(running)));
+    assert_eq!(sim.engine.discard(stranger), Err(DeadLetterError::NotFound(stranger)));
     assert_eq!(serde_json::to_string(&sim.engine).unwrap(), before);
     assert!(sim.engine.poll_action().is_none());
 }
@@ -545,20 +372,13 @@ fn a_refused_call_changes_nothing() {
 // ---- adaptive wait ---------------------------------------------------------
 
 fn adaptive() -> PolicyConfig {
-    PolicyConfig {
-        wait: Wait::Auto(Adaptive::default()),
-        ..debounce(0)
-    }
+    PolicyConfig { wait: Wait::Auto(Adaptive::default()), ..debounce(0) }
 }
 
 #[test]
 fn adaptive_wait_learns_the_median_gap_and_ignores_outliers() {
     let mut sim = Sim::new(adaptive(), Runs::Instant);
-    assert_eq!(
-        sim.engine.status().wait_ms,
-        300,
-        "initial before enough gaps"
-    );
+    assert_eq!(sim.engine.status().wait_ms, 300, "initial before enough gaps");
     let mut t = 0;
     for gap in [100, 100, 900, 100, 100, 100, 5_000, 100] {
         sim.event_at(t);
@@ -566,11 +386,7 @@ fn adaptive_wait_learns_the_median_gap_and_ignores_outliers() {
     }
     sim.event_at(t);
     let status = sim.engine.status();
-    assert_eq!(
-        status.learned_gap_ms,
-        Some(100),
-        "a 900 ms pause does not move the median; 5 s is not learned"
-    );
+    assert_eq!(status.learned_gap_ms, Some(100), "a 900 ms pause does not move the median; 5 s is not learned");
     assert_eq!(status.wait_ms, 250, "2.5 × 100 ms");
 }
 
@@ -618,114 +434,44 @@ fn adaptive_wait_saves_requests_for_slow_typists_and_time_for_fast_ones() {
 fn policy_validation_gives_typed_errors() {
     let bad = |config: PolicyConfig| config.build().unwrap_err();
     assert_eq!(
-        bad(PolicyConfig {
-            max_wait: Some(50),
-            ..debounce(100)
-        }),
-        PolicyError::MaxWaitBelowWait {
-            max_wait: 50,
-            wait: 100
-        }
+        bad(PolicyConfig { max_wait: Some(50), ..debounce(100) }),
+        PolicyError::MaxWaitBelowWait { max_wait: 50, wait: 100 }
     );
+    assert_eq!(bad(PolicyConfig { max_batch: Some(0), ..debounce(1) }), PolicyError::ZeroMaxBatch);
     assert_eq!(
-        bad(PolicyConfig {
-            max_batch: Some(0),
-            ..debounce(1)
-        }),
-        PolicyError::ZeroMaxBatch
-    );
-    assert_eq!(
-        bad(PolicyConfig {
-            retry: Retry {
-                max_attempts: 0,
-                base_ms: 0,
-                cap_ms: 0
-            },
-            ..debounce(1)
-        }),
+        bad(PolicyConfig { retry: Retry { max_attempts: 0, base_ms: 0, cap_ms: 0 }, ..debounce(1) }),
         PolicyError::ZeroMaxAttempts
     );
     assert_eq!(
-        bad(PolicyConfig {
-            retry: Retry {
-                max_attempts: 2,
-                base_ms: 9,
-                cap_ms: 1
-            },
-            ..debounce(1)
-        }),
-        PolicyError::RetryBaseAboveCap {
-            base_ms: 9,
-            cap_ms: 1
-        }
+        bad(PolicyConfig { retry: Retry { max_attempts: 2, base_ms: 9, cap_ms: 1 }, ..debounce(1) }),
+        PolicyError::RetryBaseAboveCap { base_ms: 9, cap_ms: 1 }
+    );
+    assert_eq!(bad(PolicyConfig { run_timeout: Some(0), ..debounce(1) }), PolicyError::ZeroRunTimeout);
+    assert!(matches!(bad(debounce(1 << 60)), PolicyError::TooLarge { field: "wait", .. }));
+    let auto = |a: Adaptive| PolicyConfig { wait: Wait::Auto(a), ..debounce(0) };
+    assert_eq!(
+        bad(auto(Adaptive { min_ms: 500, max_ms: 100, ..Adaptive::default() })),
+        PolicyError::AutoMinAboveMax { min_ms: 500, max_ms: 100 }
     );
     assert_eq!(
-        bad(PolicyConfig {
-            run_timeout: Some(0),
-            ..debounce(1)
-        }),
-        PolicyError::ZeroRunTimeout
-    );
-    assert!(matches!(
-        bad(debounce(1 << 60)),
-        PolicyError::TooLarge { field: "wait", .. }
-    ));
-    let auto = |a: Adaptive| PolicyConfig {
-        wait: Wait::Auto(a),
-        ..debounce(0)
-    };
-    assert_eq!(
-        bad(auto(Adaptive {
-            min_ms: 500,
-            max_ms: 100,
-            ..Adaptive::default()
-        })),
-        PolicyError::AutoMinAboveMax {
-            min_ms: 500,
-            max_ms: 100
-        }
-    );
-    assert_eq!(
-        bad(auto(Adaptive {
-            initial_ms: 5,
-            ..Adaptive::default()
-        })),
+        bad(auto(Adaptive { initial_ms: 5, ..Adaptive::default() })),
         PolicyError::AutoInitialOutOfRange { initial_ms: 5 }
     );
+    assert_eq!(bad(auto(Adaptive { factor_percent: 0, ..Adaptive::default() })), PolicyError::AutoZeroFactor);
     assert_eq!(
-        bad(auto(Adaptive {
-            factor_percent: 0,
-            ..Adaptive::default()
-        })),
-        PolicyError::AutoZeroFactor
-    );
-    assert_eq!(
-        bad(PolicyConfig {
-            max_wait: Some(999),
-            ..auto(Adaptive::default())
-        }),
-        PolicyError::MaxWaitBelowWait {
-            max_wait: 999,
-            wait: 1000
-        }
+        bad(PolicyConfig { max_wait: Some(999), ..auto(Adaptive::default()) }),
+        PolicyError::MaxWaitBelowWait { max_wait: 999, wait: 1000 }
     );
     assert!(!bad(debounce(1 << 60)).to_string().is_empty());
 }
 
 #[test]
 fn lodash_clamp_raises_max_wait_to_wait() {
-    let config = PolicyConfig {
-        max_wait: Some(50),
-        ..debounce(100)
-    }
-    .clamp_max_wait();
+    let config = PolicyConfig { max_wait: Some(50), ..debounce(100) }.clamp_max_wait();
     assert_eq!(config.max_wait, Some(100));
     assert!(config.build().is_ok());
     let throttle = PolicyConfig::throttle(200);
-    assert_eq!(
-        (throttle.leading, throttle.trailing, throttle.max_wait),
-        (true, true, Some(200))
-    );
+    assert_eq!((throttle.leading, throttle.trailing, throttle.max_wait), (true, true, Some(200)));
 }
 
 #[test]
@@ -734,11 +480,7 @@ fn a_policy_is_validated_again_when_deserialised() {
     assert!(serde_json::from_str::<lull_core::Policy>(&good).is_ok());
     let bad = good.replace("\"max_wait\":100", "\"max_wait\":5");
     let err = serde_json::from_str::<lull_core::Policy>(&bad).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("max_wait (5 ms) must be at least wait (100 ms)"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("max_wait (5 ms) must be at least wait (100 ms)"), "{err}");
 }
 
 // ---- keyed -----------------------------------------------------------------
@@ -776,9 +518,7 @@ fn keyed_flush_all_fires_every_key_and_ids_are_unique() {
     keyed.flush_all(20);
     let mut windows = Vec::new();
     while let Some((key, action)) = keyed.poll_action() {
-        let Action::Fire(fire) = action else {
-            panic!("{action:?}")
-        };
+        let Action::Fire(fire) = action else { panic!("{action:?}") };
         assert_eq!((fire.reason, fire.at), (Reason::Flush, 20));
         windows.push(fire.window);
         keyed.run_succeeded(&key, fire.window, 20).unwrap();

@@ -60,9 +60,5 @@ fn not_yet(command: &str, why: &str) -> ExitCode {
 /// The workspace root: two levels above this crate.
 fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .nth(2)
-        .map(PathBuf::from)
-        .unwrap_or(manifest)
+    manifest.ancestors().nth(2).map(PathBuf::from).unwrap_or(manifest)
 }

@@ -21,11 +21,7 @@ fn step(what: &str, state: &str) {
 pub fn all(root: &Path) -> Result<Tools, String> {
     wasm_target()?;
     let node = node()?;
-    npm_ci(
-        root,
-        "crates/lull-core/tests/lodash",
-        "lodash (differential test)",
-    )?;
+    npm_ci(root, "crates/lull-core/tests/lodash", "lodash (differential test)")?;
     Ok(Tools { node })
 }
 
@@ -37,11 +33,7 @@ fn wasm_target() -> Result<(), String> {
         step("rust target wasm32-unknown-unknown", "present");
         return Ok(());
     }
-    steps::run(
-        "rustup target add",
-        Path::new("."),
-        Command::new("rustup").args(["target", "add", TARGET]),
-    )?;
+    steps::run("rustup target add", Path::new("."), Command::new("rustup").args(["target", "add", TARGET]))?;
     step("rust target wasm32-unknown-unknown", "installed");
     Ok(())
 }
@@ -49,16 +41,9 @@ fn wasm_target() -> Result<(), String> {
 fn node() -> Result<PathBuf, String> {
     let version = output(Command::new("node").arg("--version"))
         .ok_or("Node.js is needed on PATH (with npm) for the JavaScript-side tests")?;
-    let major: u32 = version
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
+    let major: u32 = version.trim_start_matches('v').split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
     if major < NODE_MIN_MAJOR {
-        return Err(format!(
-            "Node.js {version} is too old: {NODE_MIN_MAJOR} or newer is needed"
-        ));
+        return Err(format!("Node.js {version} is too old: {NODE_MIN_MAJOR} or newer is needed"));
     }
     step("node", &format!("present ({version})"));
     Ok(PathBuf::from("node"))
@@ -68,11 +53,8 @@ fn node() -> Result<PathBuf, String> {
 fn npm_ci(root: &Path, dir: &str, what: &str) -> Result<(), String> {
     let dir = root.join(dir);
     let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let lock = modified(dir.join("package-lock.json"))
-        .ok_or(format!("{} has no package-lock.json", dir.display()))?;
-    if modified(dir.join("node_modules/.package-lock.json"))
-        .is_some_and(|installed| installed >= lock)
-    {
+    let lock = modified(dir.join("package-lock.json")).ok_or(format!("{} has no package-lock.json", dir.display()))?;
+    if modified(dir.join("node_modules/.package-lock.json")).is_some_and(|installed| installed >= lock) {
         step(what, "present");
         return Ok(());
     }

@@ -10,22 +10,14 @@ use crate::setup::Tools;
 pub fn run(name: &str, dir: &Path, cmd: &mut Command) -> Result<(), String> {
     cmd.current_dir(dir);
     println!("==> {name}: {}", describe(cmd));
-    let status = cmd
-        .status()
-        .map_err(|e| format!("{name}: cannot start {}: {e}", describe(cmd)))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{name}: {status}"))
-    }
+    let status = cmd.status().map_err(|e| format!("{name}: cannot start {}: {e}", describe(cmd)))?;
+    if status.success() { Ok(()) } else { Err(format!("{name}: {status}")) }
 }
 
 /// Run `cmd` and return its standard output, trimmed (`None` if it cannot run or fails).
 pub fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn describe(cmd: &Command) -> String {
@@ -43,56 +35,19 @@ fn cargo(args: &[&str]) -> Command {
 /// Every suite, each run even when an earlier one failed; then a summary.
 pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
     // `--show-output`: passing tests' reports (the differential's counts) are printed.
-    let mut tests = cargo(&[
-        "test",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "--show-output",
-    ]);
+    let mut tests = cargo(&["test", "--workspace", "--all-targets", "--", "--show-output"]);
     tests.env("LULL_NODE", &tools.node);
     let mut doc_tests = cargo(&["test", "--workspace", "--doc"]);
     doc_tests.env("LULL_NODE", &tools.node);
     let suites: Vec<(&str, Command)> = vec![
         ("format", cargo(&["fmt", "--all", "--check"])),
-        (
-            "lints (native)",
-            cargo(&[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
-        ),
+        ("lints (native)", cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         (
             "lints (wasm32, lull-core)",
-            cargo(&[
-                "clippy",
-                "-p",
-                "lull-core",
-                "--target",
-                "wasm32-unknown-unknown",
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            cargo(&["clippy", "-p", "lull-core", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]),
         ),
-        (
-            "build (wasm32, lull-core)",
-            cargo(&[
-                "build",
-                "-p",
-                "lull-core",
-                "--target",
-                "wasm32-unknown-unknown",
-            ]),
-        ),
-        (
-            "tests (unit, scenarios, properties, lodash differential)",
-            tests,
-        ),
+        ("build (wasm32, lull-core)", cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"])),
+        ("tests (unit, scenarios, properties, lodash differential)", tests),
         ("doc tests", doc_tests),
     ];
     let mut results = Vec::new();
@@ -103,19 +58,9 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
     }
     println!("\n{:<58} {:>6} {:>9}", "suite", "result", "seconds");
     for (name, ok, secs) in &results {
-        println!(
-            "{name:<58} {:>6} {secs:>9.1}",
-            if *ok { "ok" } else { "FAILED" }
-        );
+        println!("{name:<58} {:>6} {secs:>9.1}", if *ok { "ok" } else { "FAILED" });
     }
     let failed = results.iter().filter(|(_, ok, _)| !ok).count();
-    println!(
-        "summary: {} passed, {failed} failed",
-        results.len() - failed
-    );
-    if failed == 0 {
-        Ok(())
-    } else {
-        Err(format!("{failed} suite(s) failed"))
-    }
+    println!("summary: {} passed, {failed} failed", results.len() - failed);
+    if failed == 0 { Ok(()) } else { Err(format!("{failed} suite(s) failed")) }
 }

@@ -28,21 +28,11 @@ pub fn policy(config: PolicyConfig) -> Policy {
 
 impl Sim {
     pub fn new(config: PolicyConfig, runs: Runs) -> Self {
-        Sim {
-            engine: Debouncer::new(policy(config), 7),
-            now: 0,
-            runs,
-            log: Vec::new(),
-        }
+        Sim { engine: Debouncer::new(policy(config), 7), now: 0, runs, log: Vec::new() }
     }
 
     pub fn from_engine(engine: Debouncer, now: u64, runs: Runs) -> Self {
-        Sim {
-            engine,
-            now,
-            runs,
-            log: Vec::new(),
-        }
+        Sim { engine, now, runs, log: Vec::new() }
     }
 
     /// Take the engine's pending actions (and end runs, with `Runs::Instant`).
@@ -50,9 +40,7 @@ impl Sim {
         while let Some(action) = self.engine.poll_action() {
             self.log.push((self.now, action));
             if let (Runs::Instant, Action::Fire(fire)) = (self.runs, action) {
-                self.engine
-                    .run_succeeded(fire.window, self.now)
-                    .expect("the fired run is in flight");
+                self.engine.run_succeeded(fire.window, self.now).expect("the fired run is in flight");
             }
         }
     }
@@ -98,16 +86,12 @@ impl Sim {
     }
 
     pub fn succeed(&mut self, window: WindowId) {
-        self.engine
-            .run_succeeded(window, self.now)
-            .expect("run in flight");
+        self.engine.run_succeeded(window, self.now).expect("run in flight");
         self.drain();
     }
 
     pub fn fail(&mut self, window: WindowId) {
-        self.engine
-            .run_failed(window, self.now)
-            .expect("run in flight");
+        self.engine.run_failed(window, self.now).expect("run in flight");
         self.drain();
     }
 
@@ -129,10 +113,7 @@ impl Sim {
 
     /// (time, reason, first seq, last seq) of every fire: compact for asserts.
     pub fn fire_summary(&self) -> Vec<(u64, &'static str, u64, u64)> {
-        self.fires()
-            .iter()
-            .map(|f| (f.at, f.reason.as_str(), f.span.first.0, f.span.last.0))
-            .collect()
+        self.fires().iter().map(|f| (f.at, f.reason.as_str(), f.span.first.0, f.span.last.0)).collect()
     }
 
     /// The last fire.

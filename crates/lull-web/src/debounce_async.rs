@@ -1,0 +1,283 @@
+//! `debounceAsync`: a promise per call; every caller of a window gets that window's outcome.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::{Rc, Weak};
+
+use js_sys::{Array, Function, Promise, Reflect};
+use lull_core::{Action, Debouncer, Overlap, Policy, WindowId};
+use serde::Deserialize;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, spawn_local};
+use web_sys::{AbortController, AbortSignal};
+
+use crate::hide::HideHook;
+use crate::js;
+use crate::options::{self, TimingOptions};
+use crate::shared::{self, Driver};
+use crate::timer::Timer;
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AsyncOptions {
+    #[serde(flatten)]
+    timing: TimingOptions,
+    /// `"latest"` (default): a newer run aborts the running one; `"queue"`: it waits.
+    mode: Option<String>,
+}
+
+type Settle = (Function, Function);
+
+struct State {
+    engine: Debouncer,
+    func: Function,
+    call: Option<(JsValue, Array)>,
+    /// Callers waiting for their window's outcome: (resolve, reject).
+    waiters: BTreeMap<WindowId, Vec<Settle>>,
+    /// The running window and the controller of the signal its run received.
+    running: Option<(WindowId, AbortController)>,
+    /// `opts.signal`, if given: aborting it cancels.
+    signal: Option<(AbortSignal, Closure<dyn FnMut()>)>,
+    timer: Timer,
+    _hide: Option<HideHook>,
+    keepalive: Option<Rc<RefCell<State>>>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        if let Some((signal, listener)) = &self.signal {
+            let _ = signal.remove_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
+        }
+        crate::live::dropped();
+    }
+}
+
+/// The driver behind a function made by `debounceAsync`.
+#[wasm_bindgen]
+pub struct AsyncDebounced {
+    state: Rc<RefCell<State>>,
+}
+
+fn reject_all(waiters: Vec<Settle>, error: &JsValue) {
+    for (_, reject) in waiters {
+        let _ = reject.call1(&JsValue::UNDEFINED, error);
+    }
+}
+
+impl Driver for State {
+    fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
+        pump(rc);
+        Ok(())
+    }
+
+    fn timer(&mut self) -> &mut Timer {
+        &mut self.timer
+    }
+
+    fn deadline_reached(&mut self, now: u64) {
+        self.engine.handle_timeout(now);
+    }
+
+    fn flush_all(&mut self, now: u64) {
+        self.engine.flush(now);
+    }
+}
+
+/// Carry out the engine's actions, then follow its deadline. User code runs
+/// with no borrow held.
+fn pump(rc: &Rc<RefCell<State>>) {
+    loop {
+        let action = rc.borrow_mut().engine.poll_action();
+        let Some(action) = action else { break };
+        match action {
+            Action::Fire(fire) => start(rc, fire.window, fire.supersedes),
+            Action::Dropped(dropped) => {
+                let waiters = {
+                    let mut s = rc.borrow_mut();
+                    s.call = None;
+                    s.waiters.remove(&dropped.window).unwrap_or_default()
+                };
+                reject_all(waiters, &js::abort_error("lull: cancelled"));
+            }
+            Action::DeadLettered(letter) => {
+                // The callers already got the error; a page keeps no dead letters.
+                let _ = rc.borrow_mut().engine.discard(letter.window);
+            }
+            Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
+        }
+    }
+    let mut s = rc.borrow_mut();
+    let deadline = s.engine.next_deadline();
+    let running = s.running.is_some();
+    s.keepalive = shared::follow(rc, &mut s, deadline, running);
+}
+
+/// Run `window` with the latest call's arguments plus a fresh `AbortSignal`.
+fn start(rc: &Rc<RefCell<State>>, window: WindowId, supersedes: Option<WindowId>) {
+    let controller = AbortController::new().ok();
+    let (func, this, args, stale) = {
+        let mut s = rc.borrow_mut();
+        let stale = supersedes.and_then(|old| {
+            let (_, controller) = s.running.take().filter(|(w, _)| *w == old)?;
+            Some((controller, s.waiters.remove(&old).unwrap_or_default()))
+        });
+        let (this, args) = s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new()));
+        if let Some(controller) = &controller {
+            s.running = Some((window, controller.clone()));
+        }
+        (s.func.clone(), this, args, stale)
+    };
+    if let Some((old, waiters)) = stale {
+        let error = js::abort_error("lull: superseded by a newer run");
+        old.abort_with_reason(&error);
+        reject_all(waiters, &error);
+    }
+    if let Some(controller) = &controller {
+        args.push(&controller.signal());
+    }
+    let promise = match Reflect::apply(&func, &this, &args) {
+        Ok(value) => Promise::resolve(&value),
+        Err(thrown) => Promise::reject(&thrown),
+    };
+    let weak = Rc::downgrade(rc);
+    spawn_local(async move {
+        let outcome = JsFuture::from(promise).await;
+        shared::upgrade_then(&weak, |rc| {
+            finish(rc, window, outcome);
+            Ok(())
+        });
+    });
+}
+
+/// A run settled: settle its callers, unless a newer run superseded it.
+fn finish(rc: &Rc<RefCell<State>>, window: WindowId, outcome: Result<JsValue, JsValue>) {
+    let waiters = {
+        let mut s = rc.borrow_mut();
+        if s.running.as_ref().is_none_or(|(w, _)| *w != window) {
+            return; // superseded: its callers were already rejected
+        }
+        s.running = None;
+        let now = js::now();
+        let _ = match outcome {
+            Ok(_) => s.engine.run_succeeded(window, now),
+            Err(_) => s.engine.run_failed(window, now),
+        };
+        s.waiters.remove(&window).unwrap_or_default()
+    };
+    for (resolve, reject) in waiters {
+        let _ = match &outcome {
+            Ok(value) => resolve.call1(&JsValue::UNDEFINED, value),
+            Err(error) => reject.call1(&JsValue::UNDEFINED, error),
+        };
+    }
+    pump(rc);
+}
+
+impl AsyncDebounced {
+    fn new(func: Function, policy: Policy, flush_on_hide: bool, signal: Option<AbortSignal>) -> Self {
+        let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
+            let on_abort = weak.clone();
+            let signal = signal.map(|signal| {
+                let listener: Closure<dyn FnMut()> = Closure::new(move || {
+                    shared::upgrade_then(&on_abort, |rc| {
+                        rc.borrow_mut().engine.cancel(js::now());
+                        pump(rc);
+                        Ok(())
+                    })
+                });
+                let _ = signal.add_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
+                (signal, listener)
+            });
+            RefCell::new(State {
+                engine: Debouncer::new(policy, crate::seed()),
+                func,
+                call: None,
+                waiters: BTreeMap::new(),
+                running: None,
+                signal,
+                timer: shared::timer(weak),
+                _hide: shared::hide_hook(flush_on_hide, weak),
+                keepalive: None,
+            })
+        });
+        crate::live::created();
+        AsyncDebounced { state }
+    }
+}
+
+#[wasm_bindgen]
+impl AsyncDebounced {
+    /// One call: a promise of the outcome of the window it joins.
+    pub fn call(&self, this: JsValue, args: Array) -> Promise {
+        let mut settle = None;
+        let promise = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+        let Some((resolve, reject)) = settle else {
+            return promise;
+        };
+        let aborted = self.state.borrow().signal.as_ref().filter(|(s, _)| s.aborted()).map(|(s, _)| s.reason());
+        if let Some(reason) = aborted {
+            let _ = reject.call1(&JsValue::UNDEFINED, &reason);
+            return promise;
+        }
+        {
+            let mut s = self.state.borrow_mut();
+            s.call = Some((this, args));
+            let accepted = s.engine.event(js::now());
+            s.waiters.entry(accepted.window).or_default().push((resolve, reject));
+        }
+        pump(&self.state);
+        promise
+    }
+
+    /// Reject the callers of the window not yet run with an `AbortError`.
+    pub fn cancel(&self) {
+        self.state.borrow_mut().engine.cancel(js::now());
+        pump(&self.state);
+    }
+
+    /// Run the pending window now; its callers settle with its outcome.
+    pub fn flush(&self) {
+        self.state.borrow_mut().engine.flush(js::now());
+        pump(&self.state);
+    }
+
+    /// Whether a window waits or a run is going.
+    pub fn pending(&self) -> bool {
+        let s = self.state.borrow();
+        s.engine.pending() || s.running.is_some()
+    }
+}
+
+/// `debounceAsync(fn, wait, { leading, trailing, maxWait, mode, signal, flushOnHide })`.
+///
+/// `fn` receives the latest call's arguments and then an `AbortSignal`,
+/// aborted when a newer run supersedes it (`mode: "latest"`, the default);
+/// with `mode: "queue"` a newer run waits for it instead.
+#[wasm_bindgen(js_name = debounceAsync, skip_typescript)]
+pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
+    let func = options::function(func, "func")?;
+    let opts: AsyncOptions = options::read(&options, "debounceAsync options")?;
+    let overlap = match opts.mode.as_deref() {
+        None | Some("latest") => Overlap::Supersede,
+        Some("queue") => Overlap::Queue,
+        Some(other) => {
+            return Err(js::type_error(format!("`mode` must be \"latest\" or \"queue\", got {other:?}")));
+        }
+    };
+    let signal = if options.is_object() {
+        let value = Reflect::get(&options, &"signal".into())?;
+        if value.is_undefined() || value.is_null() {
+            None
+        } else {
+            Some(value.dyn_into::<AbortSignal>().map_err(|_| js::type_error("`signal` must be an AbortSignal"))?)
+        }
+    } else {
+        None
+    };
+    let mut config = options::debounce_policy(options::wait(&wait)?, &opts.timing)?;
+    config.overlap = overlap;
+    let driver = AsyncDebounced::new(func, options::build(config)?, opts.timing.flush_on_hide, signal);
+    let methods = Array::of3(&"cancel".into(), &"flush".into(), &"pending".into());
+    Ok(js::callable(driver.into(), methods))
+}

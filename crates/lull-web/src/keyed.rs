@@ -1,0 +1,168 @@
+//! `debounceKeyed`: one timer for many keys (per-field autosave, per-row sync).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use js_sys::{Array, Function, Reflect};
+use lull_core::{Action, Keyed};
+use wasm_bindgen::prelude::*;
+
+use crate::hide::HideHook;
+use crate::js;
+use crate::options::{self, TimingOptions};
+use crate::shared::{self, Driver};
+use crate::timer::Timer;
+
+struct State {
+    engine: Keyed<String>,
+    func: Function,
+    /// Per key: the key as given, and the latest call's `this` and arguments.
+    calls: HashMap<String, (JsValue, JsValue, Array)>,
+    timer: Timer,
+    _hide: Option<HideHook>,
+    keepalive: Option<Rc<RefCell<State>>>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        crate::live::dropped();
+    }
+}
+
+impl Driver for State {
+    /// Call the function for each fire as `fn(key, ...args)`; then follow the deadline.
+    fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
+        let mut error = None;
+        loop {
+            let action = rc.borrow_mut().engine.poll_action();
+            let Some((key, action)) = action else { break };
+            match action {
+                Action::Fire(fire) => {
+                    let (func, call) = {
+                        let mut s = rc.borrow_mut();
+                        (s.func.clone(), s.calls.remove(&key))
+                    };
+                    if let Some((given, this, args)) = call {
+                        args.unshift(&given);
+                        if let Err(thrown) = Reflect::apply(&func, &this, &args) {
+                            error = error.or(Some(thrown));
+                        }
+                    }
+                    let _ = rc.borrow_mut().engine.run_succeeded(&key, fire.window, js::now());
+                }
+                Action::Dropped(_) => {
+                    rc.borrow_mut().calls.remove(&key);
+                }
+                Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
+            }
+        }
+        let mut s = rc.borrow_mut();
+        let deadline = s.engine.next_deadline();
+        s.keepalive = shared::follow(rc, &mut s, deadline, false);
+        error.map_or(Ok(()), Err)
+    }
+
+    fn timer(&mut self) -> &mut Timer {
+        &mut self.timer
+    }
+
+    fn deadline_reached(&mut self, now: u64) {
+        self.engine.handle_timeout(now);
+    }
+
+    fn flush_all(&mut self, now: u64) {
+        self.engine.flush_all(now);
+    }
+}
+
+/// The driver behind a function made by `debounceKeyed`.
+#[wasm_bindgen]
+pub struct KeyedDebounced {
+    state: Rc<RefCell<State>>,
+}
+
+/// Keys are strings or numbers (numbers as their string form, like object keys).
+fn key_of(key: &JsValue) -> Result<String, JsValue> {
+    if let Some(s) = key.as_string() {
+        return Ok(s);
+    }
+    match key.as_f64() {
+        Some(n) => Ok(js_sys::Number::from(n).to_string_with_radix(10)?.into()),
+        None => Err(js::type_error("a key must be a string or a number")),
+    }
+}
+
+#[wasm_bindgen]
+impl KeyedDebounced {
+    /// One call `(key, ...args)`: debounced per key.
+    pub fn call(&self, this: JsValue, args: Array) -> Result<(), JsValue> {
+        let given = args.shift();
+        let key = key_of(&given)?;
+        {
+            let mut s = self.state.borrow_mut();
+            s.calls.insert(key.clone(), (given, this, args));
+            s.engine.event(key, js::now());
+        }
+        State::pump(&self.state)
+    }
+
+    /// Drop the pending call of `key`, or of every key.
+    pub fn cancel(&self, key: JsValue) -> Result<(), JsValue> {
+        {
+            let mut s = self.state.borrow_mut();
+            if key.is_undefined() {
+                s.engine.cancel_all(js::now());
+            } else {
+                s.engine.cancel(&key_of(&key)?, js::now());
+            }
+        }
+        State::pump(&self.state)
+    }
+
+    /// Run the pending call of `key`, or of every key, now.
+    pub fn flush(&self, key: JsValue) -> Result<(), JsValue> {
+        {
+            let mut s = self.state.borrow_mut();
+            if key.is_undefined() {
+                s.engine.flush_all(js::now());
+            } else {
+                s.engine.flush(&key_of(&key)?, js::now());
+            }
+        }
+        State::pump(&self.state)
+    }
+
+    /// Whether `key` (or any key) has a call pending.
+    pub fn pending(&self, key: JsValue) -> Result<bool, JsValue> {
+        let s = self.state.borrow();
+        if key.is_undefined() {
+            return Ok(s.engine.keys().any(|k| s.engine.pending(k)));
+        }
+        Ok(s.engine.pending(&key_of(&key)?))
+    }
+}
+
+/// `debounceKeyed(fn, wait, { leading, trailing, maxWait, flushOnHide })`:
+/// `f(key, ...args)` debounces per key, with one timer for all keys; `fn` is
+/// called as `fn(key, ...latestArgs)`. `cancel(key?)`, `flush(key?)`, `pending(key?)`.
+#[wasm_bindgen(js_name = debounceKeyed, skip_typescript)]
+pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
+    let func = options::function(func, "func")?;
+    let opts: TimingOptions = options::read(&options, "debounceKeyed options")?;
+    let config = options::debounce_policy(options::wait(&wait)?, &opts)?;
+    let policy = options::build(config)?;
+    let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
+        RefCell::new(State {
+            engine: Keyed::new(policy, crate::seed()),
+            func,
+            calls: HashMap::new(),
+            timer: shared::timer(weak),
+            _hide: shared::hide_hook(opts.flush_on_hide, weak),
+            keepalive: None,
+        })
+    });
+    crate::live::created();
+    let methods = Array::of3(&"cancel".into(), &"flush".into(), &"pending".into());
+    Ok(js::callable(KeyedDebounced { state }.into(), methods))
+}

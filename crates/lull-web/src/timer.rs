@@ -1,0 +1,63 @@
+//! The one `setTimeout` a driver owns, following the engine's deadline lazily.
+
+use js_sys::Function;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+use crate::js;
+
+/// Browsers run a longer delay at once; a long deadline is reached in steps.
+const MAX_DELAY_MS: u64 = i32::MAX as u64;
+
+/// At most one armed `setTimeout`, re-armed only when the deadline moves
+/// earlier (an event never moves it later, so typing costs no timer calls).
+/// Dropping it clears the timeout.
+pub(crate) struct Timer {
+    callback: Closure<dyn FnMut()>,
+    handle: Option<JsValue>,
+    due: Option<u64>,
+}
+
+impl Timer {
+    pub(crate) fn new(on_fire: impl FnMut() + 'static) -> Self {
+        Timer { callback: Closure::new(on_fire), handle: None, due: None }
+    }
+
+    /// Arm for `deadline` unless an armed timer is due no later; disarm when there is none.
+    pub(crate) fn follow(&mut self, deadline: Option<u64>, now: u64) {
+        match deadline {
+            None => self.clear(),
+            Some(d) if self.due.is_some_and(|due| due <= d) => {}
+            Some(d) => {
+                self.clear();
+                let delay = d.saturating_sub(now).min(MAX_DELAY_MS);
+                let handler: &Function = self.callback.as_ref().unchecked_ref();
+                self.handle = Some(js::set_timeout(handler, delay as f64));
+                self.due = Some(now + delay);
+            }
+        }
+    }
+
+    /// The timeout ran: nothing is armed any more.
+    pub(crate) fn went_off(&mut self) {
+        self.handle = None;
+        self.due = None;
+    }
+
+    pub(crate) fn is_armed(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            js::clear_timeout(&handle);
+        }
+        self.due = None;
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
