@@ -20,9 +20,61 @@ fn step(what: &str, state: &str) {
 
 pub fn all(root: &Path) -> Result<Tools, String> {
     wasm_target()?;
+    let wasm_bindgen = locked_version(root, "wasm-bindgen")?;
+    cargo_install(root, "wasm-bindgen", "wasm-bindgen-cli", &wasm_bindgen, false)?;
+    cargo_install(root, "wasm-pack", "wasm-pack", WASM_PACK, true)?;
+    chromium()?;
     let node = node()?;
     npm_ci(root, "crates/lull-core/tests/lodash", "lodash (differential test)")?;
     Ok(Tools { node })
+}
+
+const WASM_PACK: &str = "0.15.1";
+
+/// The version of `package` that Cargo.lock pins (the wasm-bindgen CLI must equal the library).
+fn locked_version(root: &Path, package: &str) -> Result<String, String> {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).map_err(|e| format!("Cargo.lock: {e}"))?;
+    let needle = format!("name = \"{package}\"\nversion = \"");
+    let at = lock.find(&needle).ok_or(format!("{package} is not in Cargo.lock"))? + needle.len();
+    Ok(lock[at..].split('"').next().unwrap_or_default().to_string())
+}
+
+/// `cargo install crate@version` unless `bin --version` already says `version`.
+/// Builds share one target dir under `target/`, so later installs reuse it.
+fn cargo_install(root: &Path, bin: &str, krate: &str, version: &str, locked: bool) -> Result<(), String> {
+    let what = format!("{krate} {version}");
+    let present =
+        output(Command::new(bin).arg("--version")).is_some_and(|v| v.split_whitespace().any(|w| w == version));
+    if present {
+        step(&what, "present");
+        return Ok(());
+    }
+    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    install.args(["install", krate, "--version", version, "--target-dir"]).arg(root.join("target/tool-builds"));
+    if locked {
+        install.arg("--locked");
+    }
+    steps::run(&format!("cargo install {what}"), root, &mut install)?;
+    step(&what, "installed");
+    Ok(())
+}
+
+/// Debian's Chromium and its driver, for the browser tests.
+fn chromium() -> Result<(), String> {
+    let what = "chromium + chromium-driver (apt)";
+    if Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists() {
+        step(what, "present");
+        return Ok(());
+    }
+    let apt = |args: &[&str]| {
+        let mut cmd = Command::new("apt-get");
+        cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        cmd
+    };
+    steps::run("apt-get update", Path::new("/"), &mut apt(&["update", "-qq"]))?;
+    steps::run("apt-get install", Path::new("/"), &mut apt(&["install", "-y", "-qq", "chromium", "chromium-driver"]))?;
+    step(what, "installed");
+    Ok(())
 }
 
 fn wasm_target() -> Result<(), String> {

@@ -32,6 +32,15 @@ fn cargo(args: &[&str]) -> Command {
     cmd
 }
 
+/// lull-web's wasm-bindgen tests in headless Chromium (real DOM, real timers);
+/// `webdriver.json` in the crate holds Chromium's offline flags.
+fn browser_tests(root: &Path) -> Command {
+    let mut cmd = Command::new("wasm-pack");
+    cmd.args(["test", "--headless", "--chrome", "--chromedriver", "/usr/bin/chromedriver"]);
+    cmd.arg(root.join("crates/lull-web"));
+    cmd
+}
+
 /// Every suite, each run even when an earlier one failed; then a summary.
 pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
     // `--show-output`: passing tests' reports (the differential's counts) are printed.
@@ -46,9 +55,24 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
             "lints (wasm32, lull-core)",
             cargo(&["clippy", "-p", "lull-core", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]),
         ),
+        (
+            "lints (wasm32, lull-web)",
+            cargo(&[
+                "clippy",
+                "-p",
+                "lull-web",
+                "--all-targets",
+                "--target",
+                "wasm32-unknown-unknown",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ),
         ("build (wasm32, lull-core)", cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"])),
         ("tests (unit, scenarios, properties, lodash differential)", tests),
         ("doc tests", doc_tests),
+        ("browser tests (lull-web in headless Chromium)", browser_tests(root)),
     ];
     let mut results = Vec::new();
     for (name, mut cmd) in suites {
