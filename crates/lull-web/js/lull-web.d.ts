@@ -34,3 +34,94 @@ export function throttle<F extends (...args: any[]) => any>(
   wait?: number,
   options?: Pick<DebounceOptions, "leading" | "trailing" | "flushOnHide">,
 ): DebouncedFunc<F>;
+
+/** Options of `debounceAsync`. */
+export interface DebounceAsyncOptions extends DebounceOptions {
+  /**
+   * `"latest"` (default): a newer run aborts the running one (its `AbortSignal`
+   * fires) and its callers reject with an `AbortError`. `"queue"`: a newer
+   * run waits until the running one settles; never two at once.
+   */
+  mode?: "latest" | "queue";
+  /** Aborting it cancels: pending callers reject, later calls reject at once. */
+  signal?: AbortSignal;
+}
+
+/** A function made by `debounceAsync`: every call returns its window's promise. */
+export interface DebouncedAsyncFunc<A extends unknown[], R> {
+  (...args: A): Promise<R>;
+  /** Reject the callers of the window not yet run with an `AbortError`. */
+  cancel(): void;
+  /** Run the pending window now. */
+  flush(): void;
+  /** Whether a window waits or a run is going. */
+  pending(): boolean;
+}
+
+/**
+ * Promise-returning debounce: every caller of a window settles with that
+ * window's result or error. `func` gets the latest call's arguments, then an
+ * `AbortSignal` that aborts when a newer run supersedes it.
+ */
+export function debounceAsync<A extends unknown[], R>(
+  func: (...args: [...A, AbortSignal]) => R | PromiseLike<R>,
+  wait?: number | "auto",
+  options?: DebounceAsyncOptions,
+): DebouncedAsyncFunc<A, Awaited<R>>;
+
+/** A function made by `debounceKeyed`: debounced per key, one timer for all. */
+export interface KeyedDebouncedFunc<K extends string | number, A extends unknown[]> {
+  (key: K, ...args: A): void;
+  /** Drop the pending call of `key`, or of every key. */
+  cancel(key?: K): void;
+  /** Run the pending call of `key`, or of every key, now. */
+  flush(key?: K): void;
+  /** Whether `key` (or any key) has a call pending. */
+  pending(key?: K): boolean;
+}
+
+/** Debounce per key (e.g. autosave per form field): `func(key, ...latestArgs)`. */
+export function debounceKeyed<K extends string | number, A extends unknown[]>(
+  func: (key: K, ...args: A) => unknown,
+  wait?: number | "auto",
+  options?: DebounceOptions,
+): KeyedDebouncedFunc<K, A>;
+
+/** Options of `bindSearch`. */
+export interface SearchOptions<T> {
+  /** Run a query; abort the request when `signal` fires (a newer query superseded it). */
+  search(query: string, signal: AbortSignal): PromiseLike<T> | T;
+  /** Quiet period in ms, or `"auto"` to learn it from the typing rhythm. Default 250. */
+  wait?: number | "auto";
+  /** Longest a query may wait while typing continues (ms). */
+  maxWait?: number;
+  /** Shortest (trimmed) query searched. Default 1. */
+  minLength?: number;
+  /** Remember this many recent results (LRU) and answer repeats without a request. Default 0. */
+  cache?: number;
+  /** The newest results; an older response is never delivered after a newer one. */
+  onResults?(results: T, query: string): void;
+  /** A failed search (aborted ones are not reported). */
+  onError?(error: unknown, query: string): void;
+  /** A query waits or a request runs (`true`), or neither (`false`). */
+  onPending?(pending: boolean): void;
+}
+
+/**
+ * Bind a search box: debounced, no search mid-IME-composition (one at
+ * `compositionend`), Enter searches now, Escape cancels, trimmed and
+ * unchanged queries skipped, stale requests aborted. Call `destroy()` to unbind.
+ */
+export function bindSearch<T>(input: HTMLInputElement, options: SearchOptions<T>): SearchBinding;
+
+/** A search box bound by `bindSearch`. */
+export interface SearchBinding {
+  /** Remove every listener, disarm the timer, abort the running request. */
+  destroy(): void;
+  /** Search the current query now (what Enter does). */
+  flush(): void;
+  /** Drop the pending query and abort the running request (what Escape does). */
+  cancel(): void;
+  /** Whether a query waits or a request is running. */
+  pending(): boolean;
+}

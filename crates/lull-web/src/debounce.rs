@@ -78,7 +78,7 @@ impl Driver for State {
 }
 
 /// The driver behind a debounced function (see `debounce`).
-#[wasm_bindgen]
+#[wasm_bindgen(skip_typescript)]
 pub struct Debounced {
     state: Rc<RefCell<State>>,
 }

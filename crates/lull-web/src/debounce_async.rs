@@ -54,7 +54,7 @@ impl Drop for State {
 }
 
 /// The driver behind a function made by `debounceAsync`.
-#[wasm_bindgen]
+#[wasm_bindgen(skip_typescript)]
 pub struct AsyncDebounced {
     state: Rc<RefCell<State>>,
 }

@@ -77,7 +77,7 @@ impl Driver for State {
 }
 
 /// The driver behind a function made by `debounceKeyed`.
-#[wasm_bindgen]
+#[wasm_bindgen(skip_typescript)]
 pub struct KeyedDebounced {
     state: Rc<RefCell<State>>,
 }

@@ -51,9 +51,8 @@ pub(crate) fn number(ms: f64, name: &str) -> Result<u64, JsValue> {
     if ms.is_finite() && (0.0..=MAX_DURATION_MS as f64).contains(&ms) {
         Ok(ms.floor() as u64)
     } else {
-        Err(type_error(format!(
-            "`{name}` must be a finite number of milliseconds from 0 to {MAX_DURATION_MS}, got {ms}"
-        )))
+        // The number is not echoed back: float formatting would add kilobytes to the module.
+        Err(type_error(format!("`{name}` must be a finite number of milliseconds from 0 to {MAX_DURATION_MS}")))
     }
 }
 

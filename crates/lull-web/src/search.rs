@@ -87,7 +87,7 @@ impl Drop for State {
 }
 
 /// A search box bound by `bindSearch`. Keep it to call `destroy()`.
-#[wasm_bindgen]
+#[wasm_bindgen(skip_typescript)]
 pub struct SearchBinding {
     state: Rc<RefCell<State>>,
 }

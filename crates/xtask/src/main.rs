@@ -3,6 +3,7 @@
 //! `setup` installs what the project needs and skips what is present;
 //! `test` sets up, then runs every suite and ends with a summary line.
 
+mod package;
 mod setup;
 mod steps;
 
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
   setup   install what the project needs (skips what is present)
+  package build the npm package lull-web into target/npm
   test    set up, then run every suite (format, lints, wasm32 build, tests)
   dev     run the local edge on workerd (arrives with lull-edge)
   bench   run the benchmarks (arrive with lull-web and lull-edge)";
@@ -20,6 +22,9 @@ fn main() -> ExitCode {
     let root = workspace_root();
     match std::env::args().nth(1).as_deref() {
         Some("setup") => exit(setup::all(&root).map(|_| ())),
+        Some("package") => exit(setup::all(&root).and_then(|_| package::web(&root)).map(|tarball| {
+            println!("packed {}", tarball.display());
+        })),
         Some("test") => exit(setup::all(&root).and_then(|tools| steps::test(&root, &tools))),
         Some("dev") => not_yet(
             "dev",

@@ -26,6 +26,7 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     chromium()?;
     let node = node()?;
     npm_ci(root, "crates/lull-core/tests/lodash", "lodash (differential test)")?;
+    npm_ci(root, "tests/web", "web tooling (wasm-opt, playwright, peers)")?;
     Ok(Tools { node })
 }
 

@@ -41,6 +41,13 @@ fn browser_tests(root: &Path) -> Command {
     cmd
 }
 
+/// A suite: a name and what runs it.
+type Suite<'a> = (&'static str, Box<dyn FnOnce() -> Result<(), String> + 'a>);
+
+fn command<'a>(name: &'static str, root: &'a Path, mut cmd: Command) -> Suite<'a> {
+    (name, Box::new(move || run(name, root, &mut cmd)))
+}
+
 /// Every suite, each run even when an earlier one failed; then a summary.
 pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
     // `--show-output`: passing tests' reports (the differential's counts) are printed.
@@ -48,36 +55,49 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
     tests.env("LULL_NODE", &tools.node);
     let mut doc_tests = cargo(&["test", "--workspace", "--doc"]);
     doc_tests.env("LULL_NODE", &tools.node);
-    let suites: Vec<(&str, Command)> = vec![
-        ("format", cargo(&["fmt", "--all", "--check"])),
-        ("lints (native)", cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
+    let wasm_lints = |package: &str, all_targets: bool| {
+        let mut args = vec!["clippy", "-p", package, "--target", "wasm32-unknown-unknown"];
+        if all_targets {
+            args.push("--all-targets");
+        }
+        args.extend(["--", "-D", "warnings"]);
+        cargo(&args)
+    };
+    let tarball = std::cell::OnceCell::new();
+    let suites: Vec<Suite> = vec![
+        command("format", root, cargo(&["fmt", "--all", "--check"])),
+        command("lints (native)", root, cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
+        command("lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
+        command("lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
+        command(
+            "build (wasm32, lull-core)",
+            root,
+            cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"]),
+        ),
+        command("tests (unit, scenarios, properties, lodash differential)", root, tests),
+        command("doc tests", root, doc_tests),
+        command("browser tests (lull-web in headless Chromium)", root, browser_tests(root)),
         (
-            "lints (wasm32, lull-core)",
-            cargo(&["clippy", "-p", "lull-core", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]),
+            "npm package (wasm-pack web + bundler, npm pack)",
+            Box::new(|| crate::package::web(root).map(|t| drop(tarball.set(t)))),
         ),
         (
-            "lints (wasm32, lull-web)",
-            cargo(&[
-                "clippy",
-                "-p",
-                "lull-web",
-                "--all-targets",
-                "--target",
-                "wasm32-unknown-unknown",
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            "consumer test (tarball in a fresh Vite app, in Chromium)",
+            Box::new(|| {
+                let tarball = tarball.get().ok_or("no package was built")?;
+                let mut cmd = Command::new(&tools.node);
+                cmd.arg(root.join("tests/web/consumer.mjs")).arg(tarball).arg(root.join("target"));
+                run("consumer test", root, &mut cmd)
+            }),
         ),
-        ("build (wasm32, lull-core)", cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"])),
-        ("tests (unit, scenarios, properties, lodash differential)", tests),
-        ("doc tests", doc_tests),
-        ("browser tests (lull-web in headless Chromium)", browser_tests(root)),
     ];
     let mut results = Vec::new();
-    for (name, mut cmd) in suites {
+    for (name, suite) in suites {
         let start = Instant::now();
-        let outcome = run(name, root, &mut cmd);
+        let outcome = suite();
+        if let Err(e) = &outcome {
+            eprintln!("xtask: {e}");
+        }
         results.push((name, outcome.is_ok(), start.elapsed().as_secs_f64()));
     }
     println!("\n{:<58} {:>6} {:>9}", "suite", "result", "seconds");

@@ -1,0 +1,4 @@
+export default {
+  build: { target: 'es2022' },
+  optimizeDeps: { exclude: ['lull-web'] },
+};
