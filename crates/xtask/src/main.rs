@@ -16,7 +16,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   package build the npm package lull-web into target/npm
   test    set up, then run every suite (format, lints, wasm32 build, tests)
   dev     run the local edge on workerd (arrives with lull-edge)
-  bench   run the benchmarks (arrive with lull-web and lull-edge)";
+  bench   run the benchmarks, print a table, write JSON under target/bench";
 
 fn main() -> ExitCode {
     let root = workspace_root();
@@ -31,11 +31,16 @@ fn main() -> ExitCode {
             "the edge worker (lull-edge) is not built yet; once it lands, `cargo xtask dev` \
              serves it on http://127.0.0.1:8787 with workerd",
         ),
-        Some("bench") => not_yet(
-            "bench",
-            "no benchmarks yet: they arrive with lull-web (vs lodash.debounce) and lull-edge \
-             (vs a plain JS Durable Object)",
-        ),
+        Some("bench") => exit(setup::all(&root).and_then(|tools| {
+            let tarball = package::web(&root)?;
+            let package = tarball.with_file_name("lull-web");
+            let out = root.join("target/bench/web.json");
+            let mut bench = std::process::Command::new(&tools.node);
+            bench.arg(root.join("tests/web/bench.mjs")).arg(package).arg(&out);
+            steps::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
+            println!("(lull-edge's benchmark arrives with lull-edge)");
+            Ok(())
+        })),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

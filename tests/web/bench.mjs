@@ -1,0 +1,123 @@
+// lull-web benchmark: one headless Chromium page, same run, side by side with
+// lodash.debounce and es-toolkit's debounce. Per-call overhead (ns/call,
+// median of rounds), bytes on the wire (raw, gzip), module instantiation.
+// usage: node bench.mjs <lull-web package dir> <out.json>
+import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { launch } from './chromium.mjs';
+import { serve } from './serve.mjs';
+
+const [pkg, out] = process.argv.slice(2).map((p) => resolve(p));
+const here = new URL('.', import.meta.url).pathname;
+const modules = join(here, 'node_modules');
+const page = join(dirname(out), 'web-page');
+rmSync(page, { recursive: true, force: true });
+mkdirSync(page, { recursive: true });
+cpSync(join(pkg, 'web'), join(page, 'lull'), { recursive: true });
+cpSync(join(modules, 'lodash.debounce/index.js'), join(page, 'lodash.debounce.js'));
+cpSync(join(modules, 'es-toolkit/dist/function/debounce.mjs'), join(page, 'es-toolkit-debounce.mjs'));
+
+const CALLS = 200_000;
+const ROUNDS = 9;
+const LOADS = 7;
+writeFileSync(join(page, 'index.html'), '<!doctype html><meta charset="utf-8"><script type="module" src="bench.js"></script>');
+writeFileSync(
+  join(page, 'bench.js'),
+  `
+import init, { debounce as lull } from './lull/lull_web.js';
+import { debounce as esToolkit } from './es-toolkit-debounce.mjs';
+const t0 = performance.now();
+await init();
+const instantiateMs = performance.now() - t0;
+const source = await (await fetch('./lodash.debounce.js')).text();
+const module = { exports: {} };
+new Function('module', 'exports', source)(module, module.exports);
+const lodash = module.exports;
+const noop = () => {};
+// A long wait: every call lands in an open window, so this is the pure per-call path.
+const make = { 'lull-web': () => lull(noop, 60000), 'lodash.debounce': () => lodash(noop, 60000), 'es-toolkit': () => esToolkit(noop, 60000) };
+const perCall = {};
+const run = (name) => {
+  const d = make[name]();
+  const start = performance.now();
+  for (let i = 0; i < ${CALLS}; i++) d(i);
+  const ns = ((performance.now() - start) * 1e6) / ${CALLS};
+  d.cancel();
+  return ns;
+};
+for (const name in make) { perCall[name] = []; run(name); } // warm up
+for (let r = 0; r < ${ROUNDS}; r++) for (const name in make) perCall[name].push(run(name)); // interleaved rounds
+window.bench = { instantiateMs, perCall, userAgent: navigator.userAgent };
+`,
+);
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+const files = (dir) =>
+  readdirSync(dir, { recursive: true })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f).isFile() && !f.endsWith('.d.ts'));
+const size = (paths) => {
+  const bytes = paths.map((p) => readFileSync(p));
+  return { raw: bytes.reduce((n, b) => n + b.length, 0), gzip: bytes.reduce((n, b) => n + gzipSync(b, { level: 9 }).length, 0) };
+};
+const sizes = {
+  'lull-web': size(files(join(page, 'lull'))),
+  'lull-web wasm': size([join(page, 'lull/lull_web_bg.wasm')]),
+  'lodash.debounce': size([join(page, 'lodash.debounce.js')]),
+  'es-toolkit': size([join(page, 'es-toolkit-debounce.mjs')]),
+};
+
+const server = await serve(page);
+const browser = await launch();
+let report;
+try {
+  const tab = await browser.newPage();
+  const loads = [];
+  let last;
+  for (let i = 0; i < LOADS; i++) {
+    await tab.goto(server.url, { timeout: 30_000 });
+    await tab.waitForFunction(() => window.bench, null, { timeout: 120_000 });
+    last = await tab.evaluate(() => window.bench);
+    loads.push(last.instantiateMs);
+  }
+  report = {
+    browser: last.userAgent,
+    calls_per_round: CALLS,
+    rounds: ROUNDS,
+    per_call_ns: Object.fromEntries(Object.entries(last.perCall).map(([k, v]) => [k, { median: median(v), rounds: v }])),
+    bytes: sizes,
+    instantiate_ms: { median: median(loads), loads },
+  };
+} finally {
+  await browser.close();
+  await server.close();
+}
+
+const lull = report.per_call_ns['lull-web'].median;
+const lodash = report.per_call_ns['lodash.debounce'].median;
+const es = report.per_call_ns['es-toolkit'].median;
+const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
+report.ratios = { per_call_vs_lodash: lull / lodash, per_call_vs_es_toolkit: lull / es, gzip_vs_lodash: sizes['lull-web'].gzip / sizes['lodash.debounce'].gzip };
+report.goals = {
+  per_call_at_most_lodash: { goal: 1.0, actual: lull / lodash, met: lull <= lodash },
+  wasm_and_glue_gzip_at_most_25kb: { goal: 25 * 1024, actual: sizes['lull-web'].gzip, met: sizes['lull-web'].gzip <= 25 * 1024 },
+};
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, JSON.stringify(report, null, 2));
+
+const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? String(c).padEnd(34) : String(c).padStart(16))).join(''));
+console.log(`\nlull-web bench, one page, same run (${report.browser.match(/Chrom\S+/)?.[0] ?? 'Chromium'})`);
+row(['metric', 'lull-web', 'lodash.debounce', 'es-toolkit', 'lull/lodash']);
+row([`per call, ns (median of ${ROUNDS})`, lull.toFixed(1), lodash.toFixed(1), es.toFixed(1), `${(lull / lodash).toFixed(2)}x`]);
+row(['bytes raw (wasm + JS)', kb(sizes['lull-web'].raw), kb(sizes['lodash.debounce'].raw), kb(sizes['es-toolkit'].raw), `${(sizes['lull-web'].raw / sizes['lodash.debounce'].raw).toFixed(1)}x`]);
+row(['bytes gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debounce'].gzip), kb(sizes['es-toolkit'].gzip), `${report.ratios.gzip_vs_lodash.toFixed(1)}x`]);
+row(['  of which wasm, gzip', kb(sizes['lull-web wasm'].gzip), '', '', '']);
+row([`instantiate, ms (median of ${LOADS})`, report.instantiate_ms.median.toFixed(1), '-', '-', '']);
+for (const [name, g] of Object.entries(report.goals)) {
+  console.log(`goal ${name}: ${g.met ? 'met' : 'MISSED'} (actual ${typeof g.actual === 'number' && g.actual < 100 ? g.actual.toFixed(2) + 'x' : kb(g.actual)})`);
+}
+console.log(`wrote ${out}`);
