@@ -25,7 +25,7 @@ writeFileSync(join(page, 'index.html'), '<!doctype html><meta charset="utf-8"><s
 writeFileSync(
   join(page, 'bench.js'),
   `
-import init, { debounce as lull } from './lull/lull_web.js';
+import init, { debounce as lull, liveObjects } from './lull/lull_web.js';
 import { debounce as esToolkit } from './es-toolkit-debounce.mjs';
 const t0 = performance.now();
 await init();
@@ -48,7 +48,22 @@ const run = (name) => {
 };
 for (const name in make) { perCall[name] = []; run(name); } // warm up
 for (let r = 0; r < ${ROUNDS}; r++) for (const name in make) perCall[name].push(run(name)); // interleaved rounds
-window.bench = { instantiateMs, perCall, userAgent: navigator.userAgent };
+// Floors, to tell what dominates lull's per-call cost.
+const floor = (body) => {
+  const rounds = [];
+  for (let r = 0; r < ${ROUNDS}; r++) {
+    const start = performance.now();
+    for (let i = 0; i < ${CALLS}; i++) body();
+    rounds.push(((performance.now() - start) * 1e6) / ${CALLS});
+  }
+  return rounds;
+};
+const floors = {
+  'performance.now()': floor(() => performance.now()),
+  'Date.now() (what lodash reads)': floor(() => Date.now()),
+  'empty call into wasm': floor(() => liveObjects()),
+};
+window.bench = { instantiateMs, perCall, floors, userAgent: navigator.userAgent };
 `,
 );
 
@@ -91,6 +106,7 @@ try {
     per_call_ns: Object.fromEntries(Object.entries(last.perCall).map(([k, v]) => [k, { median: median(v), rounds: v }])),
     bytes: sizes,
     instantiate_ms: { median: median(loads), loads },
+    floors_ns: Object.fromEntries(Object.entries(last.floors).map(([k, v]) => [k, median(v)])),
   };
 } finally {
   await browser.close();
@@ -109,7 +125,7 @@ report.goals = {
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, JSON.stringify(report, null, 2));
 
-const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? String(c).padEnd(34) : String(c).padStart(16))).join(''));
+const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? String(c).padEnd(44) : String(c).padStart(16))).join(''));
 console.log(`\nlull-web bench, one page, same run (${report.browser.match(/Chrom\S+/)?.[0] ?? 'Chromium'})`);
 row(['metric', 'lull-web', 'lodash.debounce', 'es-toolkit', 'lull/lodash']);
 row([`per call, ns (median of ${ROUNDS})`, lull.toFixed(1), lodash.toFixed(1), es.toFixed(1), `${(lull / lodash).toFixed(2)}x`]);
@@ -117,6 +133,7 @@ row(['bytes raw (wasm + JS)', kb(sizes['lull-web'].raw), kb(sizes['lodash.deboun
 row(['bytes gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debounce'].gzip), kb(sizes['es-toolkit'].gzip), `${report.ratios.gzip_vs_lodash.toFixed(1)}x`]);
 row(['  of which wasm, gzip', kb(sizes['lull-web wasm'].gzip), '', '', '']);
 row([`instantiate, ms (median of ${LOADS})`, report.instantiate_ms.median.toFixed(1), '-', '-', '']);
+for (const [name, ns] of Object.entries(report.floors_ns)) row([`  floor: ${name}, ns`, ns.toFixed(1), '', '', '']);
 for (const [name, g] of Object.entries(report.goals)) {
   console.log(`goal ${name}: ${g.met ? 'met' : 'MISSED'} (actual ${typeof g.actual === 'number' && g.actual < 100 ? g.actual.toFixed(2) + 'x' : kb(g.actual)})`);
 }

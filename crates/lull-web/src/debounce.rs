@@ -1,9 +1,13 @@
 //! `debounce` and `throttle`: lodash-compatible, synchronous callbacks.
+//!
+//! The hot path: the latest call's `this`, arguments and result stay in a JS
+//! slot (see `syncSlot` in the glue), so a call crosses into wasm once, with
+//! the time; the engine decides, and the slot is invoked only when it fires.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use js_sys::{Array, Function, Reflect};
+use js_sys::{Function, Reflect};
 use lull_core::{Action, Debouncer, Policy};
 use wasm_bindgen::prelude::*;
 
@@ -15,10 +19,11 @@ use crate::timer::Timer;
 
 struct State {
     engine: Debouncer,
-    func: Function,
-    /// The latest call's `this` and arguments, until a fire uses them.
-    call: Option<(JsValue, Array)>,
-    result: JsValue,
+    /// The slot's `invoke(run)`: runs the function with the latest call (returns
+    /// whether it threw), or lets the call go.
+    invoke: Function,
+    /// The slot's `take()`: the error the function threw.
+    take_error: Function,
     timer: Timer,
     _hide: Option<HideHook>,
     /// Set while a timer is armed: a pending call runs even if the caller let go.
@@ -31,37 +36,38 @@ impl Drop for State {
     }
 }
 
-impl Driver for State {
-    /// Call the function for each fire (it may call back in: no borrow is
-    /// held), then follow the deadline.
-    fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
-        let mut error = None;
-        loop {
-            let action = rc.borrow_mut().engine.poll_action();
-            let Some(action) = action else { break };
-            match action {
-                Action::Fire(fire) => {
-                    let (func, (this, args)) = {
-                        let mut s = rc.borrow_mut();
-                        (s.func.clone(), s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new())))
-                    };
-                    let outcome = Reflect::apply(&func, &this, &args);
-                    let mut s = rc.borrow_mut();
-                    match outcome {
-                        Ok(value) => s.result = value,
-                        Err(thrown) => error = error.or(Some(thrown)),
-                    }
-                    // A synchronous call has ended, whatever it threw (lodash rethrows too).
-                    let _ = s.engine.run_succeeded(fire.window, js::now());
-                }
-                Action::Dropped(_) => rc.borrow_mut().call = None,
-                Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
-            }
+/// Invoke the slot for each fire (the function may call back in: no borrow is
+/// held), then follow the deadline. Returns whether the function threw.
+fn pump(rc: &Rc<RefCell<State>>) -> bool {
+    let mut threw = false;
+    loop {
+        let action = rc.borrow_mut().engine.poll_action();
+        let Some(action) = action else { break };
+        let (run, window) = match action {
+            Action::Fire(fire) => (true, Some(fire.window)),
+            Action::Dropped(_) => (false, None),
+            Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => continue,
+        };
+        let invoke = rc.borrow().invoke.clone();
+        threw |= invoke.call1(&JsValue::UNDEFINED, &run.into()).ok().and_then(|t| t.as_bool()).unwrap_or(false);
+        if let Some(window) = window {
+            // A synchronous call has ended, whatever it threw (lodash rethrows too).
+            let _ = rc.borrow_mut().engine.run_succeeded(window, js::now());
         }
-        let mut s = rc.borrow_mut();
-        let deadline = s.engine.next_deadline();
-        s.keepalive = shared::follow(rc, &mut s, deadline, false);
-        error.map_or(Ok(()), Err)
+    }
+    let mut s = rc.borrow_mut();
+    let deadline = s.engine.next_deadline();
+    shared::follow(rc, &mut s, deadline, false);
+    threw
+}
+
+impl Driver for State {
+    fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
+        if !pump(rc) {
+            return Ok(());
+        }
+        let take = rc.borrow().take_error.clone();
+        Err(take.call0(&JsValue::UNDEFINED).unwrap_or_else(|e| e))
     }
 
     fn timer(&mut self) -> &mut Timer {
@@ -70,6 +76,10 @@ impl Driver for State {
 
     fn deadline_reached(&mut self, now: u64) {
         self.engine.handle_timeout(now);
+    }
+
+    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
+        &mut self.keepalive
     }
 
     fn flush_all(&mut self, now: u64) {
@@ -83,49 +93,25 @@ pub struct Debounced {
     state: Rc<RefCell<State>>,
 }
 
-impl Debounced {
-    fn new(func: Function, policy: Policy, flush_on_hide: bool) -> Debounced {
-        let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
-            RefCell::new(State {
-                engine: Debouncer::new(policy, crate::seed()),
-                func,
-                call: None,
-                result: JsValue::UNDEFINED,
-                timer: shared::timer(weak),
-                _hide: shared::hide_hook(flush_on_hide, weak),
-                keepalive: None,
-            })
-        });
-        crate::live::created();
-        Debounced { state }
-    }
-}
-
 #[wasm_bindgen]
 impl Debounced {
-    /// One call: `this` and the arguments are kept for the fire; returns the
-    /// latest result (lodash's return value).
-    pub fn call(&self, this: JsValue, args: Array) -> Result<JsValue, JsValue> {
-        {
-            let mut s = self.state.borrow_mut();
-            s.call = Some((this, args));
-            s.engine.event(js::now());
-        }
-        State::pump(&self.state)?;
-        Ok(self.state.borrow().result.clone())
+    /// One call at `now` (`performance.now()`); the glue put `this` and the
+    /// arguments in the slot. Returns whether the function threw (the glue rethrows).
+    pub fn call(&self, now: f64) -> bool {
+        self.state.borrow_mut().engine.event(js::millis(now));
+        pump(&self.state)
     }
 
     /// Drop the pending call, disarm the timer.
-    pub fn cancel(&self) -> Result<(), JsValue> {
-        self.state.borrow_mut().engine.cancel(js::now());
-        State::pump(&self.state)
+    pub fn cancel(&self, now: f64) {
+        self.state.borrow_mut().engine.cancel(js::millis(now));
+        pump(&self.state);
     }
 
-    /// Run the pending call now; returns the latest result.
-    pub fn flush(&self) -> Result<JsValue, JsValue> {
-        self.state.borrow_mut().engine.flush(js::now());
-        State::pump(&self.state)?;
-        Ok(self.state.borrow().result.clone())
+    /// Run the pending call now. Returns whether the function threw.
+    pub fn flush(&self, now: f64) -> bool {
+        self.state.borrow_mut().engine.flush(js::millis(now));
+        pump(&self.state)
     }
 
     /// Whether a call is pending (a timer is armed).
@@ -134,8 +120,22 @@ impl Debounced {
     }
 }
 
-fn wrap(driver: Debounced) -> Function {
-    js::callable(driver.into(), Array::of3(&"cancel".into(), &"flush".into(), &"pending".into()))
+fn make(func: Function, policy: Policy, flush_on_hide: bool) -> Result<Function, JsValue> {
+    let slot = js::sync_slot(&func);
+    let invoke: Function = Reflect::get(&slot, &"invoke".into())?.into();
+    let take_error: Function = Reflect::get(&slot, &"take".into())?.into();
+    let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
+        RefCell::new(State {
+            engine: Debouncer::new(policy, crate::seed()),
+            invoke,
+            take_error,
+            timer: shared::timer(weak),
+            _hide: shared::hide_hook(flush_on_hide, weak),
+            keepalive: None,
+        })
+    });
+    crate::live::created();
+    Ok(js::sync_callable(Debounced { state }.into(), &slot))
 }
 
 /// lodash's `debounce(func, wait, { leading, trailing, maxWait })`, plus
@@ -145,7 +145,7 @@ pub fn debounce(func: JsValue, wait: JsValue, options: JsValue) -> Result<Functi
     let func = options::function(func, "func")?;
     let opts: TimingOptions = options::read(&options, "debounce options")?;
     let config = options::debounce_policy(options::wait(&wait)?, &opts)?;
-    Ok(wrap(Debounced::new(func, options::build(config)?, opts.flush_on_hide)))
+    make(func, options::build(config)?, opts.flush_on_hide)
 }
 
 /// lodash's `throttle(func, wait, { leading, trailing })`, plus `flushOnHide`.
@@ -154,5 +154,5 @@ pub fn throttle(func: JsValue, wait: JsValue, options: JsValue) -> Result<Functi
     let func = options::function(func, "func")?;
     let opts: TimingOptions = options::read(&options, "throttle options")?;
     let config = options::throttle_policy(options::millis(&wait, "wait")?, &opts);
-    Ok(wrap(Debounced::new(func, options::build(config)?, opts.flush_on_hide)))
+    make(func, options::build(config)?, opts.flush_on_hide)
 }

@@ -79,6 +79,10 @@ impl Driver for State {
         self.engine.handle_timeout(now);
     }
 
+    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
+        &mut self.keepalive
+    }
+
     fn flush_all(&mut self, now: u64) {
         self.engine.flush(now);
     }
@@ -110,7 +114,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
     let mut s = rc.borrow_mut();
     let deadline = s.engine.next_deadline();
     let running = s.running.is_some();
-    s.keepalive = shared::follow(rc, &mut s, deadline, running);
+    shared::follow(rc, &mut s, deadline, running);
 }
 
 /// Run `window` with the latest call's arguments plus a fresh `AbortSignal`.

@@ -24,6 +24,14 @@ extern "C" {
     /// with `methods` forwarded too.
     pub(crate) fn callable(inner: JsValue, methods: Array) -> Function;
 
+    /// A slot `{ self, args, result, invoke(run) }` holding a sync debouncer's latest call.
+    #[wasm_bindgen(js_name = syncSlot)]
+    pub(crate) fn sync_slot(func: &Function) -> JsValue;
+
+    /// lodash's callable over a sync driver (`inner`) and its slot.
+    #[wasm_bindgen(js_name = syncCallable)]
+    pub(crate) fn sync_callable(inner: JsValue, slot: &JsValue) -> Function;
+
     /// Report an error from user code run by a timer (`reportError`), without unwinding Rust.
     #[wasm_bindgen(js_name = reportLater)]
     pub(crate) fn report_later(error: &JsValue);
@@ -31,7 +39,11 @@ extern "C" {
 
 /// Monotonic milliseconds (`performance.now()`, floored): the engine's clock.
 pub(crate) fn now() -> u64 {
-    let ms = performance_now();
+    millis(performance_now())
+}
+
+/// A `performance.now()` reading as the engine's whole milliseconds.
+pub(crate) fn millis(ms: f64) -> u64 {
     if ms.is_finite() && ms > 0.0 { ms.floor() as u64 } else { 0 }
 }
 

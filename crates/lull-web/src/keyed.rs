@@ -59,7 +59,7 @@ impl Driver for State {
         }
         let mut s = rc.borrow_mut();
         let deadline = s.engine.next_deadline();
-        s.keepalive = shared::follow(rc, &mut s, deadline, false);
+        shared::follow(rc, &mut s, deadline, false);
         error.map_or(Ok(()), Err)
     }
 
@@ -69,6 +69,10 @@ impl Driver for State {
 
     fn deadline_reached(&mut self, now: u64) {
         self.engine.handle_timeout(now);
+    }
+
+    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
+        &mut self.keepalive
     }
 
     fn flush_all(&mut self, now: u64) {

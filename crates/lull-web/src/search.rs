@@ -78,6 +78,7 @@ struct State {
     reported_pending: bool,
     listeners: Vec<Listener>,
     timer: Timer,
+    keepalive: Option<Rc<RefCell<State>>>,
 }
 
 impl Drop for State {
@@ -151,6 +152,10 @@ impl Driver for State {
         self.engine.handle_timeout(now);
     }
 
+    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
+        &mut self.keepalive
+    }
+
     fn flush_all(&mut self, now: u64) {
         self.engine.flush(now);
     }
@@ -171,8 +176,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
     let (pending, on_pending) = {
         let mut s = rc.borrow_mut();
         let deadline = s.engine.next_deadline();
-        // No keepalive: the input's listeners hold the binding until `destroy()`.
-        let _ = shared::follow(rc, &mut s, deadline, false);
+        shared::follow(rc, &mut s, deadline, false);
         let pending = s.engine.pending() || s.running.is_some();
         let changed = pending != s.reported_pending;
         s.reported_pending = pending;
@@ -363,6 +367,7 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
             reported_pending: false,
             listeners: Vec::new(),
             timer: shared::timer(weak),
+            keepalive: None,
         })
     });
     crate::live::created();

@@ -21,6 +21,8 @@ pub(crate) trait Driver: Sized + 'static {
     fn deadline_reached(&mut self, now: u64);
     /// Tell the engine to fire everything pending now (the page is hiding).
     fn flush_all(&mut self, now: u64);
+    /// The strong self-reference held while the driver is busy.
+    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>>;
 }
 
 /// Run `f` on the state if it is still alive; report what user code threw.
@@ -62,14 +64,15 @@ pub(crate) fn hide_hook<T: Driver>(enabled: bool, weak: &Weak<RefCell<T>>) -> Op
         .flatten()
 }
 
-/// Follow the engine's deadline; keep the state alive while `busy` (a pending
-/// call must run even if the caller let go), and only then.
-pub(crate) fn follow<T: Driver>(
-    rc: &Rc<RefCell<T>>,
-    state: &mut T,
-    deadline: Option<u64>,
-    busy: bool,
-) -> Option<Rc<RefCell<T>>> {
-    state.timer().follow(deadline, js::now());
-    (busy || state.timer().is_armed()).then(|| rc.clone())
+/// Follow the engine's deadline, and keep the state alive while `busy` or a
+/// timer is armed (a pending call must run even if the caller let go), and only then.
+pub(crate) fn follow<T: Driver>(rc: &Rc<RefCell<T>>, state: &mut T, deadline: Option<u64>, busy: bool) {
+    state.timer().follow(deadline);
+    let alive = busy || state.timer().is_armed();
+    let keepalive = state.keepalive();
+    match (alive, keepalive.is_some()) {
+        (true, false) => *keepalive = Some(rc.clone()),
+        (false, true) => *keepalive = None,
+        _ => {}
+    }
 }

@@ -23,13 +23,15 @@ impl Timer {
         Timer { callback: Closure::new(on_fire), handle: None, due: None }
     }
 
-    /// Arm for `deadline` unless an armed timer is due no later; disarm when there is none.
-    pub(crate) fn follow(&mut self, deadline: Option<u64>, now: u64) {
+    /// Arm for `deadline` unless an armed timer is due no later; disarm when
+    /// there is none. Reads the clock only to arm.
+    pub(crate) fn follow(&mut self, deadline: Option<u64>) {
         match deadline {
             None => self.clear(),
             Some(d) if self.due.is_some_and(|due| due <= d) => {}
             Some(d) => {
                 self.clear();
+                let now = js::now();
                 let delay = d.saturating_sub(now).min(MAX_DELAY_MS);
                 let handler: &Function = self.callback.as_ref().unchecked_ref();
                 self.handle = Some(js::set_timeout(handler, delay as f64));

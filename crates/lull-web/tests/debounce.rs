@@ -203,3 +203,36 @@ fn bad_options_throw_clear_type_errors() {
     let ok = lull_web::debounce(f(), 5.into(), object(&[("colour", "blue".into()), ("maxWait", 1.into())]));
     assert!(ok.is_ok());
 }
+
+#[wasm_bindgen_test]
+async fn an_error_thrown_by_the_function_reaches_the_caller() {
+    let boom = js_sys::Function::new_with_args("x", "if (x === 'bad') throw new RangeError('bad ' + x); return x;");
+    let d = lull_web::debounce(boom.into(), 0.into(), object(&[("leading", true.into())])).unwrap();
+    let error = d.call1(&JsValue::UNDEFINED, &"bad".into()).unwrap_err();
+    assert_eq!(Reflect::get(&error, &"name".into()).unwrap(), "RangeError");
+    sleep(10).await;
+    assert_eq!(call(&d, &["good".into()]), "good", "the debouncer still works after a throw");
+}
+
+#[wasm_bindgen_test]
+async fn flush_on_hide_runs_pending_work_when_the_tab_is_hidden() {
+    let r = recorder();
+    let d = debounce(&r, 10_000, object(&[("flushOnHide", true.into())]));
+    call(&d, &["draft".into()]);
+    let document = web_sys::window().unwrap().document().unwrap();
+    // Make the page report itself hidden, as a tab switch would.
+    let hide = js_sys::Function::new_with_args(
+        "doc",
+        "Object.defineProperty(doc, 'visibilityState', { configurable: true, get: () => 'hidden' });",
+    );
+    hide.call1(&JsValue::NULL, &document).unwrap();
+    document.dispatch_event(&web_sys::Event::new("visibilitychange").unwrap()).unwrap();
+    js_sys::Reflect::delete_property(&document, &"visibilityState".into()).unwrap();
+    assert_eq!(r.firsts().len(), 1);
+    assert!(!pending(&d));
+    // A visibilitychange to visible does nothing.
+    call(&d, &["more".into()]);
+    document.dispatch_event(&web_sys::Event::new("visibilitychange").unwrap()).unwrap();
+    assert_eq!(r.count(), 1);
+    method(&d, "cancel", &[]);
+}
