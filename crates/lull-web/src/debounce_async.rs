@@ -36,7 +36,8 @@ struct State {
     /// Callers waiting for their window's outcome: (resolve, reject).
     waiters: BTreeMap<WindowId, Vec<Settle>>,
     /// The running window and the controller of the signal its run received.
-    running: Option<(WindowId, AbortController)>,
+    /// (`None` only if `AbortController` is unavailable: the run then gets no signal.)
+    running: Option<(WindowId, Option<AbortController>)>,
     /// `opts.signal`, if given: aborting it cancels.
     signal: Option<(AbortSignal, Closure<dyn FnMut()>)>,
     timer: Timer,
@@ -127,14 +128,14 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId, supersedes: Option<WindowId>
             Some((controller, s.waiters.remove(&old).unwrap_or_default()))
         });
         let (this, args) = s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new()));
-        if let Some(controller) = &controller {
-            s.running = Some((window, controller.clone()));
-        }
+        s.running = Some((window, controller.clone()));
         (s.func.clone(), this, args, stale)
     };
     if let Some((old, waiters)) = stale {
         let error = js::abort_error("lull: superseded by a newer run");
-        old.abort_with_reason(&error);
+        if let Some(old) = old {
+            old.abort_with_reason(&error);
+        }
         reject_all(waiters, &error);
     }
     if let Some(controller) = &controller {

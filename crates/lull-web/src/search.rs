@@ -71,7 +71,8 @@ struct State {
     latest: String,
     /// The last query handed to the engine: the same query again is skipped.
     scheduled: Option<String>,
-    running: Option<(WindowId, String, AbortController)>,
+    /// (The controller is `None` only if `AbortController` is unavailable.)
+    running: Option<(WindowId, String, Option<AbortController>)>,
     /// The newest window whose results were delivered.
     delivered: Option<WindowId>,
     cache: Lru,
@@ -132,7 +133,7 @@ fn stop(rc: &Rc<RefCell<State>>) {
         s.engine.cancel(js::now());
         s.running.take()
     };
-    if let Some((_, _, controller)) = running {
+    if let Some((_, _, Some(controller))) = running {
         controller.abort_with_reason(&js::abort_error("lull: search cancelled"));
     }
     pump(rc);
@@ -193,7 +194,7 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId) {
         let cached = s.cache.get(&query);
         (query, cached, s.running.take())
     };
-    if let Some((_, _, controller)) = stale {
+    if let Some((_, _, Some(controller))) = stale {
         controller.abort_with_reason(&js::abort_error("lull: superseded by a newer query"));
     }
     if let Some(results) = cached {
@@ -206,15 +207,14 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId) {
         call(on_results.as_ref(), &results, &query.as_str().into());
         return;
     }
-    let Ok(controller) = AbortController::new() else {
-        return;
-    };
+    let controller = AbortController::new().ok();
+    let signal = controller.as_ref().map_or(JsValue::UNDEFINED, |c| c.signal().into());
     let search = {
         let mut s = rc.borrow_mut();
-        s.running = Some((window, query.clone(), controller.clone()));
+        s.running = Some((window, query.clone(), controller));
         s.callbacks.search.clone()
     };
-    let promise = match search.call2(&JsValue::UNDEFINED, &query.as_str().into(), &controller.signal()) {
+    let promise = match search.call2(&JsValue::UNDEFINED, &query.as_str().into(), &signal) {
         Ok(value) => Promise::resolve(&value),
         Err(thrown) => Promise::reject(&thrown),
     };

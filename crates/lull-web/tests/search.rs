@@ -224,3 +224,23 @@ fn bad_search_options_throw_type_errors() {
     let not_input = lull_web::bind_search(Object::new().into(), p.options.clone().into());
     assert!(not_input.is_err());
 }
+
+#[wasm_bindgen_test]
+async fn auto_wait_learns_a_fast_typists_rhythm() {
+    let p = page(&[], true);
+    let _binding = p.bind(&[("wait", "auto".into())]);
+    let mut typed = String::new();
+    for c in "lullaby".chars() {
+        typed.push(c);
+        p.type_text(&typed);
+        sleep(40).await;
+    }
+    // Seven 40 ms gaps learned: 2.5 x 40 ms = 100 ms, not the initial 300 ms.
+    let last_key = support::now() - 40.0;
+    while p.events().is_empty() && support::now() - last_key < 1_000.0 {
+        sleep(5).await;
+    }
+    let waited = support::now() - last_key;
+    assert_eq!(p.events().first().map(String::as_str), Some("search lullaby"));
+    assert!((90.0..250.0).contains(&waited), "searched {waited:.0} ms after the last key");
+}
