@@ -53,17 +53,33 @@ export function syncSlot(func) {
   return slot;
 }
 
+// The engine's clock, monotonic: `performance.now()`, but read at most once per
+// wall-clock millisecond (the engine counts whole milliseconds, and in some
+// browsers `performance.now()` costs several times `Date.now()`). A reading
+// is at most ~1 ms old; a wall-clock jump changes `Date.now()` and forces a
+// fresh one, so jumps never leak in.
+let wallMs = NaN;
+let monotonicMs = 0;
+function now() {
+  const wall = Date.now();
+  if (wall !== wallMs) {
+    wallMs = wall;
+    monotonicMs = performance.now();
+  }
+  return monotonicMs;
+}
+
 /** lodash's callable over a synchronous driver and its slot; errors of `func` are rethrown to the caller. */
 export function syncCallable(inner, slot) {
   const f = function (...args) {
     slot.self = this;
     slot.args = args;
-    if (inner.call(performance.now())) throw slot.take();
+    if (inner.call(now())) throw slot.take();
     return slot.result;
   };
-  f.cancel = () => inner.cancel(performance.now());
+  f.cancel = () => inner.cancel(now());
   f.flush = () => {
-    if (inner.flush(performance.now())) throw slot.take();
+    if (inner.flush(now())) throw slot.take();
     return slot.result;
   };
   f.pending = () => inner.pending();
