@@ -69,6 +69,7 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
         command("lints (native)", root, cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         command("lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
         command("lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
+        command("lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", false)),
         command(
             "build (wasm32, lull-core)",
             root,

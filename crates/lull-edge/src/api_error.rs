@@ -1,0 +1,117 @@
+//! Errors the HTTP API returns: `{"error": {"code", "message"}}` with a fixed status per code.
+
+use serde::Serialize;
+
+/// What went wrong with a request. A rejected request changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiError {
+    /// `404 unknown_topic`: the topic is not configured.
+    UnknownTopic(String),
+    /// `404 not_found`: no such route (or no such dead letter).
+    NotFound(String),
+    /// `405 method_not_allowed`: the route exists, the method does not.
+    MethodNotAllowed {
+        /// The method used.
+        method: String,
+        /// The methods the route takes.
+        allowed: &'static str,
+    },
+    /// `401 unauthorized`: no bearer token, or an unknown one.
+    Unauthorized,
+    /// `403 forbidden`: a valid token that may not do this (the ingest token on an admin route).
+    Forbidden,
+    /// `400 malformed_json`: the body is not JSON.
+    MalformedJson(String),
+    /// `413 payload_too_large`: the body is over the topic's limit.
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
+    InvalidKey(String),
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Detail<'a>,
+}
+
+#[derive(Serialize)]
+struct Detail<'a> {
+    code: &'a str,
+    message: String,
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::UnknownTopic(_) | ApiError::NotFound(_) => 404,
+            ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden => 403,
+            ApiError::MalformedJson(_) | ApiError::InvalidKey(_) => 400,
+            ApiError::PayloadTooLarge { .. } => 413,
+        }
+    }
+
+    /// The stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::UnknownTopic(_) => "unknown_topic",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden => "forbidden",
+            ApiError::MalformedJson(_) => "malformed_json",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::InvalidKey(_) => "invalid_key",
+        }
+    }
+
+    /// A sentence for people.
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::UnknownTopic(topic) => format!("topic {topic:?} is not configured"),
+            ApiError::NotFound(what) => format!("{what} not found"),
+            ApiError::MethodNotAllowed { method, allowed } => format!("{method} is not allowed here; use {allowed}"),
+            ApiError::Unauthorized => "a valid bearer token is required".into(),
+            ApiError::Forbidden => "this token may not do that".into(),
+            ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
+            ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
+            ApiError::InvalidKey(why) => why.clone(),
+        }
+    }
+
+    /// The JSON body: `{"error": {"code": …, "message": …}}`.
+    pub fn to_json(&self) -> String {
+        let body = Body { error: Detail { code: self.code(), message: self.message() } };
+        serde_json::to_string(&body).unwrap_or_else(|_| format!("{{\"error\":{{\"code\":\"{}\"}}}}", self.code()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_status_code_and_json_shape() {
+        let cases = [
+            (ApiError::UnknownTopic("x".into()), 404, "unknown_topic"),
+            (ApiError::NotFound("route".into()), 404, "not_found"),
+            (ApiError::MethodNotAllowed { method: "PUT".into(), allowed: "POST" }, 405, "method_not_allowed"),
+            (ApiError::Unauthorized, 401, "unauthorized"),
+            (ApiError::Forbidden, 403, "forbidden"),
+            (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),
+            (ApiError::PayloadTooLarge { limit: 65_536 }, 413, "payload_too_large"),
+            (ApiError::InvalidKey("empty".into()), 400, "invalid_key"),
+        ];
+        for (error, status, code) in cases {
+            assert_eq!((error.status(), error.code()), (status, code));
+            let json: serde_json::Value = serde_json::from_str(&error.to_json()).unwrap();
+            assert_eq!(json["error"]["code"], code);
+            assert!(!json["error"]["message"].as_str().unwrap().is_empty());
+            assert_eq!(json.as_object().unwrap().len(), 1);
+        }
+    }
+}

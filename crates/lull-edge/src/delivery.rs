@@ -1,0 +1,89 @@
+//! What a target receives: one `POST` per window, with a JSON body, an
+//! `Idempotency-Key` stable across retries, an attempt number and a signature.
+
+use lull_core::{Reason, WindowId};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::key::Key;
+
+/// The header naming a window; the same on every attempt.
+pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
+/// The header with the attempt number (1, 2, …).
+pub const ATTEMPT_HEADER: &str = "Lull-Attempt";
+
+/// `{topic}/{key}/{window}`, the key percent-encoded (headers are ASCII).
+pub fn idempotency_key(topic: &str, key: &Key, window: WindowId) -> String {
+    format!("{topic}/{}/{window}", key.encoded())
+}
+
+/// The payloads a delivery carries, stored as the JSON the producers sent.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payload<'a> {
+    /// Every event of the window, in order (`payload: "all"`).
+    Events(Vec<&'a RawValue>),
+    /// One event (`payload: "last"` or `"first"`).
+    Event(&'a RawValue),
+}
+
+/// The body of a delivery.
+#[derive(Serialize)]
+pub struct Delivery<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The key, as sent.
+    pub key: &'a str,
+    /// The window id (also in the idempotency key).
+    pub window: WindowId,
+    /// Why the window fired: `leading`, `quiet`, `max_wait`, `flush`, `full`, `retry` or `replay`.
+    pub reason: Reason,
+    /// Events in the window.
+    pub count: u64,
+    /// When the first event was accepted (unix ms).
+    pub first_at: u64,
+    /// When the last event was accepted (unix ms).
+    pub last_at: u64,
+    /// `events` or `event`.
+    #[serde(flatten)]
+    pub payload: Payload<'a>,
+}
+
+impl Delivery<'_> {
+    /// The JSON body.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(json: &str) -> Box<RawValue> {
+        RawValue::from_string(json.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_delivery_carries_the_window_and_its_events() {
+        let (a, b) = (raw(r#"{"n":1}"#), raw(r#"{"n":2}"#));
+        let key = Key::from_path_segment("customer%2F42").unwrap();
+        let all = Delivery {
+            topic: "orders",
+            key: key.as_str(),
+            window: WindowId(7),
+            reason: Reason::MaxWait,
+            count: 2,
+            first_at: 1_000,
+            last_at: 2_000,
+            payload: Payload::Events(vec![&a, &b]),
+        };
+        assert_eq!(
+            all.to_json().unwrap(),
+            r#"{"topic":"orders","key":"customer/42","window":7,"reason":"max_wait","count":2,"first_at":1000,"last_at":2000,"events":[{"n":1},{"n":2}]}"#
+        );
+        let last = Delivery { payload: Payload::Event(&b), ..all };
+        assert!(last.to_json().unwrap().ends_with(r#""event":{"n":2}}"#));
+        assert_eq!(idempotency_key("orders", &key, WindowId(7)), "orders/customer%2F42/7");
+    }
+}

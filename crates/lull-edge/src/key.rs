@@ -1,0 +1,120 @@
+//! Topic and key names as they arrive in request paths.
+
+use crate::api_error::ApiError;
+
+/// Longest key, in bytes of UTF-8 after percent-decoding.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// A debounce key: non-empty UTF-8 of at most [`MAX_KEY_BYTES`] bytes, without
+/// control characters (keys appear in headers and logs).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(String);
+
+impl Key {
+    /// The key from a percent-encoded path segment (`/keys/{key}/…`).
+    pub fn from_path_segment(segment: &str) -> Result<Key, ApiError> {
+        let bytes = percent_decode(segment)?;
+        let key = String::from_utf8(bytes).map_err(|_| ApiError::InvalidKey("the key is not valid UTF-8".into()))?;
+        if key.is_empty() {
+            return Err(ApiError::InvalidKey("the key is empty".into()));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(ApiError::InvalidKey(format!(
+                "the key is {} bytes long; the limit is {MAX_KEY_BYTES}",
+                key.len()
+            )));
+        }
+        if key.chars().any(char::is_control) {
+            return Err(ApiError::InvalidKey("the key contains control characters".into()));
+        }
+        Ok(Key(key))
+    }
+
+    /// The key itself.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~`), for
+    /// headers, which must be ASCII.
+    pub fn encoded(&self) -> String {
+        let mut out = String::with_capacity(self.0.len());
+        for b in self.0.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+}
+
+/// The Durable Object name for `(topic, key)`. Topic names cannot contain `/`,
+/// so it is unambiguous.
+pub fn object_name(topic: &str, key: &Key) -> String {
+    format!("{topic}/{}", key.as_str())
+}
+
+/// Whether `name` is a valid topic name: 1 to 64 of `A-Z a-z 0-9 _ . -`.
+pub fn is_topic_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn percent_decode(segment: &str) -> Result<Vec<u8>, ApiError> {
+    let bad = || ApiError::InvalidKey("the key has a malformed %-escape".into());
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
+            let text = std::str::from_utf8(hex).map_err(|_| bad())?;
+            out.push(u8::from_str_radix(text, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_percent_decoded_utf8_of_at_most_512_bytes() {
+        assert_eq!(Key::from_path_segment("customer-42").unwrap().as_str(), "customer-42");
+        assert_eq!(Key::from_path_segment("a%2Fb%20c").unwrap().as_str(), "a/b c");
+        assert_eq!(Key::from_path_segment("%E2%9C%93").unwrap().as_str(), "✓");
+        assert_eq!(Key::from_path_segment(&"k".repeat(512)).unwrap().as_str().len(), 512);
+        let refused = |s: &str| Key::from_path_segment(s).unwrap_err().code();
+        assert_eq!(refused(""), "invalid_key");
+        assert_eq!(refused(&"k".repeat(513)), "invalid_key");
+        assert_eq!(refused("%FF%FE"), "invalid_key", "not UTF-8");
+        assert_eq!(refused("bad%2"), "invalid_key");
+        assert_eq!(refused("bad%zz"), "invalid_key");
+        assert_eq!(refused("line%0Abreak"), "invalid_key");
+    }
+
+    #[test]
+    fn encoded_keys_are_ascii_and_round_trip() {
+        let key = Key::from_path_segment("a/b c%E2%9C%93").unwrap();
+        let encoded = key.encoded();
+        assert_eq!(encoded, "a%2Fb%20c%E2%9C%93");
+        assert!(encoded.is_ascii());
+        assert_eq!(Key::from_path_segment(&encoded).unwrap(), key);
+    }
+
+    #[test]
+    fn topic_names_and_object_names() {
+        assert!(is_topic_name("orders.v2-eu_1"));
+        assert!(!is_topic_name(""));
+        assert!(!is_topic_name("a/b"));
+        assert!(!is_topic_name(&"t".repeat(65)));
+        let key = Key::from_path_segment("x%2Fy").unwrap();
+        assert_eq!(object_name("orders", &key), "orders/x/y");
+    }
+}

@@ -1,0 +1,17 @@
+//! lull-edge: durable, distributed debounce on Cloudflare Workers, one
+//! Durable Object per `(topic, key)`, driven by [`lull_core`].
+//!
+//! These modules are the runtime-free part of the worker, testable natively:
+//! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
+//! - [`key`]: topic and key names from request paths;
+//! - [`signing`]: the `Lull-Signature` HMAC a receiver verifies;
+//! - [`delivery`]: the JSON a target receives, and its idempotency key;
+//! - [`api_error`]: the stable JSON error shape and its HTTP statuses.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api_error;
+pub mod delivery;
+pub mod key;
+pub mod signing;
+pub mod topic;

@@ -1,0 +1,306 @@
+//! Topics: configured by the operator (`[vars] LULL_TOPICS` in `wrangler.toml`,
+//! a JSON object), never sent by callers, so a caller cannot point the worker
+//! at an address of its choosing. Validated once, at startup.
+//!
+//! ```json
+//! { "orders": { "target": "https://example.com/hook", "wait_ms": 10000, "max_wait_ms": 60000,
+//!               "payload": "all", "max_batch": 100, "retry": { "max_attempts": 5 } } }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use lull_core::{Adaptive, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
+use serde::Deserialize;
+
+use crate::key::is_topic_name;
+
+/// Default body limit per event: 64 KiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest body limit a topic may set: 1 MiB (a Durable Object value may be 2 MB).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default batch cap for `payload: "all"`.
+pub const DEFAULT_MAX_BATCH: u64 = 100;
+/// A run is presumed lost this long after its delivery timeout (e.g. the object restarted mid-delivery).
+pub const RUN_GRACE_MS: u64 = 5_000;
+
+/// Which payloads a delivery carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadMode {
+    /// The window's last event (`event`).
+    #[default]
+    Last,
+    /// The window's first event (`event`).
+    First,
+    /// Every event, in order (`events`), at most `max_batch` per window.
+    All,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryConfig {
+    #[serde(default = "default_attempts")]
+    max_attempts: u32,
+    #[serde(default = "default_base")]
+    base_ms: u64,
+    #[serde(default = "default_cap")]
+    cap_ms: u64,
+}
+
+fn default_attempts() -> u32 {
+    5
+}
+fn default_base() -> u64 {
+    1_000
+}
+fn default_cap() -> u64 {
+    60_000
+}
+fn default_timeout() -> u64 {
+    10_000
+}
+fn default_body() -> usize {
+    DEFAULT_MAX_BODY_BYTES
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig { max_attempts: default_attempts(), base_ms: default_base(), cap_ms: default_cap() }
+    }
+}
+
+/// `wait_ms`: milliseconds, or `"auto"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WaitConfig {
+    Millis(u64),
+    Word(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicConfig {
+    target: String,
+    wait_ms: WaitConfig,
+    #[serde(default)]
+    max_wait_ms: Option<u64>,
+    #[serde(default)]
+    leading: bool,
+    #[serde(default)]
+    payload: PayloadMode,
+    #[serde(default)]
+    max_batch: Option<u64>,
+    #[serde(default = "default_body")]
+    max_body_bytes: usize,
+    #[serde(default = "default_timeout")]
+    delivery_timeout_ms: u64,
+    #[serde(default)]
+    retry: RetryConfig,
+}
+
+/// One configured topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topic {
+    /// Its name (the path segment).
+    pub name: String,
+    /// Where windows are delivered (`http://` or `https://`).
+    pub target: String,
+    /// The timing and lifecycle policy every key of the topic runs.
+    pub policy: Policy,
+    /// Which payloads a delivery carries.
+    pub payload: PayloadMode,
+    /// Largest event body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// How long one delivery may take.
+    pub delivery_timeout_ms: u64,
+}
+
+/// Every configured topic, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topics(BTreeMap<String, Topic>);
+
+impl Topics {
+    /// Parse and check the `LULL_TOPICS` JSON.
+    pub fn parse(json: &str) -> Result<Topics, TopicError> {
+        let raw: BTreeMap<String, TopicConfig> =
+            serde_json::from_str(json).map_err(|e| TopicError::Json(e.to_string()))?;
+        if raw.is_empty() {
+            return Err(TopicError::NoTopics);
+        }
+        let mut topics = BTreeMap::new();
+        for (name, config) in raw {
+            let topic = Topic::from_config(&name, config)?;
+            topics.insert(name, topic);
+        }
+        Ok(Topics(topics))
+    }
+
+    /// The topic called `name`.
+    pub fn get(&self, name: &str) -> Option<&Topic> {
+        self.0.get(name)
+    }
+
+    /// Every topic, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Topic> {
+        self.0.values()
+    }
+}
+
+impl Topic {
+    fn from_config(name: &str, c: TopicConfig) -> Result<Topic, TopicError> {
+        let fail = |problem: Problem| TopicError::Topic { topic: name.to_string(), problem };
+        if !is_topic_name(name) {
+            return Err(fail(Problem::Name));
+        }
+        let scheme_ok = c.target.starts_with("https://") || c.target.starts_with("http://");
+        let host = c.target.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
+        if !scheme_ok || host.is_empty() || c.target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+            return Err(fail(Problem::Target(c.target)));
+        }
+        let wait = match c.wait_ms {
+            WaitConfig::Millis(ms) => Wait::Fixed(ms),
+            WaitConfig::Word(word) if word == "auto" => Wait::Auto(Adaptive::default()),
+            WaitConfig::Word(word) => return Err(fail(Problem::Wait(word))),
+        };
+        if !(1..=MAX_BODY_BYTES).contains(&c.max_body_bytes) {
+            return Err(fail(Problem::BodyLimit(c.max_body_bytes)));
+        }
+        if !(1..=300_000).contains(&c.delivery_timeout_ms) {
+            return Err(fail(Problem::DeliveryTimeout(c.delivery_timeout_ms)));
+        }
+        let max_batch = match (c.payload, c.max_batch) {
+            (PayloadMode::All, None) => Some(DEFAULT_MAX_BATCH),
+            (_, batch) => batch,
+        };
+        let policy = PolicyConfig {
+            wait,
+            max_wait: c.max_wait_ms,
+            leading: c.leading,
+            // Accepted events are never dropped: every burst has a trailing edge.
+            trailing: true,
+            max_batch,
+            overlap: Overlap::Queue,
+            retry: Retry { max_attempts: c.retry.max_attempts, base_ms: c.retry.base_ms, cap_ms: c.retry.cap_ms },
+            run_timeout: Some(c.delivery_timeout_ms + RUN_GRACE_MS),
+        }
+        .build()
+        .map_err(|e| fail(Problem::Policy(e)))?;
+        Ok(Topic {
+            name: name.to_string(),
+            target: c.target,
+            policy,
+            payload: c.payload,
+            max_body_bytes: c.max_body_bytes,
+            delivery_timeout_ms: c.delivery_timeout_ms,
+        })
+    }
+}
+
+/// What is wrong with one topic's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The name is not 1–64 of `A-Z a-z 0-9 _ . -`.
+    Name,
+    /// The target is not an absolute `http(s)://host…` URL.
+    Target(String),
+    /// `wait_ms` is neither a number nor `"auto"`.
+    Wait(String),
+    /// `max_body_bytes` is outside `1..=1 MiB`.
+    BodyLimit(usize),
+    /// `delivery_timeout_ms` is outside `1..=300000`.
+    DeliveryTimeout(u64),
+    /// The timing or retry settings (see [`PolicyError`]).
+    Policy(PolicyError),
+}
+
+/// Why `LULL_TOPICS` was refused; the worker does not start with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicError {
+    /// Not a JSON object of topic objects (unknown fields included).
+    Json(String),
+    /// No topic at all.
+    NoTopics,
+    /// One topic is wrong.
+    Topic {
+        /// Its name.
+        topic: String,
+        /// What is wrong.
+        problem: Problem,
+    },
+}
+
+impl fmt::Display for TopicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopicError::Json(e) => write!(f, "LULL_TOPICS: {e}"),
+            TopicError::NoTopics => f.write_str("LULL_TOPICS: no topic is configured"),
+            TopicError::Topic { topic, problem } => {
+                write!(f, "LULL_TOPICS: topic {topic:?}: ")?;
+                match problem {
+                    Problem::Name => f.write_str("names are 1 to 64 of A-Z a-z 0-9 _ . -"),
+                    Problem::Target(t) => write!(f, "target {t:?} is not an absolute http(s) URL"),
+                    Problem::Wait(w) => write!(f, "wait_ms must be milliseconds or \"auto\", not {w:?}"),
+                    Problem::BodyLimit(n) => write!(f, "max_body_bytes must be 1..={MAX_BODY_BYTES}, not {n}"),
+                    Problem::DeliveryTimeout(n) => write!(f, "delivery_timeout_ms must be 1..=300000, not {n}"),
+                    Problem::Policy(e) => write!(f, "{e}"),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for TopicError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_becomes_a_policy_that_never_drops_events() {
+        let topics = Topics::parse(
+            r#"{"orders": {"target": "https://example.com/hook", "wait_ms": 10000, "max_wait_ms": 60000,
+                           "payload": "all", "retry": {"max_attempts": 3}}}"#,
+        )
+        .unwrap();
+        let orders = topics.get("orders").unwrap();
+        let policy = orders.policy.config();
+        assert_eq!(policy.wait, Wait::Fixed(10_000));
+        assert_eq!(policy.max_wait, Some(60_000));
+        assert!(policy.trailing && !orders.policy.drops_events());
+        assert_eq!(policy.max_batch, Some(DEFAULT_MAX_BATCH), "mode all is capped by default");
+        assert_eq!(policy.overlap, Overlap::Queue, "singleton runs per key");
+        assert_eq!(policy.retry, Retry { max_attempts: 3, base_ms: 1_000, cap_ms: 60_000 });
+        assert_eq!(policy.run_timeout, Some(10_000 + RUN_GRACE_MS));
+        assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, DEFAULT_MAX_BODY_BYTES));
+        let auto = Topics::parse(r#"{"search": {"target": "http://127.0.0.1:9/x", "wait_ms": "auto"}}"#).unwrap();
+        assert!(matches!(auto.get("search").unwrap().policy.config().wait, Wait::Auto(_)));
+        assert_eq!(auto.get("search").unwrap().payload, PayloadMode::Last);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_a_clear_message() {
+        let refused = |json: &str| Topics::parse(json).unwrap_err().to_string();
+        assert!(refused("[]").starts_with("LULL_TOPICS: "));
+        assert_eq!(refused("{}"), "LULL_TOPICS: no topic is configured");
+        assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "colour": 1}}"#).contains("unknown field"));
+        assert!(refused(r#"{"a/b": {"target": "https://a", "wait_ms": 1}}"#).contains("names are"));
+        for target in ["ftp://a", "https://", "example.com", "https://a b"] {
+            let json = format!(r#"{{"t": {{"target": "{target}", "wait_ms": 1}}}}"#);
+            assert!(refused(&json).contains("not an absolute http(s) URL"), "{target}");
+        }
+        assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": "soon"}}"#).contains("\"auto\""));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 100, "max_wait_ms": 50}}"#)
+                .contains("max_wait (50 ms) must be at least wait (100 ms)")
+        );
+        assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 0}}"#).contains("max_body"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery_timeout_ms": 0}}"#).contains("delivery")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"max_attempts": 0}}}"#)
+                .contains("max_attempts")
+        );
+    }
+}
