@@ -1,7 +1,6 @@
 //! `debounceAsync`: a promise per call; every caller of a window gets that window's outcome.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 
 use js_sys::{Array, Function, Promise, Reflect};
@@ -29,12 +28,33 @@ struct AsyncOptions {
 
 type Settle = (Function, Function);
 
+/// Callers by the window they joined. At most a few windows have callers at
+/// once (the open one, one running, maybe one due), so a list beats a map.
+#[derive(Default)]
+struct Waiters(Vec<(WindowId, Vec<Settle>)>);
+
+impl Waiters {
+    fn push(&mut self, window: WindowId, settle: Settle) {
+        match self.0.iter_mut().find(|(w, _)| *w == window) {
+            Some((_, callers)) => callers.push(settle),
+            None => self.0.push((window, vec![settle])),
+        }
+    }
+
+    fn take(&mut self, window: WindowId) -> Vec<Settle> {
+        match self.0.iter().position(|(w, _)| *w == window) {
+            Some(at) => self.0.swap_remove(at).1,
+            None => Vec::new(),
+        }
+    }
+}
+
 struct State {
     engine: Debouncer,
     func: Function,
     call: Option<(JsValue, Array)>,
     /// Callers waiting for their window's outcome: (resolve, reject).
-    waiters: BTreeMap<WindowId, Vec<Settle>>,
+    waiters: Waiters,
     /// The running window and the controller of the signal its run received.
     /// (`None` only if `AbortController` is unavailable: the run then gets no signal.)
     running: Option<(WindowId, Option<AbortController>)>,
@@ -101,7 +121,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
                 let waiters = {
                     let mut s = rc.borrow_mut();
                     s.call = None;
-                    s.waiters.remove(&dropped.window).unwrap_or_default()
+                    s.waiters.take(dropped.window)
                 };
                 reject_all(waiters, &js::abort_error("lull: cancelled"));
             }
@@ -125,7 +145,7 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId, supersedes: Option<WindowId>
         let mut s = rc.borrow_mut();
         let stale = supersedes.and_then(|old| {
             let (_, controller) = s.running.take().filter(|(w, _)| *w == old)?;
-            Some((controller, s.waiters.remove(&old).unwrap_or_default()))
+            Some((controller, s.waiters.take(old)))
         });
         let (this, args) = s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new()));
         s.running = Some((window, controller.clone()));
@@ -168,7 +188,7 @@ fn finish(rc: &Rc<RefCell<State>>, window: WindowId, outcome: Result<JsValue, Js
             Ok(_) => s.engine.run_succeeded(window, now),
             Err(_) => s.engine.run_failed(window, now),
         };
-        s.waiters.remove(&window).unwrap_or_default()
+        s.waiters.take(window)
     };
     for (resolve, reject) in waiters {
         let _ = match &outcome {
@@ -198,7 +218,7 @@ impl AsyncDebounced {
                 engine: Debouncer::new(policy, crate::seed()),
                 func,
                 call: None,
-                waiters: BTreeMap::new(),
+                waiters: Waiters::default(),
                 running: None,
                 signal,
                 timer: shared::timer(weak),
@@ -229,7 +249,7 @@ impl AsyncDebounced {
             let mut s = self.state.borrow_mut();
             s.call = Some((this, args));
             let accepted = s.engine.event(js::now());
-            s.waiters.entry(accepted.window).or_default().push((resolve, reject));
+            s.waiters.push(accepted.window, (resolve, reject));
         }
         pump(&self.state);
         promise
