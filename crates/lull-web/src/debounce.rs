@@ -14,8 +14,7 @@ use wasm_bindgen::prelude::*;
 use crate::hide::HideHook;
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver};
-use crate::timer::Timer;
+use crate::shared::{self, Driver, Shell};
 
 struct State {
     engine: Debouncer,
@@ -24,10 +23,8 @@ struct State {
     invoke: Function,
     /// The slot's `take()`: the error the function threw.
     take_error: Function,
-    timer: Timer,
+    shell: Shell<State>,
     _hide: Option<HideHook>,
-    /// Set while a timer is armed: a pending call runs even if the caller let go.
-    keepalive: Option<Rc<RefCell<State>>>,
 }
 
 impl Drop for State {
@@ -56,12 +53,13 @@ fn pump(rc: &Rc<RefCell<State>>) -> bool {
         }
     }
     let mut s = rc.borrow_mut();
-    let deadline = s.engine.next_deadline();
-    shared::follow(rc, &mut s, deadline, false);
+    shared::follow(rc, &mut s, false);
     threw
 }
 
 impl Driver for State {
+    type Engine = Debouncer;
+
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
         if !pump(rc) {
             return Ok(());
@@ -70,20 +68,8 @@ impl Driver for State {
         Err(take.call0(&JsValue::UNDEFINED).unwrap_or_else(|e| e))
     }
 
-    fn timer(&mut self) -> &mut Timer {
-        &mut self.timer
-    }
-
-    fn deadline_reached(&mut self, now: u64) {
-        self.engine.handle_timeout(now);
-    }
-
-    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
-        &mut self.keepalive
-    }
-
-    fn flush_all(&mut self, now: u64) {
-        self.engine.flush(now);
+    fn parts(&mut self) -> (&mut Debouncer, &mut Shell<Self>) {
+        (&mut self.engine, &mut self.shell)
     }
 }
 
@@ -129,9 +115,8 @@ fn make(func: Function, policy: Policy, flush_on_hide: bool) -> Result<Function,
             engine: Debouncer::new(policy, crate::seed()),
             invoke,
             take_error,
-            timer: shared::timer(weak),
+            shell: Shell::new(weak),
             _hide: shared::hide_hook(flush_on_hide, weak),
-            keepalive: None,
         })
     });
     crate::live::created();

@@ -14,8 +14,7 @@ use web_sys::{AbortController, AbortSignal};
 use crate::hide::HideHook;
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver};
-use crate::timer::Timer;
+use crate::shared::{self, Driver, Shell};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -60,9 +59,8 @@ struct State {
     running: Option<(WindowId, Option<AbortController>)>,
     /// `opts.signal`, if given: aborting it cancels.
     signal: Option<(AbortSignal, Closure<dyn FnMut()>)>,
-    timer: Timer,
+    shell: Shell<State>,
     _hide: Option<HideHook>,
-    keepalive: Option<Rc<RefCell<State>>>,
 }
 
 impl Drop for State {
@@ -87,25 +85,15 @@ fn reject_all(waiters: Vec<Settle>, error: &JsValue) {
 }
 
 impl Driver for State {
+    type Engine = Debouncer;
+
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
         pump(rc);
         Ok(())
     }
 
-    fn timer(&mut self) -> &mut Timer {
-        &mut self.timer
-    }
-
-    fn deadline_reached(&mut self, now: u64) {
-        self.engine.handle_timeout(now);
-    }
-
-    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
-        &mut self.keepalive
-    }
-
-    fn flush_all(&mut self, now: u64) {
-        self.engine.flush(now);
+    fn parts(&mut self) -> (&mut Debouncer, &mut Shell<Self>) {
+        (&mut self.engine, &mut self.shell)
     }
 }
 
@@ -133,9 +121,8 @@ fn pump(rc: &Rc<RefCell<State>>) {
         }
     }
     let mut s = rc.borrow_mut();
-    let deadline = s.engine.next_deadline();
     let running = s.running.is_some();
-    shared::follow(rc, &mut s, deadline, running);
+    shared::follow(rc, &mut s, running);
 }
 
 /// Run `window` with the latest call's arguments plus a fresh `AbortSignal`.
@@ -221,9 +208,8 @@ impl AsyncDebounced {
                 waiters: Waiters::default(),
                 running: None,
                 signal,
-                timer: shared::timer(weak),
+                shell: Shell::new(weak),
                 _hide: shared::hide_hook(flush_on_hide, weak),
-                keepalive: None,
             })
         });
         crate::live::created();

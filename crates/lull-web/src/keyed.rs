@@ -11,17 +11,15 @@ use wasm_bindgen::prelude::*;
 use crate::hide::HideHook;
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver};
-use crate::timer::Timer;
+use crate::shared::{self, Driver, Shell};
 
 struct State {
     engine: Keyed<String>,
     func: Function,
     /// Per key: the key as given, and the latest call's `this` and arguments.
     calls: HashMap<String, (JsValue, JsValue, Array)>,
-    timer: Timer,
+    shell: Shell<State>,
     _hide: Option<HideHook>,
-    keepalive: Option<Rc<RefCell<State>>>,
 }
 
 impl Drop for State {
@@ -31,6 +29,8 @@ impl Drop for State {
 }
 
 impl Driver for State {
+    type Engine = Keyed<String>;
+
     /// Call the function for each fire as `fn(key, ...args)`; then follow the deadline.
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
         let mut error = None;
@@ -58,25 +58,12 @@ impl Driver for State {
             }
         }
         let mut s = rc.borrow_mut();
-        let deadline = s.engine.next_deadline();
-        shared::follow(rc, &mut s, deadline, false);
+        shared::follow(rc, &mut s, false);
         error.map_or(Ok(()), Err)
     }
 
-    fn timer(&mut self) -> &mut Timer {
-        &mut self.timer
-    }
-
-    fn deadline_reached(&mut self, now: u64) {
-        self.engine.handle_timeout(now);
-    }
-
-    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
-        &mut self.keepalive
-    }
-
-    fn flush_all(&mut self, now: u64) {
-        self.engine.flush_all(now);
+    fn parts(&mut self) -> (&mut Keyed<String>, &mut Shell<Self>) {
+        (&mut self.engine, &mut self.shell)
     }
 }
 
@@ -161,9 +148,8 @@ pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<
             engine: Keyed::new(policy, crate::seed()),
             func,
             calls: HashMap::new(),
-            timer: shared::timer(weak),
+            shell: Shell::new(weak),
             _hide: shared::hide_hook(opts.flush_on_hide, weak),
-            keepalive: None,
         })
     });
     crate::live::created();

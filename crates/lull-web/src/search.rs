@@ -15,8 +15,7 @@ use web_sys::{AbortController, Event, HtmlInputElement, KeyboardEvent};
 
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver};
-use crate::timer::Timer;
+use crate::shared::{self, Driver, Shell};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -78,8 +77,7 @@ struct State {
     cache: Lru,
     reported_pending: bool,
     listeners: Vec<Listener>,
-    timer: Timer,
-    keepalive: Option<Rc<RefCell<State>>>,
+    shell: Shell<State>,
 }
 
 impl Drop for State {
@@ -140,25 +138,15 @@ fn stop(rc: &Rc<RefCell<State>>) {
 }
 
 impl Driver for State {
+    type Engine = Debouncer;
+
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
         pump(rc);
         Ok(())
     }
 
-    fn timer(&mut self) -> &mut Timer {
-        &mut self.timer
-    }
-
-    fn deadline_reached(&mut self, now: u64) {
-        self.engine.handle_timeout(now);
-    }
-
-    fn keepalive(&mut self) -> &mut Option<Rc<RefCell<Self>>> {
-        &mut self.keepalive
-    }
-
-    fn flush_all(&mut self, now: u64) {
-        self.engine.flush(now);
+    fn parts(&mut self) -> (&mut Debouncer, &mut Shell<Self>) {
+        (&mut self.engine, &mut self.shell)
     }
 }
 
@@ -176,8 +164,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
     }
     let (pending, on_pending) = {
         let mut s = rc.borrow_mut();
-        let deadline = s.engine.next_deadline();
-        shared::follow(rc, &mut s, deadline, false);
+        shared::follow(rc, &mut s, false);
         let pending = s.engine.pending() || s.running.is_some();
         let changed = pending != s.reported_pending;
         s.reported_pending = pending;
@@ -297,7 +284,7 @@ impl SearchBinding {
             let _ = input.remove_event_listener_with_callback(kind, listener.as_ref().unchecked_ref());
         }
         stop(&self.state);
-        self.state.borrow_mut().timer.clear();
+        self.state.borrow_mut().shell.timer.clear();
         drop(listeners);
     }
 
@@ -366,8 +353,7 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
             cache: Lru { capacity: opts.cache.unwrap_or(0) as usize, entries: VecDeque::new() },
             reported_pending: false,
             listeners: Vec::new(),
-            timer: shared::timer(weak),
-            keepalive: None,
+            shell: Shell::new(weak),
         })
     });
     crate::live::created();
