@@ -8,13 +8,12 @@ use lull_core::{Action, Debouncer, Overlap, Policy, WindowId};
 use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{JsFuture, spawn_local};
-use web_sys::{AbortController, AbortSignal};
+use web_sys::AbortSignal;
 
 use crate::hide::HideHook;
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver, Shell};
+use crate::shared::{self, Driver, InFlight, Shell};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -54,9 +53,8 @@ struct State {
     call: Option<(JsValue, Array)>,
     /// Callers waiting for their window's outcome: (resolve, reject).
     waiters: Waiters,
-    /// The running window and the controller of the signal its run received.
-    /// (`None` only if `AbortController` is unavailable: the run then gets no signal.)
-    running: Option<(WindowId, Option<AbortController>)>,
+    /// The run in flight.
+    running: Option<InFlight>,
     /// `opts.signal`, if given: aborting it cancels.
     signal: Option<(AbortSignal, Closure<dyn FnMut()>)>,
     shell: Shell<State>,
@@ -127,54 +125,36 @@ fn pump(rc: &Rc<RefCell<State>>) {
 
 /// Run `window` with the latest call's arguments plus a fresh `AbortSignal`.
 fn start(rc: &Rc<RefCell<State>>, window: WindowId, supersedes: Option<WindowId>) {
-    let controller = AbortController::new().ok();
+    let (run, signal) = InFlight::start(window);
     let (func, this, args, stale) = {
         let mut s = rc.borrow_mut();
         let stale = supersedes.and_then(|old| {
-            let (_, controller) = s.running.take().filter(|(w, _)| *w == old)?;
-            Some((controller, s.waiters.take(old)))
+            let run = s.running.take_if(|r| r.window == old)?;
+            Some((run, s.waiters.take(old)))
         });
         let (this, args) = s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new()));
-        s.running = Some((window, controller.clone()));
+        s.running = Some(run);
         (s.func.clone(), this, args, stale)
     };
     if let Some((old, waiters)) = stale {
         let error = js::abort_error("lull: superseded by a newer run");
-        if let Some(old) = old {
-            old.abort_with_reason(&error);
-        }
+        old.abort(&error);
         reject_all(waiters, &error);
     }
-    if let Some(controller) = &controller {
-        args.push(&controller.signal());
+    if let Some(signal) = &signal {
+        args.push(signal);
     }
-    let promise = match Reflect::apply(&func, &this, &args) {
-        Ok(value) => Promise::resolve(&value),
-        Err(thrown) => Promise::reject(&thrown),
-    };
-    let weak = Rc::downgrade(rc);
-    spawn_local(async move {
-        let outcome = JsFuture::from(promise).await;
-        shared::upgrade_then(&weak, |rc| {
-            finish(rc, window, outcome);
-            Ok(())
-        });
-    });
+    shared::await_run(rc, window, Reflect::apply(&func, &this, &args), finish);
 }
 
 /// A run settled: settle its callers, unless a newer run superseded it.
 fn finish(rc: &Rc<RefCell<State>>, window: WindowId, outcome: Result<JsValue, JsValue>) {
     let waiters = {
         let mut s = rc.borrow_mut();
-        if s.running.as_ref().is_none_or(|(w, _)| *w != window) {
+        if s.running.take_if(|r| r.window == window).is_none() {
             return; // superseded: its callers were already rejected
         }
-        s.running = None;
-        let now = js::now();
-        let _ = match outcome {
-            Ok(_) => s.engine.run_succeeded(window, now),
-            Err(_) => s.engine.run_failed(window, now),
-        };
+        shared::end_run(&mut s.engine, window, &outcome);
         s.waiters.take(window)
     };
     for (resolve, reject) in waiters {

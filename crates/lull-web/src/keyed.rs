@@ -100,28 +100,12 @@ impl KeyedDebounced {
 
     /// Drop the pending call of `key`, or of every key.
     pub fn cancel(&self, key: JsValue) -> Result<(), JsValue> {
-        {
-            let mut s = self.state.borrow_mut();
-            if key.is_undefined() {
-                s.engine.cancel_all(js::now());
-            } else {
-                s.engine.cancel(&key_of(&key)?, js::now());
-            }
-        }
-        State::pump(&self.state)
+        self.on_key_or_all(&key, Keyed::cancel, Keyed::cancel_all)
     }
 
     /// Run the pending call of `key`, or of every key, now.
     pub fn flush(&self, key: JsValue) -> Result<(), JsValue> {
-        {
-            let mut s = self.state.borrow_mut();
-            if key.is_undefined() {
-                s.engine.flush_all(js::now());
-            } else {
-                s.engine.flush(&key_of(&key)?, js::now());
-            }
-        }
-        State::pump(&self.state)
+        self.on_key_or_all(&key, Keyed::flush, Keyed::flush_all)
     }
 
     /// Whether `key` (or any key) has a call pending.
@@ -131,6 +115,26 @@ impl KeyedDebounced {
             return Ok(s.engine.keys().any(|k| s.engine.pending(k)));
         }
         Ok(s.engine.pending(&key_of(&key)?))
+    }
+}
+
+impl KeyedDebounced {
+    /// Apply `one` to `key`, or `all` to every key when `key` is `undefined`; then pump.
+    fn on_key_or_all(
+        &self,
+        key: &JsValue,
+        one: fn(&mut Keyed<String>, &String, u64),
+        all: fn(&mut Keyed<String>, u64),
+    ) -> Result<(), JsValue> {
+        {
+            let mut s = self.state.borrow_mut();
+            if key.is_undefined() {
+                all(&mut s.engine, js::now());
+            } else {
+                one(&mut s.engine, &key_of(key)?, js::now());
+            }
+        }
+        State::pump(&self.state)
     }
 }
 

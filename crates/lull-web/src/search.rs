@@ -5,17 +5,16 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
-use js_sys::{Function, Promise};
+use js_sys::Function;
 use lull_core::{Action, Debouncer, Overlap, WindowId};
 use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{JsFuture, spawn_local};
-use web_sys::{AbortController, Event, HtmlInputElement, KeyboardEvent};
+use web_sys::{Event, HtmlInputElement, KeyboardEvent};
 
 use crate::js;
 use crate::options::{self, TimingOptions};
-use crate::shared::{self, Driver, Shell};
+use crate::shared::{self, Driver, InFlight, Shell};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -70,10 +69,9 @@ struct State {
     latest: String,
     /// The last query handed to the engine: the same query again is skipped.
     scheduled: Option<String>,
-    /// (The controller is `None` only if `AbortController` is unavailable.)
-    running: Option<(WindowId, String, Option<AbortController>)>,
-    /// The newest window whose results were delivered.
-    delivered: Option<WindowId>,
+    /// The request in flight and its query. Only its response is ever delivered:
+    /// a newer query aborts and replaces it, so responses never arrive out of order.
+    running: Option<(InFlight, String)>,
     cache: Lru,
     reported_pending: bool,
     listeners: Vec<Listener>,
@@ -131,8 +129,8 @@ fn stop(rc: &Rc<RefCell<State>>) {
         s.engine.cancel(js::now());
         s.running.take()
     };
-    if let Some((_, _, Some(controller))) = running {
-        controller.abort_with_reason(&js::abort_error("lull: search cancelled"));
+    if let Some((run, _)) = running {
+        run.abort(&js::abort_error("lull: search cancelled"));
     }
     pump(rc);
 }
@@ -181,65 +179,45 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId) {
         let cached = s.cache.get(&query);
         (query, cached, s.running.take())
     };
-    if let Some((_, _, Some(controller))) = stale {
-        controller.abort_with_reason(&js::abort_error("lull: superseded by a newer query"));
+    if let Some((run, _)) = stale {
+        run.abort(&js::abort_error("lull: superseded by a newer query"));
     }
     if let Some(results) = cached {
         let on_results = {
             let mut s = rc.borrow_mut();
             let _ = s.engine.run_succeeded(window, js::now());
-            s.delivered = Some(window);
             s.callbacks.on_results.clone()
         };
         call(on_results.as_ref(), &results, &query.as_str().into());
         return;
     }
-    let controller = AbortController::new().ok();
-    let signal = controller.as_ref().map_or(JsValue::UNDEFINED, |c| c.signal().into());
+    let (run, signal) = InFlight::start(window);
     let search = {
         let mut s = rc.borrow_mut();
-        s.running = Some((window, query.clone(), controller));
+        s.running = Some((run, query.clone()));
         s.callbacks.search.clone()
     };
-    let promise = match search.call2(&JsValue::UNDEFINED, &query.as_str().into(), &signal) {
-        Ok(value) => Promise::resolve(&value),
-        Err(thrown) => Promise::reject(&thrown),
-    };
-    let weak = Rc::downgrade(rc);
-    spawn_local(async move {
-        let outcome = JsFuture::from(promise).await;
-        if let Some(rc) = weak.upgrade() {
-            finish(&rc, window, outcome);
-        }
-    });
+    let signal = signal.map_or(JsValue::UNDEFINED, JsValue::from);
+    shared::await_run(rc, window, search.call2(&JsValue::UNDEFINED, &query.as_str().into(), &signal), finish);
 }
 
 /// A request settled: deliver it only if it is still the latest.
 fn finish(rc: &Rc<RefCell<State>>, window: WindowId, outcome: Result<JsValue, JsValue>) {
-    let delivery = {
+    let (callback, value, query) = {
         let mut s = rc.borrow_mut();
-        let Some((_, query, _)) = s.running.take_if(|(w, _, _)| *w == window) else {
+        let Some((_, query)) = s.running.take_if(|(run, _)| run.window == window) else {
             return; // aborted or superseded: never delivered
         };
-        let now = js::now();
-        let _ = match outcome {
-            Ok(_) => s.engine.run_succeeded(window, now),
-            Err(_) => s.engine.run_failed(window, now),
-        };
-        let newest = s.delivered.is_none_or(|d| window > d);
+        shared::end_run(&mut s.engine, window, &outcome);
         match &outcome {
-            Ok(results) if newest => {
-                s.delivered = Some(window);
+            Ok(results) => {
                 s.cache.put(query.clone(), results.clone());
-                Some((s.callbacks.on_results.clone(), results.clone(), query))
+                (s.callbacks.on_results.clone(), results.clone(), query)
             }
-            Err(error) => Some((s.callbacks.on_error.clone(), error.clone(), query)),
-            Ok(_) => None,
+            Err(error) => (s.callbacks.on_error.clone(), error.clone(), query),
         }
     };
-    if let Some((callback, value, query)) = delivery {
-        call(callback.as_ref(), &value, &query.as_str().into());
-    }
+    call(callback.as_ref(), &value, &query.as_str().into());
     pump(rc);
 }
 
@@ -349,7 +327,6 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
             latest: String::new(),
             scheduled: None,
             running: None,
-            delivered: None,
             cache: Lru { capacity: opts.cache.unwrap_or(0) as usize, entries: VecDeque::new() },
             reported_pending: false,
             listeners: Vec::new(),

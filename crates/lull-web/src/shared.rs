@@ -1,11 +1,15 @@
 //! What every driver shares: state behind `Rc<RefCell<_>>`, callbacks that
-//! hold it weakly, its timer, its keepalive and its page-hide hook.
+//! hold it weakly, its timer, its keepalive and its page-hide hook; and, for
+//! the async drivers, a run in flight and how its outcome comes back.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use lull_core::{Debouncer, Keyed};
+use js_sys::Promise;
+use lull_core::{Debouncer, Keyed, WindowId};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, spawn_local};
+use web_sys::{AbortController, AbortSignal};
 
 use crate::hide::HideHook;
 use crate::js;
@@ -118,4 +122,58 @@ pub(crate) fn follow<T: Driver>(rc: &Rc<RefCell<T>>, state: &mut T, busy: bool) 
         (false, true) => shell.keepalive = None,
         _ => {}
     }
+}
+
+/// A run in flight: its window, and the controller of the signal the run received.
+pub(crate) struct InFlight {
+    /// The window being run.
+    pub(crate) window: WindowId,
+    /// `None` only if `AbortController` is unavailable (the run then gets no signal).
+    controller: Option<AbortController>,
+}
+
+impl InFlight {
+    /// A run of `window`, and the signal to hand to it.
+    pub(crate) fn start(window: WindowId) -> (Self, Option<AbortSignal>) {
+        let controller = AbortController::new().ok();
+        let signal = controller.as_ref().map(AbortController::signal);
+        (InFlight { window, controller }, signal)
+    }
+
+    /// Abort the run's signal with `reason` (a newer run superseded it, or it was cancelled).
+    pub(crate) fn abort(self, reason: &JsValue) {
+        if let Some(controller) = self.controller {
+            controller.abort_with_reason(reason);
+        }
+    }
+}
+
+/// Await what user code returned for `window`'s run (a value, a promise, or a
+/// throw), then hand the outcome to `finish` if the driver still exists.
+pub(crate) fn await_run<T: 'static>(
+    rc: &Rc<RefCell<T>>,
+    window: WindowId,
+    returned: Result<JsValue, JsValue>,
+    finish: fn(&Rc<RefCell<T>>, WindowId, Result<JsValue, JsValue>),
+) {
+    let promise = match returned {
+        Ok(value) => Promise::resolve(&value),
+        Err(thrown) => Promise::reject(&thrown),
+    };
+    let weak = Rc::downgrade(rc);
+    spawn_local(async move {
+        let outcome = JsFuture::from(promise).await;
+        if let Some(rc) = weak.upgrade() {
+            finish(&rc, window, outcome);
+        }
+    });
+}
+
+/// Tell the engine how `window`'s run ended.
+pub(crate) fn end_run(engine: &mut Debouncer, window: WindowId, outcome: &Result<JsValue, JsValue>) {
+    let now = js::now();
+    let _ = match outcome {
+        Ok(_) => engine.run_succeeded(window, now),
+        Err(_) => engine.run_failed(window, now),
+    };
 }
