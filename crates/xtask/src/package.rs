@@ -25,9 +25,8 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
             .env("PATH", &path);
         steps::run(&format!("wasm-pack build ({target})"), root, &mut build)?;
     }
-    for file in ["package.json", "README.md"] {
-        let from = if file == "package.json" { krate.join("js").join(file) } else { krate.join(file) };
-        std::fs::copy(&from, out.join(file)).map_err(|e| format!("{}: {e}", from.display()))?;
+    for (from, name) in [(krate.join("js/package.json"), "package.json"), (krate.join("README.md"), "README.md")] {
+        std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
     }
     let version = env!("CARGO_PKG_VERSION");
     let manifest = std::fs::read_to_string(out.join("package.json")).map_err(|e| e.to_string())?;

@@ -50,8 +50,8 @@ fn cargo_install(root: &Path, bin: &str, krate: &str, version: &str, locked: boo
         step(&what, "present");
         return Ok(());
     }
-    let mut install = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    install.args(["install", krate, "--version", version, "--target-dir"]).arg(root.join("target/tool-builds"));
+    let mut install = steps::cargo(&["install", krate, "--version", version, "--target-dir"]);
+    install.arg(root.join("target/tool-builds"));
     if locked {
         install.arg("--locked");
     }

@@ -26,7 +26,8 @@ fn describe(cmd: &Command) -> String {
     parts.join(" ")
 }
 
-fn cargo(args: &[&str]) -> Command {
+/// `cargo` (the one running xtask) with `args`.
+pub fn cargo(args: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(args);
     cmd
