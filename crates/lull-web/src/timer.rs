@@ -14,13 +14,13 @@ const MAX_DELAY_MS: u64 = i32::MAX as u64;
 /// Dropping it clears the timeout.
 pub(crate) struct Timer {
     callback: Closure<dyn FnMut()>,
-    handle: Option<JsValue>,
-    due: Option<u64>,
+    /// The armed timeout's handle and when it is due.
+    armed: Option<(JsValue, u64)>,
 }
 
 impl Timer {
     pub(crate) fn new(on_fire: impl FnMut() + 'static) -> Self {
-        Timer { callback: Closure::new(on_fire), handle: None, due: None }
+        Timer { callback: Closure::new(on_fire), armed: None }
     }
 
     /// Arm for `deadline` unless an armed timer is due no later; disarm when
@@ -28,33 +28,30 @@ impl Timer {
     pub(crate) fn follow(&mut self, deadline: Option<u64>) {
         match deadline {
             None => self.clear(),
-            Some(d) if self.due.is_some_and(|due| due <= d) => {}
+            Some(d) if self.armed.as_ref().is_some_and(|(_, due)| *due <= d) => {}
             Some(d) => {
                 self.clear();
                 let now = js::now();
                 let delay = d.saturating_sub(now).min(MAX_DELAY_MS);
                 let handler: &Function = self.callback.as_ref().unchecked_ref();
-                self.handle = Some(js::set_timeout(handler, delay as f64));
-                self.due = Some(now + delay);
+                self.armed = Some((js::set_timeout(handler, delay as f64), now + delay));
             }
         }
     }
 
     /// The timeout ran: nothing is armed any more.
     pub(crate) fn went_off(&mut self) {
-        self.handle = None;
-        self.due = None;
+        self.armed = None;
     }
 
     pub(crate) fn is_armed(&self) -> bool {
-        self.handle.is_some()
+        self.armed.is_some()
     }
 
     pub(crate) fn clear(&mut self) {
-        if let Some(handle) = self.handle.take() {
+        if let Some((handle, _)) = self.armed.take() {
             js::clear_timeout(&handle);
         }
-        self.due = None;
     }
 }
 
