@@ -29,6 +29,10 @@ pub enum ApiError {
     },
     /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
     InvalidKey(String),
+    /// `500 config`: the worker's configuration (`LULL_TOPICS`, a secret) is missing or invalid.
+    Config(String),
+    /// `500 internal`: storage or the runtime failed; nothing was accepted.
+    Internal(String),
 }
 
 #[derive(Serialize)]
@@ -52,6 +56,7 @@ impl ApiError {
             ApiError::Forbidden => 403,
             ApiError::MalformedJson(_) | ApiError::InvalidKey(_) => 400,
             ApiError::PayloadTooLarge { .. } => 413,
+            ApiError::Config(_) | ApiError::Internal(_) => 500,
         }
     }
 
@@ -66,6 +71,8 @@ impl ApiError {
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::InvalidKey(_) => "invalid_key",
+            ApiError::Config(_) => "config",
+            ApiError::Internal(_) => "internal",
         }
     }
 
@@ -79,7 +86,8 @@ impl ApiError {
             ApiError::Forbidden => "this token may not do that".into(),
             ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
             ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
-            ApiError::InvalidKey(why) => why.clone(),
+            ApiError::InvalidKey(why) | ApiError::Config(why) => why.clone(),
+            ApiError::Internal(why) => format!("internal error: {why}"),
         }
     }
 
@@ -105,6 +113,8 @@ mod tests {
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),
             (ApiError::PayloadTooLarge { limit: 65_536 }, 413, "payload_too_large"),
             (ApiError::InvalidKey("empty".into()), 400, "invalid_key"),
+            (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
+            (ApiError::Internal("storage".into()), 500, "internal"),
         ];
         for (error, status, code) in cases {
             assert_eq!((error.status(), error.code()), (status, code));

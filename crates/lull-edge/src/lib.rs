@@ -6,12 +6,21 @@
 //! - [`key`]: topic and key names from request paths;
 //! - [`signing`]: the `Lull-Signature` HMAC a receiver verifies;
 //! - [`delivery`]: the JSON a target receives, and its idempotency key;
-//! - [`api_error`]: the stable JSON error shape and its HTTP statuses.
+//! - [`api_error`]: the stable JSON error shape and its HTTP statuses;
+//! - [`route`]: methods and paths to operations, and bearer-token access;
+//! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod api_error;
 pub mod delivery;
 pub mod key;
+pub mod key_state;
+pub mod route;
 pub mod signing;
 pub mod topic;
+
+#[cfg(target_arch = "wasm32")]
+mod runtime;
+#[cfg(target_arch = "wasm32")]
+pub use runtime::KeyWindow;

@@ -1,0 +1,203 @@
+//! The HTTP API's routes: which operation a method and path ask for, who may
+//! ask for it, and the `404`/`405` for everything else. Runtime-free.
+
+use lull_core::WindowId;
+
+use crate::api_error::ApiError;
+use crate::key::{Key, is_topic_name};
+
+/// What one request asks a key for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `POST …/events`: accept one event.
+    Event,
+    /// `GET …/keys/{key}`: the key's status.
+    Status,
+    /// `POST …/flush`: fire the open window now.
+    Flush,
+    /// `DELETE …/keys/{key}`: cancel the open window.
+    Cancel,
+    /// `GET …/dead-letters`: list them.
+    DeadLetters,
+    /// `POST …/dead-letters/{window}/retry`: deliver one again.
+    Replay(WindowId),
+}
+
+impl Op {
+    /// Whether the ingest token may do this (only posting events); the admin token may do everything.
+    pub fn ingest_allowed(self) -> bool {
+        self == Op::Event
+    }
+
+    /// The name the object's internal route uses (`/op/{name}`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Event => "event",
+            Op::Status => "status",
+            Op::Flush => "flush",
+            Op::Cancel => "cancel",
+            Op::DeadLetters => "dead-letters",
+            Op::Replay(_) => "replay",
+        }
+    }
+}
+
+/// A request the router understood.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /healthz`.
+    Health,
+    /// `GET /sink` (the recent deliveries) or `POST /sink` (one delivery): the demo receiver.
+    Sink {
+        /// `true` for `POST`.
+        post: bool,
+    },
+    /// An operation on one key of one topic.
+    Key {
+        /// The topic name (checked for shape, not yet for existence).
+        topic: String,
+        /// The key.
+        key: Key,
+        /// What to do.
+        op: Op,
+    },
+}
+
+fn method_check(method: &str, allowed: &'static str) -> Result<(), ApiError> {
+    if allowed.split(", ").any(|m| m == method) {
+        Ok(())
+    } else {
+        Err(ApiError::MethodNotAllowed { method: method.to_string(), allowed })
+    }
+}
+
+impl Route {
+    /// The route for `method` and `path` (no query string). `404 not_found`
+    /// for an unknown path, `405` for a known path with the wrong method,
+    /// `400 invalid_key` for a bad key.
+    pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
+        let not_found = || ApiError::NotFound(format!("route {path:?}"));
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match parts.as_slice() {
+            ["healthz"] => method_check(method, "GET").map(|()| Route::Health),
+            ["sink"] => method_check(method, "GET, POST").map(|()| Route::Sink { post: method == "POST" }),
+            ["v1", "topics", topic, "keys", key, rest @ ..] => {
+                let (op, allowed) = match rest {
+                    [] if method == "DELETE" => (Op::Cancel, "GET, DELETE"),
+                    [] => (Op::Status, "GET, DELETE"),
+                    ["events"] => (Op::Event, "POST"),
+                    ["flush"] => (Op::Flush, "POST"),
+                    ["dead-letters"] => (Op::DeadLetters, "GET"),
+                    ["dead-letters", window, "retry"] => {
+                        let window = window.parse::<u64>().map_err(|_| not_found())?;
+                        (Op::Replay(WindowId(window)), "POST")
+                    }
+                    _ => return Err(not_found()),
+                };
+                method_check(method, allowed)?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                let key = Key::from_path_segment(key)?;
+                Ok(Route::Key { topic: (*topic).to_string(), key, op })
+            }
+            _ => Err(not_found()),
+        }
+    }
+}
+
+/// Who a request's bearer token says it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// The ingest token: may post events only.
+    Ingest,
+    /// The admin token: may do everything.
+    Admin,
+}
+
+/// The configured tokens.
+pub struct Tokens<'a> {
+    /// `LULL_INGEST_TOKEN`.
+    pub ingest: &'a str,
+    /// `LULL_ADMIN_TOKEN`.
+    pub admin: &'a str,
+}
+
+impl Tokens<'_> {
+    /// Check an `Authorization` header for `op`: `401` without a known bearer
+    /// token, `403` when the ingest token asks for more than posting events.
+    pub fn authorize(&self, header: Option<&str>, op: Op) -> Result<Caller, ApiError> {
+        let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).ok_or(ApiError::Unauthorized)?;
+        let caller = if equal(token, self.admin) {
+            Caller::Admin
+        } else if equal(token, self.ingest) {
+            Caller::Ingest
+        } else {
+            return Err(ApiError::Unauthorized);
+        };
+        if caller == Caller::Ingest && !op.ingest_allowed() {
+            return Err(ApiError::Forbidden);
+        }
+        Ok(caller)
+    }
+}
+
+/// Constant-time comparison (for equal lengths); empty tokens never match.
+fn equal(a: &str, b: &str) -> bool {
+    !b.is_empty() && a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_route(method: &str, path: &str) -> Result<Op, ApiError> {
+        match Route::parse(method, path)? {
+            Route::Key { op, .. } => Ok(op),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn paths_and_methods_map_to_operations() {
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/events"), Ok(Op::Event));
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42"), Ok(Op::Status));
+        assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(Op::Cancel));
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/flush"), Ok(Op::Flush));
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/dead-letters"), Ok(Op::DeadLetters));
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/7/retry"), Ok(Op::Replay(WindowId(7))));
+        assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
+        let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
+            panic!()
+        };
+        assert_eq!((topic.as_str(), key.as_str()), ("t", "a/b c"));
+    }
+
+    #[test]
+    fn wrong_paths_methods_and_keys_are_refused() {
+        let code = |m: &str, p: &str| Route::parse(m, p).unwrap_err().code();
+        assert_eq!(code("GET", "/"), "not_found");
+        assert_eq!(code("GET", "/v1/topics/t/keys/k/nope"), "not_found");
+        assert_eq!(code("POST", "/v1/topics/t/keys/k/dead-letters/x/retry"), "not_found");
+        assert_eq!(code("GET", "/v1/topics/t/keys/k/events"), "method_not_allowed");
+        assert_eq!(code("PUT", "/v1/topics/t/keys/k"), "method_not_allowed");
+        assert_eq!(code("POST", "/healthz"), "method_not_allowed");
+        assert_eq!(code("POST", "/v1/topics/t/keys//events"), "invalid_key");
+        assert_eq!(code("POST", &format!("/v1/topics/t/keys/{}/events", "k".repeat(513))), "invalid_key");
+        assert_eq!(code("POST", "/v1/topics/t/keys/%FF/events"), "invalid_key");
+        assert_eq!(code("POST", "/v1/topics/b@d/keys/k/events"), "unknown_topic");
+    }
+
+    #[test]
+    fn tokens_grant_ingest_or_admin() {
+        let tokens = Tokens { ingest: "in-secret", admin: "ad-secret" };
+        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Op::Event), Ok(Caller::Ingest));
+        assert_eq!(tokens.authorize(Some("Bearer ad-secret"), Op::Cancel), Ok(Caller::Admin));
+        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Op::Status), Err(ApiError::Forbidden));
+        assert_eq!(tokens.authorize(Some("Bearer wrong"), Op::Event), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some("in-secret"), Op::Event), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(None, Op::Event), Err(ApiError::Unauthorized));
+        let unset = Tokens { ingest: "", admin: "x" };
+        assert_eq!(unset.authorize(Some("Bearer "), Op::Event), Err(ApiError::Unauthorized));
+    }
+}

@@ -1,0 +1,70 @@
+//! The worker's configuration, read from its environment once per isolate.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use worker::Env;
+
+use crate::api_error::ApiError;
+use crate::topic::Topics;
+
+/// The Durable Object binding's name in `wrangler.toml`.
+pub const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
+
+/// Everything the worker is configured with.
+pub struct Config {
+    /// `LULL_TOPICS`: a JSON string, or a table in `wrangler.toml`.
+    pub topics: Topics,
+    /// `LULL_INGEST_TOKEN`: may post events.
+    pub ingest_token: String,
+    /// `LULL_ADMIN_TOKEN`: may do everything.
+    pub admin_token: String,
+    /// `LULL_SIGNING_SECRET`: signs deliveries.
+    pub signing_secret: String,
+    /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
+    pub demo_sink: bool,
+}
+
+thread_local! {
+    static CACHE: RefCell<Option<(String, Rc<Config>)>> = const { RefCell::new(None) };
+}
+
+fn text(env: &Env, name: &str) -> Option<String> {
+    env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
+}
+
+fn required(env: &Env, name: &str) -> Result<String, ApiError> {
+    match text(env, name) {
+        Some(value) if !value.is_empty() => Ok(value),
+        _ => Err(ApiError::Config(format!(
+            "{name} is not set (`wrangler secret put {name}`, or .dev.vars for local development)"
+        ))),
+    }
+}
+
+fn topics_json(env: &Env) -> Result<String, ApiError> {
+    if let Some(json) = text(env, "LULL_TOPICS") {
+        return Ok(json);
+    }
+    env.object_var::<serde_json::Value>("LULL_TOPICS")
+        .map(|table| table.to_string())
+        .map_err(|_| ApiError::Config("LULL_TOPICS is not set ([vars] in wrangler.toml)".into()))
+}
+
+/// The configuration, parsed and checked the first time and whenever `LULL_TOPICS` changes.
+pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
+    let json = topics_json(env)?;
+    if let Some(config) = CACHE.with_borrow(|c| c.as_ref().filter(|(raw, _)| *raw == json).map(|(_, c)| c.clone())) {
+        return Ok(config);
+    }
+    let topics = Topics::parse(&json).map_err(|e| ApiError::Config(e.to_string()))?;
+    let config = Rc::new(Config {
+        topics,
+        ingest_token: required(env, "LULL_INGEST_TOKEN")?,
+        admin_token: required(env, "LULL_ADMIN_TOKEN")?,
+        signing_secret: required(env, "LULL_SIGNING_SECRET")?,
+        demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
+    });
+    CACHE.with_borrow_mut(|c| *c = Some((json, config.clone())));
+    Ok(config)
+}

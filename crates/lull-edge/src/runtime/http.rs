@@ -1,0 +1,31 @@
+//! JSON responses and the error shape, and the clock.
+
+use serde::Serialize;
+use worker::{Headers, Response};
+
+use crate::api_error::ApiError;
+
+/// Milliseconds since the epoch, as the core counts them.
+pub fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
+}
+
+/// `value` as JSON with `status`.
+pub fn json<T: Serialize>(status: u16, value: &T) -> worker::Result<Response> {
+    Ok(Response::from_json(value)?.with_status(status))
+}
+
+/// The error as `{"error": {"code", "message"}}`, with `Allow` on a `405`.
+pub fn error(error: &ApiError) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    if let ApiError::MethodNotAllowed { allowed, .. } = error {
+        headers.set("allow", allowed)?;
+    }
+    Ok(Response::ok(error.to_json())?.with_status(error.status()).with_headers(headers))
+}
+
+/// A runtime failure as the API's `500 internal`.
+pub fn internal(error: worker::Error) -> ApiError {
+    ApiError::Internal(error.to_string())
+}

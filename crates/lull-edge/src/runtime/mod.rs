@@ -1,0 +1,16 @@
+//! The Worker itself (wasm32 only): the fetch router, the `KeyWindow`
+//! Durable Object, its SQLite store, outbound deliveries and the demo sink.
+//! Thin drivers: every timing decision is `lull-core`'s, every decision about
+//! what a key must do is [`crate::key_state`]'s.
+
+mod config;
+mod http;
+// The glue `#[durable_object]` generates (wasm-bindgen exports) has no docs.
+#[allow(missing_docs)]
+mod object;
+mod outbound;
+mod router;
+mod sink;
+mod store;
+
+pub use object::KeyWindow;

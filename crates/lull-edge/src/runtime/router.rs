@@ -1,0 +1,77 @@
+//! The fetch handler: route, authorise, validate, then hand the request to the
+//! key's Durable Object. Nothing is stored here; a rejected request reaches no object.
+
+use serde_json::value::RawValue;
+use worker::{Context, Env, Method, Request, RequestInit, Response, event};
+
+use super::config::{self, KEY_WINDOW_BINDING};
+use super::http::{self, internal};
+use super::sink;
+use crate::api_error::ApiError;
+use crate::key::{Key, object_name};
+use crate::route::{Op, Route, Tokens};
+use crate::topic::Topic;
+
+/// Headers carrying the topic and the (percent-encoded) key to the object.
+pub const TOPIC_HEADER: &str = "lull-topic";
+/// See [`TOPIC_HEADER`].
+pub const KEY_HEADER: &str = "lull-key";
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    match handle(req, &env).await {
+        Ok(response) => Ok(response),
+        Err(error) => http::error(&error),
+    }
+}
+
+async fn handle(mut req: Request, env: &Env) -> Result<Response, ApiError> {
+    let route = Route::parse(req.method().as_ref(), &req.path())?;
+    let config = config::load(env)?;
+    let auth = req.headers().get("authorization").map_err(internal)?;
+    let tokens = Tokens { ingest: &config.ingest_token, admin: &config.admin_token };
+    match route {
+        Route::Health => {
+            let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
+            http::json(200, &serde_json::json!({"ok": true, "topics": topics})).map_err(internal)
+        }
+        Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
+        Route::Key { topic, key, op } => {
+            tokens.authorize(auth.as_deref(), op)?;
+            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
+            let body = if op == Op::Event { Some(event_body(&mut req, topic).await?) } else { None };
+            forward(env, topic, &key, op, body).await
+        }
+    }
+}
+
+/// The event's JSON, checked for size and syntax.
+async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError> {
+    let limit = topic.max_body_bytes;
+    let declared = req.headers().get("content-length").map_err(internal)?;
+    if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let bytes = req.bytes().await.map_err(internal)?;
+    if bytes.len() > limit {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let raw: &RawValue = serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    Ok(raw.get().to_string())
+}
+
+async fn forward(env: &Env, topic: &Topic, key: &Key, op: Op, body: Option<String>) -> Result<Response, ApiError> {
+    let namespace = env.durable_object(KEY_WINDOW_BINDING).map_err(internal)?;
+    let stub = namespace.id_from_name(&object_name(&topic.name, key)).and_then(|id| id.get_stub()).map_err(internal)?;
+    let path = match op {
+        Op::Replay(window) => format!("https://key-window/replay/{window}"),
+        op => format!("https://key-window/{}", op.name()),
+    };
+    let headers = worker::Headers::new();
+    headers.set(TOPIC_HEADER, &topic.name).map_err(internal)?;
+    headers.set(KEY_HEADER, &key.encoded()).map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(body.map(|b| b.into()));
+    let inner = Request::new_with_init(&path, &init).map_err(internal)?;
+    stub.fetch_with_request(inner).await.map_err(internal)
+}
