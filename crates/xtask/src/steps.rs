@@ -70,7 +70,7 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
         command("lints (native)", root, cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         command("lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
         command("lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
-        command("lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", false)),
+        command("lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", true)),
         command(
             "build (wasm32, lull-core)",
             root,
@@ -92,6 +92,7 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
                 run("consumer test", root, &mut cmd)
             }),
         ),
+        ("edge tests (lull-edge on workerd, real HTTP, restarts)", Box::new(|| crate::edge::tests(root, tools))),
     ];
     let mut results = Vec::new();
     for (name, suite) in suites {

@@ -1,0 +1,80 @@
+//! The edge worker: its offline build (worker-build), `cargo xtask dev`
+//! (wrangler dev on workerd), its end-to-end tests and its benchmark.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::setup::Tools;
+use crate::steps;
+
+/// Where `cargo xtask dev` serves the worker.
+pub const DEV_ADDRESS: &str = "127.0.0.1:8787";
+
+/// Keep wrangler from calling out (metrics, `cf` fetch, update banner) and its
+/// logs and config in the tree.
+fn offline(cmd: &mut Command, root: &Path) {
+    cmd.env("WRANGLER_SEND_METRICS", "false")
+        .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+        .env("WRANGLER_HIDE_BANNER", "true")
+        .env("XDG_CONFIG_HOME", root.join("target/wrangler-config"));
+}
+
+/// The first `name` on PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
+}
+
+/// `worker-build --release` in `crates/lull-edge` -> `crates/lull-edge/build/`,
+/// with the cargo-installed wasm-bindgen, npm's wasm-opt and esbuild (it would
+/// otherwise download them).
+pub fn build(root: &Path) -> Result<(), String> {
+    let wasm_bindgen = on_path("wasm-bindgen").ok_or("wasm-bindgen is not on PATH: run `cargo xtask setup`")?;
+    let mut cmd = Command::new("worker-build");
+    cmd.arg("--release")
+        .env("WASM_BINDGEN_BIN", wasm_bindgen)
+        .env("WASM_OPT_BIN", root.join("tests/web/node_modules/.bin/wasm-opt"))
+        .env("ESBUILD_BIN", root.join("tests/edge/node_modules/@esbuild/linux-x64/bin/esbuild"));
+    steps::run("worker-build (lull-edge)", &root.join("crates/lull-edge"), &mut cmd)
+}
+
+/// The end-to-end suites in `tests/edge` on a local workerd (Miniflare), one file at a time.
+pub fn tests(root: &Path, tools: &Tools) -> Result<(), String> {
+    build(root)?;
+    let mut cmd = Command::new(&tools.node22);
+    cmd.args(["--test", "--test-concurrency=1", "--test-reporter=spec", "tests/edge/*.test.mjs"]);
+    offline(&mut cmd, root);
+    steps::run("edge tests (workerd)", root, &mut cmd)
+}
+
+/// The edge benchmark: lull-edge vs a plain JavaScript Durable Object vs a no-op one.
+pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
+    build(root)?;
+    let mut cmd = Command::new(&tools.node22);
+    cmd.arg("tests/edge/bench.mjs").arg(root.join("target/bench/edge.json"));
+    offline(&mut cmd, root);
+    steps::run("bench (lull-edge vs JS Durable Object vs no-op)", root, &mut cmd)
+}
+
+/// `wrangler dev` on 127.0.0.1:8787 with state persisted under `.wrangler/state`;
+/// wrangler runs `cargo xtask edge-build` (wrangler.toml) before it serves.
+pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
+    let vars = root.join(".dev.vars");
+    if !vars.exists() {
+        std::fs::copy(root.join(".dev.vars.example"), &vars).map_err(|e| format!(".dev.vars: {e}"))?;
+        println!("dev: wrote .dev.vars from .dev.vars.example (local secrets)");
+    }
+    println!(
+        "dev: lull-edge on http://{DEV_ADDRESS} (Ctrl-C stops it). Try:\n\n  \
+         curl -i -X POST http://{DEV_ADDRESS}/v1/topics/demo/keys/doc-1/events \\\n    \
+         -H 'authorization: Bearer dev-ingest-token' -H 'content-type: application/json' -d '{{\"edit\": 1}}'\n  \
+         sleep 3; curl -s http://{DEV_ADDRESS}/sink -H 'authorization: Bearer dev-admin-token'\n"
+    );
+    let (ip, port) = DEV_ADDRESS.split_once(':').unwrap_or(("127.0.0.1", "8787"));
+    let mut cmd = Command::new(&tools.node22);
+    cmd.arg(root.join("tests/edge/node_modules/wrangler/bin/wrangler.js"))
+        .args(["dev", "--local", "--ip", ip, "--port", port, "--persist-to", ".wrangler/state"])
+        .arg("--show-interactive-dev-session=false");
+    offline(&mut cmd, root);
+    steps::run("wrangler dev", root, &mut cmd)
+}
