@@ -59,8 +59,8 @@ export function verifySignature(secret, header, body, toleranceSecs = 300) {
 
 /**
  * A target on 127.0.0.1: records every delivery (parsed body, headers, time,
- * signature check) and answers with `respond(delivery)` → status (default 200),
- * or hangs when it returns "hang".
+ * signature check) and answers with `respond(delivery)`: a status (default
+ * 200), `{ status, delayMs }` to answer late, or "hang" to never answer.
  */
 export async function startReceiver(respond = () => 200) {
   const deliveries = [];
@@ -81,10 +81,11 @@ export async function startReceiver(respond = () => 200) {
         verified: verifySignature(TOKENS.secret, req.headers["lull-signature"], raw),
       };
       deliveries.push(delivery);
-      const status = respond(delivery);
+      const answer = respond(delivery);
       for (const w of waiters.splice(0)) w();
-      if (status === "hang") return; // the worker's delivery timeout ends it
-      res.writeHead(status, { "content-type": "text/plain" }).end("ok");
+      if (answer === "hang") return; // the worker's delivery timeout ends it
+      const { status, delayMs = 0 } = typeof answer === "number" ? { status: answer } : answer;
+      setTimeout(() => res.writeHead(status, { "content-type": "text/plain" }).end("ok"), delayMs);
     });
   });
   await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
@@ -92,18 +93,21 @@ export async function startReceiver(respond = () => 200) {
   return {
     url: `http://127.0.0.1:${port}`,
     deliveries,
-    /** Resolve once `n` deliveries have arrived (or reject after `ms`). */
-    async waitFor(n, ms = 15_000) {
+    /** Deliveries for one key. */
+    of: (key) => deliveries.filter((d) => d.body.key === key),
+    /** Resolve once `n` deliveries (for `key`, if given) have arrived, or reject after `ms`. */
+    async waitFor(n, ms = 15_000, key = undefined) {
       const deadline = Date.now() + ms;
-      while (deliveries.length < n) {
+      const count = () => (key === undefined ? deliveries : deliveries.filter((d) => d.body.key === key)).length;
+      while (count() < n) {
         const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`waited ${ms} ms for ${n} deliveries, got ${deliveries.length}`);
+        if (left <= 0) throw new Error(`waited ${ms} ms for ${n} deliveries${key ? ` of ${key}` : ""}, got ${count()}`);
         await new Promise((ok) => {
           const t = setTimeout(ok, Math.min(left, 250));
           waiters.push(() => (clearTimeout(t), ok()));
         });
       }
-      return deliveries;
+      return key === undefined ? deliveries : deliveries.filter((d) => d.body.key === key);
     },
     close: () => new Promise((ok) => (server.closeAllConnections(), server.close(ok))),
   };
@@ -131,7 +135,11 @@ export function client(base, token = TOKENS.admin) {
   return {
     call,
     event: (topic, key, body) => call("POST", `${keyPath(topic, key)}/events`, body),
-    status: (topic, key) => call("GET", keyPath(topic, key)),
+    status: async (topic, key) => {
+      const res = await call("GET", keyPath(topic, key));
+      until.last = res.json; // what a timed-out `until` reports
+      return res;
+    },
     flush: (topic, key) => call("POST", `${keyPath(topic, key)}/flush`),
     cancel: (topic, key) => call("DELETE", keyPath(topic, key)),
     deadLetters: (topic, key) => call("GET", `${keyPath(topic, key)}/dead-letters`),
@@ -140,3 +148,19 @@ export function client(base, token = TOKENS.admin) {
 }
 
 export const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+
+/**
+ * Poll `probe` until it returns a truthy value, or throw after `ms`; the
+ * error shows the last status the client read.
+ */
+export async function until(probe, ms = 15_000, what = "condition") {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}; last seen: ${JSON.stringify(until.last)}`);
+    }
+    await sleep(50);
+  }
+}

@@ -1,0 +1,124 @@
+// Failing targets (500s, timeouts, connection refused): the backoff schedule,
+// dead letters after max_attempts, replay; and the signature with a wrong secret.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { startEdge, startReceiver, stateDir, client, until, verifySignature, TOKENS } from "./harness.mjs";
+
+const RETRY = { max_attempts: 3, base_ms: 200, cap_ms: 400 };
+const ceiling = (attempt) => Math.min(RETRY.base_ms * 2 ** (attempt - 1), RETRY.cap_ms);
+let edge, rx, state, api, refusedUrl;
+let failing = true;
+
+before(async () => {
+  rx = await startReceiver((d) => (d.body.topic === "hangs" ? "hang" : failing ? 500 : 200));
+  // A port nothing listens on: take one, then close it.
+  const probe = createServer();
+  await new Promise((ok) => probe.listen(0, "127.0.0.1", ok));
+  refusedUrl = `http://127.0.0.1:${probe.address().port}/hook`;
+  await new Promise((ok) => probe.close(ok));
+  state = stateDir();
+  const topic = (target, extra = {}) => ({ target, wait_ms: 100, payload: "all", retry: RETRY, ...extra });
+  edge = await startEdge({
+    persist: state.dir,
+    topics: {
+      fails: topic(`${rx.url}/hook`),
+      hangs: topic(`${rx.url}/hook`, { delivery_timeout_ms: 300 }),
+      refused: topic(refusedUrl),
+      slow: topic(`${rx.url}/hook`, { retry: { max_attempts: 2, base_ms: 1_000, cap_ms: 1_000 } }),
+    },
+  });
+  api = client(edge.url);
+});
+
+after(async () => {
+  await edge?.stop();
+  await rx?.close();
+  state?.cleanup();
+});
+
+const deadLettered = (topic, key) => async () => {
+  const s = await api.status(topic, key);
+  return s.json.dead_letters?.length === 1 && s.json;
+};
+
+test("6: 500s retry with backoff and full jitter, dead-letter after max_attempts, replay delivers", async () => {
+  failing = true;
+  assert.equal((await api.event("fails", "k", { n: 1 })).status, 202);
+  assert.equal((await api.event("fails", "k", { n: 2 })).status, 202);
+  const tries = await rx.waitFor(3, 10_000, "k");
+  const status = await until(deadLettered("fails", "k"), 10_000, "the dead letter");
+  assert.deepEqual(
+    tries.map((d) => [d.attempt, d.idempotencyKey, d.body.reason]),
+    [
+      [1, "fails/k/1", "quiet"],
+      [2, "fails/k/1", "retry"],
+      [3, "fails/k/1", "retry"],
+    ],
+    "the same window and idempotency key on every attempt",
+  );
+  for (const d of tries) assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }]);
+  for (let i = 1; i < tries.length; i++) {
+    const gap = tries[i].at - tries[i - 1].at;
+    assert.ok(gap <= ceiling(i) + 250, `retry ${i + 1} came ${gap} ms after attempt ${i}; ceiling ${ceiling(i)} ms`);
+  }
+  const [dead] = status.dead_letters;
+  assert.deepEqual([dead.window, dead.attempts, dead.span.first, dead.span.last], [1, 3, 1, 2]);
+  assert.equal(status.stats.dead_lettered, 1);
+  assert.equal(status.stats.failures, 3);
+  assert.equal(status.stored_events, 2, "a dead letter keeps its rows");
+  assert.equal(status.last_delivery.outcome, "500");
+  const listed = await api.deadLetters("fails", "k");
+  assert.equal(listed.status, 200);
+  assert.deepEqual(listed.json.dead_letters, status.dead_letters);
+
+  failing = false;
+  const replay = await api.replay("fails", "k", 1);
+  assert.equal(replay.status, 200, JSON.stringify(replay.json));
+  const [, , , again] = await rx.waitFor(4, 5_000, "k");
+  assert.deepEqual([again.body.reason, again.idempotencyKey, again.attempt], ["replay", "fails/k/1", 1]);
+  assert.deepEqual(again.body.events, [{ n: 1 }, { n: 2 }]);
+  const done = await until(async () => {
+    const s = await api.status("fails", "k");
+    return s.json.state === "idle" && s.json;
+  });
+  assert.equal(done.dead_letters.length, 0);
+  assert.equal(done.stored_events, 0);
+  assert.equal((await api.replay("fails", "k", 1)).status, 404, "a dead letter replays once");
+});
+
+test("a retry waiting for its time shows in the status with its attempt and time", async () => {
+  failing = true;
+  await api.event("slow", "sched", { n: 1 });
+  await rx.waitFor(1, 5_000, "sched");
+  const s = await until(async () => {
+    const s = await api.status("slow", "sched");
+    return s.json.state === "retrying" && s.json;
+  });
+  const wait = s.run.retry_at - s.last_delivery.at;
+  assert.ok(wait >= 0 && wait <= 1_000, `next retry in ${wait} ms; the ceiling is 1000 ms`);
+  assert.deepEqual([s.run.attempt, s.run.window, s.last_delivery.ok], [1, 1, false]);
+  await until(deadLettered("slow", "sched"), 10_000, "the dead letter");
+});
+
+test("a target that never answers times out and counts as failed", async () => {
+  await api.event("hangs", "k", { n: 1 });
+  const s = await until(deadLettered("hangs", "k"), 15_000, "the dead letter");
+  assert.equal(s.last_delivery.outcome, "timeout");
+  assert.equal(rx.of("k").filter((d) => d.body.topic === "hangs").length, 3);
+});
+
+test("connection refused counts as failed and dead-letters", async () => {
+  await api.event("refused", "k", { n: 1 });
+  const s = await until(deadLettered("refused", "k"), 15_000, "the dead letter");
+  assert.match(s.last_delivery.outcome, /^network/);
+  assert.equal(s.stats.failures, 3);
+});
+
+test("the signature verifies with the secret and fails with a wrong one or a changed body", async () => {
+  const [d] = rx.deliveries;
+  assert.ok(verifySignature(TOKENS.secret, d.signature, Buffer.from(d.raw)));
+  assert.ok(!verifySignature("wrong-secret", d.signature, Buffer.from(d.raw)));
+  assert.ok(!verifySignature(TOKENS.secret, d.signature, Buffer.from(d.raw.replace('"n":1', '"n":9'))));
+  assert.match(d.signature, /^t=\d+,v1=[0-9a-f]{64}$/);
+});
