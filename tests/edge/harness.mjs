@@ -18,14 +18,9 @@ export function stateDir() {
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist`. */
-export async function startEdge({ topics, persist, logs = [] }) {
-  const options = convertV4MiniflareOptions({
-    host: "127.0.0.1",
-    port: 0,
-    cf: false,
-    resourcePersistencePath: persist,
-    handleStructuredLogs: ({ message }) => logs.push(message),
+/** The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml binds it). */
+export function lullWorker(topics) {
+  return {
     compatibilityDate: "2026-11-01",
     modules: [
       { type: "ESModule", path: join(build, "index.js") },
@@ -40,6 +35,18 @@ export async function startEdge({ topics, persist, logs = [] }) {
       LULL_SIGNING_SECRET: TOKENS.secret,
       LULL_DEMO_SINK: "on",
     },
+  };
+}
+
+/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist`. */
+export async function startEdge({ topics, persist, logs = [] }) {
+  const options = convertV4MiniflareOptions({
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    resourcePersistencePath: persist,
+    handleStructuredLogs: ({ message }) => logs.push(message),
+    ...lullWorker(topics),
   });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");

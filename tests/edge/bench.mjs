@@ -1,0 +1,239 @@
+// cargo xtask bench (edge): on one local workerd, in one run, lull-edge vs a
+// plain JavaScript Durable Object (fixtures/js-debounce.mjs) vs a no-op one
+// (fixtures/noop.mjs): accepted events/s and accept latency for 1 hot key and
+// for 1,000 keys, storage rows written per event, fire lateness.
+// Usage: node bench.mjs OUT.json
+import http from "node:http";
+import { writeFileSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { lullWorker, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+
+const out = process.argv[2] ?? "edge.json";
+const ROUNDS = 3;
+const CONCURRENCY = 32;
+const HOT_EVENTS = 2_000;
+const KEYS = 1_000;
+const SPREAD_EVENTS = 3_000;
+const WAIT = 200;
+const MAX_WAIT = 1_000;
+
+const rx = await startReceiver();
+const state = stateDir();
+const fixtures = join(import.meta.dirname, "fixtures");
+const mf = new Miniflare(
+  convertV4MiniflareOptions({
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    resourcePersistencePath: state.dir,
+    handleStructuredLogs: () => {},
+    workers: [
+      {
+        name: "lull",
+        routes: ["lull.bench/*"],
+        ...lullWorker({
+          b: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
+        }),
+      },
+      {
+        name: "js",
+        routes: ["js.bench/*"],
+        compatibilityDate: "2026-11-01",
+        modules: true,
+        scriptPath: join(fixtures, "js-debounce.mjs"),
+        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
+        bindings: { TARGET: `${rx.url}/js`, TOKEN: TOKENS.ingest },
+      },
+      {
+        name: "noop",
+        routes: ["noop.bench/*"],
+        compatibilityDate: "2026-11-01",
+        modules: true,
+        scriptPath: join(fixtures, "noop.mjs"),
+        durableObjects: { NOOP: { className: "Noop", useSQLite: true } },
+      },
+    ],
+  }),
+);
+const base = new URL((await mf.ready).toString());
+const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+
+function request(host, method, path, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: base.hostname,
+        port: base.port,
+        method,
+        path,
+        agent,
+        headers: {
+          host,
+          authorization: `Bearer ${method === "GET" ? TOKENS.admin : TOKENS.ingest}`,
+          "content-type": "application/json",
+          ...(body ? { "content-length": Buffer.byteLength(body) } : {}),
+        },
+      },
+      (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** `total` events from `CONCURRENCY` clients; `keyOf(i)` picks the key of event i. */
+async function load(host, total, keyOf) {
+  let next = 0;
+  let errors = 0;
+  const latencies = [];
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      for (let i = next++; i < total; i = next++) {
+        const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
+        const t = performance.now();
+        const res = await request(host, "POST", `/v1/topics/b/keys/${keyOf(i)}/events`, body);
+        latencies.push(performance.now() - t);
+        if (res.status !== 202) errors++;
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { events: total, errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
+}
+
+const delivered = (path) => rx.deliveries.filter((d) => d.path === path).reduce((n, d) => n + d.body.count, 0);
+
+async function settle(path, expected) {
+  const deadline = Date.now() + 60_000;
+  while (delivered(path) < expected && Date.now() < deadline) await sleep(100);
+  await sleep(WAIT * 2);
+}
+
+/** Sum storage counters over `keys` (lull: the status API; js: the fixture's /stats). */
+async function rows(host, keys) {
+  let sql = 0;
+  let accept = 0;
+  let alarms = 0;
+  for (let i = 0; i < keys.length; i += CONCURRENCY) {
+    const batch = await Promise.all(
+      keys.slice(i, i + CONCURRENCY).map((k) => request(host, "GET", `/v1/topics/b/keys/${k}`)),
+    );
+    for (const r of batch) {
+      const s = JSON.parse(r.body);
+      if (s.io) {
+        sql += s.io.rows_written;
+        accept += s.io.accept_rows_written;
+        alarms += s.io.alarms_set;
+      } else {
+        sql += s.rows_written;
+        alarms += s.alarms_set;
+        accept = null;
+      }
+    }
+  }
+  return { sql, accept, alarms };
+}
+
+const targets = [
+  { name: "lull-edge", host: "lull.bench", path: "/lull" },
+  { name: "plain JS DO", host: "js.bench", path: "/js" },
+  { name: "no-op DO", host: "noop.bench", path: null },
+];
+const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread: [], rows: [] }]));
+
+for (let round = 0; round < ROUNDS; round++) {
+  const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+  for (const t of order) {
+    const hotKey = `hot-${round}`;
+    const spreadKey = (i) => `k${round}-${i % KEYS}`;
+    const before = t.path ? delivered(t.path) : 0;
+    const hot = await load(t.host, HOT_EVENTS, () => hotKey);
+    const spread = await load(t.host, SPREAD_EVENTS, spreadKey);
+    results[t.name].hot.push(hot);
+    results[t.name].spread.push(spread);
+    if (t.path) {
+      await settle(t.path, before + HOT_EVENTS + SPREAD_EVENTS);
+      const keys = [hotKey, ...Array.from({ length: KEYS }, (_, i) => spreadKey(i))];
+      const r = await rows(t.host, keys);
+      results[t.name].rows.push({ ...r, events: HOT_EVENTS + SPREAD_EVENTS });
+    }
+    process.stdout.write(`round ${round + 1}: ${t.name} done\n`);
+  }
+}
+
+// Fire lateness: delivery time minus the time the window was due.
+function lateness(path) {
+  const late = [];
+  for (const d of rx.deliveries.filter((d) => d.path === path)) {
+    const b = d.body;
+    const due = b.due ?? (b.reason === "quiet" ? b.last_at + WAIT : b.reason === "max_wait" ? b.first_at + MAX_WAIT : null);
+    if (due !== null) late.push(d.at - due);
+  }
+  late.sort((a, b) => a - b);
+  return { windows: late.length, p50_ms: quantile(late, 0.5), p99_ms: quantile(late, 0.99) };
+}
+
+const summary = {};
+for (const t of targets) {
+  const r = results[t.name];
+  const sum = (k) => r.rows.reduce((n, x) => n + x[k], 0);
+  const events = sum("events");
+  summary[t.name] = {
+    hot: { per_sec: median(r.hot.map((x) => x.per_sec)), p50_ms: median(r.hot.map((x) => x.p50_ms)), p99_ms: median(r.hot.map((x) => x.p99_ms)) },
+    spread: { per_sec: median(r.spread.map((x) => x.per_sec)), p50_ms: median(r.spread.map((x) => x.p50_ms)), p99_ms: median(r.spread.map((x) => x.p99_ms)) },
+    errors: [...r.hot, ...r.spread].reduce((n, x) => n + x.errors, 0),
+    rows_per_event: t.path ? sum("sql") / events : null,
+    accept_rows_per_event: t.path && r.rows[0].accept !== null ? sum("accept") / events : null,
+    alarms_per_event: t.path ? sum("alarms") / events : null,
+    lateness: t.path ? lateness(t.path) : null,
+  };
+}
+const lull = summary["lull-edge"];
+const ratios = {
+  hot_vs_js: lull.hot.per_sec / summary["plain JS DO"].hot.per_sec,
+  spread_vs_js: lull.spread.per_sec / summary["plain JS DO"].spread.per_sec,
+  hot_vs_noop: lull.hot.per_sec / summary["no-op DO"].hot.per_sec,
+  spread_vs_noop: lull.spread.per_sec / summary["no-op DO"].spread.per_sec,
+};
+
+const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
+console.log(
+  `\nlull-edge on local workerd (Miniflare), ${CONCURRENCY} keep-alive clients, ${ROUNDS} interleaved rounds (median);` +
+    ` wait ${WAIT} ms, max_wait ${MAX_WAIT} ms, payload all`,
+);
+console.log(
+  ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "late p50", "late p99", "errors"]
+    .map((h, i) => (i === 0 ? h.padEnd(12) : h.padStart(i === 8 ? 15 : 12)))
+    .join(""),
+);
+for (const t of targets) {
+  const s = summary[t.name];
+  const cells = [
+    f(s.hot.per_sec), f(s.hot.p50_ms, 1), f(s.hot.p99_ms, 1),
+    f(s.spread.per_sec), f(s.spread.p50_ms, 1), f(s.spread.p99_ms, 1),
+    f(s.rows_per_event, 3), f(s.accept_rows_per_event, 3), f(s.alarms_per_event, 3),
+    f(s.lateness?.p50_ms, 0), f(s.lateness?.p99_ms, 0), String(s.errors),
+  ];
+  console.log(t.name.padEnd(12) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 12)).join(""));
+}
+console.log(
+  `\nratios: lull-edge / JS object = ${f(ratios.hot_vs_js, 2)}x (1 key), ${f(ratios.spread_vs_js, 2)}x (1,000 keys);` +
+    ` lull-edge / no-op ceiling = ${f(ratios.hot_vs_noop, 2)}x (1 key), ${f(ratios.spread_vs_noop, 2)}x (1,000 keys)`,
+);
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, JSON.stringify({ config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT }, summary, ratios, rounds: results }, null, 2));
+console.log(`wrote ${out}`);
+await mf.dispose();
+agent.destroy();
+await rx.close();
+state.cleanup();
