@@ -155,6 +155,11 @@ impl KeyState {
         Ok(effects)
     }
 
+    /// Whether a fire waits in the outbox.
+    pub fn fire_waiting(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
     /// When the alarm should go off next: now if a fire waits, else the engine's deadline.
     pub fn alarm_at(&self, now: u64) -> Option<u64> {
         if self.outbox.is_empty() { self.engine.next_deadline() } else { Some(now) }

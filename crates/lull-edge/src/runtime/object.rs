@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 
 use lull_core::{Fire, WindowId};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
 use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, console_error, console_log, durable_object};
@@ -43,11 +44,26 @@ struct Loaded {
     ks: KeyState,
     /// Version of the newest state written.
     ver: u64,
-    /// Whether the state row exists (it names the topic and key for `alarm()`).
-    saved: bool,
     /// When the alarm is armed (unix ms).
     armed: Option<u64>,
     store: Store,
+}
+
+/// What is stored: the key's state with the names `alarm()` needs.
+#[derive(Serialize)]
+struct Snapshot<'a> {
+    topic: &'a str,
+    /// Percent-encoded, as in paths.
+    key: &'a str,
+    state: &'a KeyState,
+}
+
+/// [`Snapshot`], read back.
+#[derive(Deserialize)]
+struct Stored {
+    topic: String,
+    key: String,
+    state: KeyState,
 }
 
 /// A delivery taken from the outbox, ready to send.
@@ -98,24 +114,24 @@ impl Loaded {
         Some(want)
     }
 
-    fn save_state(&mut self) -> Result<(), ApiError> {
+    /// The state as stored, counting the one row about to be written.
+    fn snapshot(&mut self, accepting: bool) -> Result<String, ApiError> {
         self.ver += 1;
         self.ks.io.rows_written += 1;
-        let state = serde_json::to_string(&self.ks).map_err(json_error)?;
-        let written = self.store.write_state(&self.topic, &self.key.encoded(), self.ver, &state).map_err(internal)?;
+        self.ks.io.accept_rows_written += u64::from(accepting);
+        let key = self.key.encoded();
+        serde_json::to_string(&Snapshot { topic: &self.topic, key: &key, state: &self.ks }).map_err(json_error)
+    }
+
+    fn save_state(&mut self) -> Result<(), ApiError> {
+        let state = self.snapshot(false)?;
+        let written = self.store.write_state(self.ver, &state).map_err(internal)?;
         self.ks.io.rows_written += written.saturating_sub(1);
-        self.saved = true;
         Ok(())
     }
 
     fn save_event(&mut self, seq: lull_core::Seq, at: u64, body: &str) -> Result<(), ApiError> {
-        if !self.saved {
-            self.save_state()?;
-        }
-        self.ver += 1;
-        self.ks.io.rows_written += 1;
-        self.ks.io.accept_rows_written += 1;
-        let state = serde_json::to_string(&self.ks).map_err(json_error)?;
+        let state = self.snapshot(true)?;
         let written = self.store.insert_event(seq, at, body, self.ver, &state).map_err(internal)?;
         self.ks.io.rows_written += written.saturating_sub(1);
         Ok(())
@@ -185,21 +201,16 @@ impl KeyWindow {
         }
         let store = Store::open(storage.sql()).map_err(internal)?;
         let loaded = match (store.load().map_err(internal)?, new) {
-            (Some(stored), _) => Loaded {
-                key: Key::from_path_segment(&stored.key)?,
-                topic: stored.topic,
-                ks: serde_json::from_str(&stored.state).map_err(json_error)?,
-                ver: stored.ver,
-                saved: true,
-                armed,
-                store,
-            },
+            (Some(row), _) => {
+                let stored: Stored = serde_json::from_str(&row.state).map_err(json_error)?;
+                let key = Key::from_path_segment(&stored.key)?;
+                Loaded { topic: stored.topic, key, ks: stored.state, ver: row.ver, armed, store }
+            }
             (None, Some((topic, key))) => Loaded {
                 topic: topic.name.clone(),
                 key: key.clone(),
                 ks: KeyState::new(topic.policy.clone(), seed()),
                 ver: 0,
-                saved: false,
                 armed,
                 store,
             },
@@ -269,8 +280,11 @@ impl KeyWindow {
             l.armed = None;
             let log = Logger { topic: &l.topic, key: l.key.as_str() };
             let effects = l.ks.timeout(now_ms(), &log);
-            if !effects.is_empty() {
-                l.apply(effects)?;
+            // A fire is saved after its delivery; until then the alarm armed
+            // below for the run brings it back if the object dies.
+            let changed = !effects.is_empty();
+            l.apply(effects)?;
+            if changed && !l.ks.fire_waiting() {
                 l.save_state()?;
             }
             Ok(())

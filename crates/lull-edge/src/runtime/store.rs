@@ -1,6 +1,7 @@
 //! The object's SQLite storage: one row per event (its payload, and the key's
 //! state as of that event), and one state row written when anything other than
-//! an event changes the key. Loading takes whichever state is newest.
+//! an event changes the key. Loading takes whichever state is newest, so an
+//! event costs one row written.
 //!
 //! Calls are synchronous (SQLite runs in the object's thread); writes made
 //! with no `await` between them commit together, and the runtime's output gate
@@ -22,34 +23,20 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE TABLE IF NOT EXISTS key_state (
   id    INTEGER PRIMARY KEY CHECK (id = 0),
-  topic TEXT    NOT NULL,
-  key   TEXT    NOT NULL,
   ver   INTEGER NOT NULL,
   state TEXT    NOT NULL
 );";
 
-/// The state found in storage.
+/// The newest state found in storage.
 pub struct Stored {
-    /// The topic it belongs to.
-    pub topic: String,
-    /// The key, as sent.
-    pub key: String,
-    /// Version of the newest state (every write increments it).
+    /// Its version (every write increments it).
     pub ver: u64,
-    /// The state's JSON.
+    /// Its JSON.
     pub state: String,
 }
 
 #[derive(Deserialize)]
 struct StateRow {
-    topic: String,
-    key: String,
-    ver: i64,
-    state: String,
-}
-
-#[derive(Deserialize)]
-struct EventState {
     ver: i64,
     state: String,
 }
@@ -77,19 +64,12 @@ impl Store {
         Ok(Store(sql))
     }
 
-    /// The newest state: the state row, or the latest event row if it is newer. `None` for a new key.
+    /// The newest state: the state row's, or the latest event row's if newer. `None` for a new key.
     pub fn load(&self) -> worker::Result<Option<Stored>> {
-        let rows: Vec<StateRow> =
-            self.0.exec("SELECT topic, key, ver, state FROM key_state WHERE id = 0", None)?.to_array()?;
-        let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        let latest: Vec<EventState> =
-            self.0.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
-        let mut stored = Stored { topic: row.topic, key: row.key, ver: ver(row.ver), state: row.state };
-        if let Some(event) = latest.into_iter().next().filter(|e| ver(e.ver) > stored.ver) {
-            stored.ver = ver(event.ver);
-            stored.state = event.state;
-        }
-        Ok(Some(stored))
+        let mut rows: Vec<StateRow> = self.0.exec("SELECT ver, state FROM key_state WHERE id = 0", None)?.to_array()?;
+        let latest = self.0.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?;
+        rows.extend(latest.to_array::<StateRow>()?);
+        Ok(rows.into_iter().max_by_key(|r| r.ver).map(|r| Stored { ver: ver(r.ver), state: r.state }))
     }
 
     /// Append one event's payload with the key's state after it. Returns rows written.
@@ -102,11 +82,11 @@ impl Store {
     }
 
     /// Write the state row. Returns rows written.
-    pub fn write_state(&self, topic: &str, key: &str, ver: u64, state: &str) -> worker::Result<u64> {
+    pub fn write_state(&self, ver: u64, state: &str) -> worker::Result<u64> {
         let cursor = self.0.exec(
-            "INSERT INTO key_state (id, topic, key, ver, state) VALUES (0, ?, ?, ?, ?)
+            "INSERT INTO key_state (id, ver, state) VALUES (0, ?, ?)
              ON CONFLICT (id) DO UPDATE SET ver = excluded.ver, state = excluded.state",
-            vec![topic.into(), key.into(), int(ver), state.into()],
+            vec![int(ver), state.into()],
         )?;
         Ok(cursor.rows_written() as u64)
     }
