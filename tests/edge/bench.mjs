@@ -236,7 +236,7 @@ console.log(
 );
 console.log(
   ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "late p50", "late p99", "sat. p99", "errors"]
-    .map((h, i) => (i === 0 ? h.padEnd(12) : h.padStart(i === 8 ? 15 : 12)))
+    .map((h, i) => (i === 0 ? h.padEnd(12) : h.padStart(i === 8 ? 15 : 13)))
     .join(""),
 );
 for (const t of targets) {
@@ -247,7 +247,7 @@ for (const t of targets) {
     f(s.rows_per_event, 3), f(s.accept_rows_per_event, 3), f(s.alarms_per_event, 3),
     f(s.lateness?.p50_ms, 0), f(s.lateness?.p99_ms, 0), f(s.lateness_saturated?.p99_ms, 0), String(s.errors),
   ];
-  console.log(t.name.padEnd(12) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 12)).join(""));
+  console.log(t.name.padEnd(12) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 13)).join(""));
 }
 console.log(
   `late: fire lateness (delivered - due, ms) with one event per key every ${PACE_MS} ms; sat.: under the load phases above`,
