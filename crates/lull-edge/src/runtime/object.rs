@@ -66,11 +66,17 @@ struct Stored {
     state: KeyState,
 }
 
-/// A delivery taken from the outbox, ready to send.
+/// A fire taken from the outbox: its delivery, or why it cannot be sent.
 struct Job {
     fire: Fire,
+    delivery: Result<Prepared, &'static str>,
+}
+
+/// A delivery ready to send.
+struct Prepared {
     target: String,
     body: String,
+    idempotency_key: String,
     timeout_ms: u64,
 }
 
@@ -97,21 +103,19 @@ impl Loaded {
     /// Arm the alarm earlier if the key's next deadline moved earlier. Returns the time to set.
     fn arm_earlier(&mut self, now: u64) -> Option<u64> {
         let want = self.ks.alarm_at(now)?;
-        if self.armed.is_some_and(|armed| armed <= want) {
-            return None;
-        }
-        self.rearm(now)
+        if self.armed.is_some_and(|armed| armed <= want) { None } else { self.arm_at(want) }
     }
 
     /// Arm the alarm at the key's next deadline unless it is already there.
     fn rearm(&mut self, now: u64) -> Option<u64> {
         let want = self.ks.alarm_at(now)?;
-        if self.armed == Some(want) {
-            return None;
-        }
-        self.armed = Some(want);
+        if self.armed == Some(want) { None } else { self.arm_at(want) }
+    }
+
+    fn arm_at(&mut self, at: u64) -> Option<u64> {
+        self.armed = Some(at);
         self.ks.io.alarms_set += 1;
-        Some(want)
+        Some(at)
     }
 
     /// The state as stored, counting the one row about to be written.
@@ -141,11 +145,15 @@ impl Loaded {
     fn next_job(&mut self, config: &Config) -> Result<Option<Job>, ApiError> {
         let Some(fire) = self.ks.take_fire() else { return Ok(None) };
         let Some(topic) = config.topics.get(&self.topic) else {
-            let target = String::new();
-            return Ok(Some(Job { fire, target, body: String::new(), timeout_ms: 0 }));
+            return Ok(Some(Job { fire, delivery: Err("topic is no longer configured") }));
         };
-        let body = self.delivery_body(&fire, topic)?;
-        Ok(Some(Job { fire, target: topic.target.clone(), body, timeout_ms: topic.delivery_timeout_ms }))
+        let prepared = Prepared {
+            target: topic.target.clone(),
+            body: self.delivery_body(&fire, topic)?,
+            idempotency_key: idempotency_key(&self.topic, &self.key, fire.window),
+            timeout_ms: topic.delivery_timeout_ms,
+        };
+        Ok(Some(Job { fire, delivery: Ok(prepared) }))
     }
 
     fn delivery_body(&self, fire: &Fire, topic: &Topic) -> Result<String, ApiError> {
@@ -293,19 +301,20 @@ impl KeyWindow {
             // If the object dies mid-delivery, the run's timeout brings it back.
             let guard = self.with(|l| Ok(l.rearm(now_ms())))?;
             self.set_alarm(guard).await?;
-            let (ok, detail) = if job.target.is_empty() {
-                (false, "topic is no longer configured".to_string())
-            } else {
-                let out = Outgoing {
-                    target: &job.target,
-                    body: job.body,
-                    idempotency_key: self.with(|l| Ok(idempotency_key(&l.topic, &l.key, job.fire.window)))?,
-                    attempt: job.fire.attempt,
-                    secret: &config.signing_secret,
-                    timeout_ms: job.timeout_ms,
-                };
-                let outcome = outbound::send(out).await;
-                (outcome.ok, outcome.detail)
+            let (ok, detail) = match job.delivery {
+                Err(why) => (false, why.to_string()),
+                Ok(prepared) => {
+                    let out = Outgoing {
+                        target: &prepared.target,
+                        body: prepared.body,
+                        idempotency_key: prepared.idempotency_key,
+                        attempt: job.fire.attempt,
+                        secret: &config.signing_secret,
+                        timeout_ms: prepared.timeout_ms,
+                    };
+                    let outcome = outbound::send(out).await;
+                    (outcome.ok, outcome.detail)
+                }
             };
             self.with(|l| {
                 let fire = job.fire;
@@ -330,10 +339,7 @@ impl DurableObject for KeyWindow {
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        match self.serve(req).await {
-            Ok(response) => Ok(response),
-            Err(error) => http::error(&error),
-        }
+        http::respond(self.serve(req).await)
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

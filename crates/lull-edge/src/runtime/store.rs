@@ -50,7 +50,8 @@ fn int(n: u64) -> SqlStorageValue {
     SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-fn ver(n: i64) -> u64 {
+/// A count or version read back from SQLite (never negative).
+fn unsigned(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
@@ -69,7 +70,7 @@ impl Store {
         let mut rows: Vec<StateRow> = self.0.exec("SELECT ver, state FROM key_state WHERE id = 0", None)?.to_array()?;
         let latest = self.0.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?;
         rows.extend(latest.to_array::<StateRow>()?);
-        Ok(rows.into_iter().max_by_key(|r| r.ver).map(|r| Stored { ver: ver(r.ver), state: r.state }))
+        Ok(rows.into_iter().max_by_key(|r| r.ver).map(|r| Stored { ver: unsigned(r.ver), state: r.state }))
     }
 
     /// Append one event's payload with the key's state after it. Returns rows written.
@@ -119,6 +120,6 @@ impl Store {
             n: i64,
         }
         let count: Count = self.0.exec("SELECT count(*) AS n FROM events", None)?.one()?;
-        Ok(ver(count.n))
+        Ok(unsigned(count.n))
     }
 }
