@@ -16,13 +16,18 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> worker::Result<Response> {
 }
 
 /// The error as `{"error": {"code", "message"}}`, with `Allow` on a `405`.
-pub fn error(error: &ApiError) -> worker::Result<Response> {
+fn error(error: &ApiError) -> worker::Result<Response> {
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     if let ApiError::MethodNotAllowed { allowed, .. } = error {
         headers.set("allow", allowed)?;
     }
     Ok(Response::ok(error.to_json())?.with_status(error.status()).with_headers(headers))
+}
+
+/// A handler's result as the runtime wants it: the response, or the error as JSON.
+pub fn respond(result: Result<Response, ApiError>) -> worker::Result<Response> {
+    result.or_else(|e| error(&e))
 }
 
 /// A runtime failure as the API's `500 internal`.

@@ -19,10 +19,7 @@ pub const KEY_HEADER: &str = "lull-key";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    match handle(req, &env).await {
-        Ok(response) => Ok(response),
-        Err(error) => http::error(&error),
-    }
+    http::respond(handle(req, &env).await)
 }
 
 async fn handle(mut req: Request, env: &Env) -> Result<Response, ApiError> {
