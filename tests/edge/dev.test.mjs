@@ -5,19 +5,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { resolve } from "node:path";
-import { client, stateDir, until } from "./harness.mjs";
+import { client, freePort, stateDir, until } from "./harness.mjs";
 
 const root = resolve(import.meta.dirname, "../..");
-
-async function freePort() {
-  const probe = createServer();
-  await new Promise((ok) => probe.listen(0, "127.0.0.1", ok));
-  const { port } = probe.address();
-  await new Promise((ok) => probe.close(ok));
-  return port;
-}
 
 test("wrangler dev serves the API and delivers the README's event to the demo sink", { timeout: 240_000 }, async () => {
   const [port, inspector] = [await freePort(), await freePort()];

@@ -2,8 +2,7 @@
 // dead letters after max_attempts, replay; and the signature with a wrong secret.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
-import { startEdge, startReceiver, stateDir, client, until, verifySignature, TOKENS } from "./harness.mjs";
+import { startEdge, startReceiver, stateDir, client, until, verifySignature, freePort, TOKENS } from "./harness.mjs";
 
 const RETRY = { max_attempts: 3, base_ms: 200, cap_ms: 400 };
 const ceiling = (attempt) => Math.min(RETRY.base_ms * 2 ** (attempt - 1), RETRY.cap_ms);
@@ -12,11 +11,7 @@ let failing = true;
 
 before(async () => {
   rx = await startReceiver((d) => (d.body.topic === "hangs" ? "hang" : failing ? 500 : 200));
-  // A port nothing listens on: take one, then close it.
-  const probe = createServer();
-  await new Promise((ok) => probe.listen(0, "127.0.0.1", ok));
-  refusedUrl = `http://127.0.0.1:${probe.address().port}/hook`;
-  await new Promise((ok) => probe.close(ok));
+  refusedUrl = `http://127.0.0.1:${await freePort()}/hook`;
   state = stateDir();
   const topic = (target, extra = {}) => ({ target, wait_ms: 100, payload: "all", retry: RETRY, ...extra });
   edge = await startEdge({

@@ -1,6 +1,7 @@
 // A local lull-edge on workerd (Miniflare, from the worker-build output) and
 // a receiver on 127.0.0.1, for the end-to-end tests and the benchmark.
 import { createServer } from "node:http";
+import { createServer as createTcpServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -11,6 +12,15 @@ const root = resolve(import.meta.dirname, "../..");
 const build = join(root, "crates/lull-edge/build");
 
 export const TOKENS = { ingest: "test-ingest-token", admin: "test-admin-token", secret: "test-signing-secret" };
+
+/** A port on 127.0.0.1 nothing listens on (taken, then released). */
+export async function freePort() {
+  const probe = createTcpServer();
+  await new Promise((ok) => probe.listen(0, "127.0.0.1", ok));
+  const { port } = probe.address();
+  await new Promise((ok) => probe.close(ok));
+  return port;
+}
 
 /** A fresh directory for one runtime's persisted state; removed by `cleanup`. */
 export function stateDir() {

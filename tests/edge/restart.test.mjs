@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { startEdge, startReceiver, stateDir, client, sleep, until } from "./harness.mjs";
 
 let rx, state;
-let failFirst = new Set(); // keys whose first attempt fails
+const failFirst = new Set(); // keys whose first attempt fails
 
 before(async () => {
   rx = await startReceiver((d) => {
