@@ -194,6 +194,10 @@ pub enum Action {
     },
     /// A window exhausted its attempts and was kept as a dead letter.
     DeadLettered(DeadLetter),
+    /// A window is due (a full batch, or a replay) while the run slot is
+    /// taken: it waits, oldest first, and fires when the slot frees (or is
+    /// dropped by `cancel`, unless it is a replay).
+    Queued(crate::status::QueuedWindow),
 }
 
 /// An accepted event: its seq and the window it joined.

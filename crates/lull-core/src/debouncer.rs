@@ -4,13 +4,13 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Accepted, Action, DeadLetter, WindowId};
+use crate::action::{Accepted, Action, DeadLetter, Seq, WindowId};
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
 use crate::lane::{Env, Lane, Order, Reached};
 use crate::policy::Policy;
 use crate::stats::Stats;
-use crate::status::Status;
+use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
 
 /// The engine for one key: told the time, asked what to do.
 ///
@@ -150,5 +150,43 @@ impl Debouncer {
     /// A full view of the state.
     pub fn status(&self) -> Status {
         self.lane.status()
+    }
+
+    /// The seq of the last event accepted (`Seq(0)` before the first).
+    pub fn last_seq(&self) -> Seq {
+        self.lane.last_seq()
+    }
+
+    /// The window gathering events, if any.
+    pub fn open_window(&self) -> Option<&OpenWindow> {
+        self.lane.open()
+    }
+
+    /// The run holding the slot, if any.
+    pub fn run(&self) -> Option<&RunStatus> {
+        self.lane.run()
+    }
+
+    /// Windows waiting for the run slot, oldest first.
+    pub fn queued(&self) -> &VecDeque<QueuedWindow> {
+        self.lane.queued()
+    }
+
+    /// Dead letters, oldest first.
+    pub fn dead_letters(&self) -> &[DeadLetter] {
+        self.lane.dead_letters()
+    }
+
+    /// Move the backlog (queued windows, dead letters) out, leaving the rest
+    /// of the state small enough to snapshot at every change; put it back with
+    /// [`restore_backlog`](Self::restore_backlog).
+    pub fn take_backlog(&mut self) -> Backlog {
+        self.lane.take_backlog()
+    }
+
+    /// Put back a backlog taken with [`take_backlog`](Self::take_backlog) (or
+    /// read from storage), ahead of anything queued or dead-lettered since.
+    pub fn restore_backlog(&mut self, backlog: Backlog) {
+        self.lane.restore_backlog(backlog);
     }
 }

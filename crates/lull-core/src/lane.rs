@@ -23,9 +23,9 @@ use crate::action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reas
 use crate::adaptive::Gaps;
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
-use crate::policy::{Overlap, Policy, Wait};
+use crate::policy::{JitterMode, Overlap, Policy, Wait};
 use crate::stats::Stats;
-use crate::status::{OpenWindow, QueuedWindow, RunStatus, Status};
+use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
 
 /// What a lane needs from the group it lives in.
 pub(crate) struct Env<'a> {
@@ -248,7 +248,7 @@ impl Lane {
     /// Queue a dead letter to run again (after any run in flight).
     pub(crate) fn replay(&mut self, window: WindowId, now: u64, env: &mut Env<'_>) -> Result<(), DeadLetterError> {
         let letter = self.dead.remove(self.dead_letter_index(window)?);
-        self.queue.push_back(QueuedWindow { window, span: letter.span, reason: Reason::Replay });
+        self.enqueue(QueuedWindow { window, span: letter.span, reason: Reason::Replay }, env);
         if self.run.is_none() {
             self.start_next(now, env);
         }
@@ -279,6 +279,38 @@ impl Lane {
 
     pub(crate) fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    pub(crate) fn last_seq(&self) -> Seq {
+        Seq(self.next_seq)
+    }
+
+    pub(crate) fn queued(&self) -> &VecDeque<QueuedWindow> {
+        &self.queue
+    }
+
+    pub(crate) fn dead_letters(&self) -> &[DeadLetter] {
+        &self.dead
+    }
+
+    pub(crate) fn run(&self) -> Option<&RunStatus> {
+        self.run.as_ref()
+    }
+
+    pub(crate) fn open(&self) -> Option<&OpenWindow> {
+        self.open.as_ref()
+    }
+
+    pub(crate) fn take_backlog(&mut self) -> Backlog {
+        Backlog { queued: core::mem::take(&mut self.queue), dead: core::mem::take(&mut self.dead) }
+    }
+
+    pub(crate) fn restore_backlog(&mut self, backlog: Backlog) {
+        let Backlog { mut queued, mut dead } = backlog;
+        queued.append(&mut self.queue);
+        dead.append(&mut self.dead);
+        self.queue = queued;
+        self.dead = dead;
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -364,7 +396,7 @@ impl Lane {
         if !slot_taken {
             self.start(open.window, open.span, reason, now, env);
         } else if reason == Reason::Full {
-            self.queue.push_back(QueuedWindow { window: open.window, span: open.span, reason });
+            self.enqueue(QueuedWindow { window: open.window, span: open.span, reason }, env);
         } else {
             // Due: it keeps absorbing events and fires when the slot frees.
             // lodash's timing goes on untouched, as if it had fired now.
@@ -381,7 +413,7 @@ impl Lane {
             None => self.invoke(now, Reason::Full, env),
             Some(reason) => {
                 self.open = None;
-                self.queue.push_back(QueuedWindow { window: open.window, span: open.span, reason });
+                self.enqueue(QueuedWindow { window: open.window, span: open.span, reason }, env);
             }
         }
     }
@@ -405,6 +437,11 @@ impl Lane {
         let fire = Fire { window, reason, attempt: 1, at: now, span, supersedes };
         self.stats.record_fire(&fire);
         env.emit(Action::Fire(fire));
+    }
+
+    fn enqueue(&mut self, queued: QueuedWindow, env: &mut Env<'_>) {
+        self.queue.push_back(queued);
+        env.emit(Action::Queued(queued));
     }
 
     /// The slot is free: run the oldest queued window, else a due open one.
@@ -446,7 +483,12 @@ impl Lane {
         let Some(run) = self.run.as_mut() else { return };
         self.stats.failures += 1;
         if run.attempt < retry.max_attempts {
-            let at = now.saturating_add(env.jitter.up_to(retry.ceiling(run.attempt)));
+            let ceiling = retry.ceiling(run.attempt);
+            let delay = match retry.jitter {
+                JitterMode::Full => env.jitter.up_to(ceiling),
+                JitterMode::None => ceiling,
+            };
+            let at = now.saturating_add(delay);
             run.retry_at = Some(at);
             run.timeout_at = None;
             env.emit(Action::RetryScheduled { window: run.window, attempt: run.attempt + 1, at });

@@ -56,6 +56,6 @@ pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::Debouncer;
 pub use error::{DeadLetterError, RunError};
 pub use keyed::Keyed;
-pub use policy::{MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
+pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 pub use stats::Stats;
-pub use status::{OpenWindow, QueuedWindow, RunStatus, Status};
+pub use status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};

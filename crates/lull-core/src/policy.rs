@@ -43,11 +43,12 @@ pub enum Overlap {
     Supersede,
 }
 
-/// Retry schedule: exponential backoff with full jitter.
+/// Retry schedule: exponential backoff, with full jitter by default.
 ///
-/// After failed attempt `n` the next attempt waits a uniformly random delay in
-/// `0..=min(cap_ms, base_ms × 2^(n−1))` ms. After `max_attempts` failures the
-/// window is dead-lettered.
+/// After failed attempt `n` the next attempt waits
+/// `ceiling(n) = min(cap_ms, base_ms × 2^(n−1))` ms: a uniformly random delay in
+/// `0..=ceiling(n)` with [`JitterMode::Full`], exactly `ceiling(n)` with
+/// [`JitterMode::None`]. After `max_attempts` failures the window is dead-lettered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retry {
     /// Attempts in all, including the first (1 = no retries).
@@ -56,11 +57,31 @@ pub struct Retry {
     pub base_ms: u64,
     /// Largest backoff ceiling, in ms.
     pub cap_ms: u64,
+    /// How the delay is drawn under the ceiling (absent in older snapshots: full).
+    #[serde(default)]
+    pub jitter: JitterMode,
+}
+
+/// How a retry's delay is drawn under its ceiling ([`Retry::ceiling`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JitterMode {
+    /// Uniformly random in `0..=ceiling`: retries of many keys spread out
+    /// instead of arriving together ("full jitter").
+    #[default]
+    Full,
+    /// Exactly the ceiling: a predictable schedule (plain exponential backoff).
+    None,
 }
 
 impl Retry {
     /// No retries: a failed run is dead-lettered at once.
-    pub const NONE: Retry = Retry { max_attempts: 1, base_ms: 0, cap_ms: 0 };
+    pub const NONE: Retry = Retry { max_attempts: 1, base_ms: 0, cap_ms: 0, jitter: JitterMode::Full };
+
+    /// `max_attempts` in all, backing off from `base_ms` up to `cap_ms`, full jitter.
+    pub const fn backoff(max_attempts: u32, base_ms: u64, cap_ms: u64) -> Retry {
+        Retry { max_attempts, base_ms, cap_ms, jitter: JitterMode::Full }
+    }
 
     /// The largest delay drawn after failed attempt `attempt` (1-based).
     pub fn ceiling(&self, attempt: u32) -> u64 {

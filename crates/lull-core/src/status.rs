@@ -1,5 +1,7 @@
 //! A key's state as a plain, serialisable view (for status APIs and debugging).
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
 use crate::action::{DeadLetter, Reason, Span, WindowId};
@@ -65,4 +67,21 @@ pub struct RunStatus {
     pub timeout_at: Option<u64>,
     /// Waiting for a retry: when it fires again.
     pub retry_at: Option<u64>,
+}
+
+/// The part of a key's state that grows with its backlog: windows waiting for
+/// the run slot and dead letters.
+///
+/// A durable driver keeps these as rows of their own instead of rewriting them
+/// with every snapshot: [`Debouncer::take_backlog`](crate::Debouncer::take_backlog)
+/// before serialising, [`Debouncer::restore_backlog`](crate::Debouncer::restore_backlog)
+/// after loading; [`Action::Queued`](crate::Action::Queued),
+/// [`Action::Fire`](crate::Action::Fire), [`Action::Dropped`](crate::Action::Dropped)
+/// and [`Action::DeadLettered`](crate::Action::DeadLettered) say when a row comes and goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backlog {
+    /// Windows ready to fire once the slot is free, oldest first.
+    pub queued: VecDeque<QueuedWindow>,
+    /// Windows whose every attempt failed, oldest first.
+    pub dead: Vec<DeadLetter>,
 }

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lull_core::{
-    Accepted, Action, Adaptive, Debouncer, DropCause, Fire, Keyed, Overlap, PolicyConfig, Reason, Retry, Span, Wait,
-    WindowId,
+    Accepted, Action, Adaptive, Debouncer, DropCause, Fire, JitterMode, Keyed, Overlap, PolicyConfig, Reason, Retry,
+    Span, Wait, WindowId,
 };
 use proptest::prelude::*;
 
@@ -61,21 +61,26 @@ fn policy() -> impl Strategy<Value = PolicyConfig> {
         prop::bool::weighted(0.85),
         prop::option::weighted(0.3, 1..6u64),
         prop::bool::weighted(0.25),
-        (1..5u32, 0..100u64, 0..300u64),
+        (1..5u32, 0..100u64, 0..300u64, prop::bool::weighted(0.3)),
         prop::option::weighted(0.3, 1..600u64),
     )
-        .prop_map(|(wait, extra, leading, trailing, max_batch, supersede, (attempts, base, more), timeout)| {
-            PolicyConfig {
-                max_wait: extra.map(|e| wait.longest() + e),
-                wait,
-                leading,
-                trailing,
-                max_batch,
-                overlap: if supersede { Overlap::Supersede } else { Overlap::Queue },
-                retry: Retry { max_attempts: attempts, base_ms: base, cap_ms: base + more },
-                run_timeout: timeout,
-            }
-        })
+        .prop_map(
+            |(wait, extra, leading, trailing, max_batch, supersede, (attempts, base, more, exact), timeout)| {
+                PolicyConfig {
+                    max_wait: extra.map(|e| wait.longest() + e),
+                    wait,
+                    leading,
+                    trailing,
+                    max_batch,
+                    overlap: if supersede { Overlap::Supersede } else { Overlap::Queue },
+                    retry: Retry {
+                        jitter: if exact { JitterMode::None } else { JitterMode::Full },
+                        ..Retry::backoff(attempts, base, base + more)
+                    },
+                    run_timeout: timeout,
+                }
+            },
+        )
 }
 
 /// The reference model: what the contract says may happen, checked action by action.
@@ -93,6 +98,8 @@ struct Model {
     running: Option<(WindowId, bool, u32, u64)>,
     dead: BTreeMap<WindowId, Span>,
     replays: BTreeSet<WindowId>,
+    /// Windows waiting for the slot, as `Action::Queued` announced them.
+    queued: HashMap<WindowId, (Span, Reason)>,
     slot_freed_at: Option<u64>,
     stalls: Vec<(u64, u64)>,
     cancelling: bool,
@@ -111,6 +118,7 @@ impl Model {
             running: None,
             dead: BTreeMap::new(),
             replays: BTreeSet::new(),
+            queued: HashMap::new(),
             slot_freed_at: None,
             stalls: Vec::new(),
             cancelling: false,
@@ -144,8 +152,25 @@ impl Model {
 
     fn check(&mut self, action: &Action) {
         match *action {
-            Action::Fire(fire) => self.fire(fire),
+            Action::Fire(fire) => {
+                if let Some((span, reason)) = self.queued.remove(&fire.window) {
+                    assert_eq!(
+                        (fire.span, fire.reason, fire.attempt),
+                        (span, reason, 1),
+                        "a queued window fires as queued"
+                    );
+                }
+                self.fire(fire)
+            }
+            Action::Queued(q) => {
+                if q.reason != Reason::Replay {
+                    assert_eq!(self.config.overlap, Overlap::Queue, "windows queue only for a singleton slot");
+                    assert!(self.running.is_some(), "queued with the slot free");
+                }
+                assert!(self.queued.insert(q.window, (q.span, q.reason)).is_none(), "queued twice");
+            }
             Action::Dropped(d) => {
+                self.queued.remove(&d.window);
                 match d.cause {
                     DropCause::Cancelled => assert!(self.cancelling, "a drop without cancel"),
                     DropCause::NoTrailingEdge => {
@@ -164,6 +189,9 @@ impl Model {
                 let (w, _, a, _) = self.running.expect("retry of a run");
                 assert!(w == window && attempt == a + 1 && attempt <= self.config.retry.max_attempts);
                 assert!(at >= self.clock && at - self.clock <= self.config.retry.ceiling(a), "backoff out of range");
+                if self.config.retry.jitter == JitterMode::None {
+                    assert_eq!(at - self.clock, self.config.retry.ceiling(a), "no jitter: exactly the ceiling");
+                }
                 self.running = Some((w, false, a, self.clock));
             }
             Action::DeadLettered(d) => {

@@ -90,7 +90,7 @@ fn scenario_5_events_during_a_run_make_exactly_one_follow_up_run() {
 
 #[test]
 fn scenario_6_a_failing_target_retries_dead_letters_and_survives_a_restart() {
-    let config = PolicyConfig { retry: Retry { max_attempts: 3, base_ms: 2 * S, cap_ms: 30 * S }, ..reference() };
+    let config = PolicyConfig { retry: Retry::backoff(3, 2 * S, 30 * S), ..reference() };
     let mut sim = Sim::new(config, Runs::Manual);
     sim.event_at(0);
     sim.event_at(S);

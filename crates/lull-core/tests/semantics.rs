@@ -5,8 +5,8 @@
 mod support;
 
 use lull_core::{
-    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Keyed, Overlap, PolicyConfig, PolicyError, Reason, Retry,
-    RunError, Seq, Wait, WindowId,
+    Action, Adaptive, DeadLetterError, Debouncer, DropCause, JitterMode, Keyed, Overlap, PolicyConfig, PolicyError,
+    Reason, Retry, RunError, Seq, Wait, WindowId,
 };
 use support::{Runs, Sim, policy};
 
@@ -232,7 +232,7 @@ fn a_run_end_reported_late_is_applied_before_overdue_deadlines() {
 }
 
 fn retrying(max_attempts: u32) -> PolicyConfig {
-    PolicyConfig { retry: Retry { max_attempts, base_ms: 100, cap_ms: 250 }, ..debounce(50) }
+    PolicyConfig { retry: Retry::backoff(max_attempts, 100, 250), ..debounce(50) }
 }
 
 #[test]
@@ -291,6 +291,32 @@ fn retry_jitter_is_full_and_reproducible_from_the_seed() {
     let mean = delays.iter().sum::<u64>() as f64 / delays.len() as f64;
     assert!((45.0..55.0).contains(&mean), "uniform on 0..=100, mean {mean}");
     assert!(delays.contains(&0) && delays.contains(&100), "the whole range is drawn");
+}
+
+#[test]
+fn retry_without_jitter_waits_exactly_the_ceiling_and_old_snapshots_mean_full_jitter() {
+    let exact =
+        PolicyConfig { retry: Retry { jitter: JitterMode::None, ..Retry::backoff(4, 100, 250) }, ..debounce(50) };
+    for seed in [1, 2, 3] {
+        let mut engine = Debouncer::new(policy(exact.clone()), seed);
+        engine.event(0);
+        engine.handle_timeout(50);
+        let mut now = 50;
+        let mut delays = Vec::new();
+        while let Some(Action::Fire(fire)) = engine.poll_action() {
+            now += 7;
+            engine.run_failed(fire.window, now).unwrap();
+            if let Some(Action::RetryScheduled { at, .. }) = engine.poll_action() {
+                delays.push(at - now);
+                now = at;
+                engine.handle_timeout(now);
+            }
+        }
+        assert_eq!(delays, [100, 200, 250], "seed {seed}: base, doubled, capped");
+    }
+    let old: Retry = serde_json::from_str(r#"{"max_attempts": 3, "base_ms": 10, "cap_ms": 20}"#).unwrap();
+    assert_eq!(old, Retry::backoff(3, 10, 20));
+    assert_eq!(old.jitter, JitterMode::Full);
 }
 
 #[test]
@@ -438,12 +464,9 @@ fn policy_validation_gives_typed_errors() {
         PolicyError::MaxWaitBelowWait { max_wait: 50, wait: 100 }
     );
     assert_eq!(bad(PolicyConfig { max_batch: Some(0), ..debounce(1) }), PolicyError::ZeroMaxBatch);
+    assert_eq!(bad(PolicyConfig { retry: Retry::backoff(0, 0, 0), ..debounce(1) }), PolicyError::ZeroMaxAttempts);
     assert_eq!(
-        bad(PolicyConfig { retry: Retry { max_attempts: 0, base_ms: 0, cap_ms: 0 }, ..debounce(1) }),
-        PolicyError::ZeroMaxAttempts
-    );
-    assert_eq!(
-        bad(PolicyConfig { retry: Retry { max_attempts: 2, base_ms: 9, cap_ms: 1 }, ..debounce(1) }),
+        bad(PolicyConfig { retry: Retry::backoff(2, 9, 1), ..debounce(1) }),
         PolicyError::RetryBaseAboveCap { base_ms: 9, cap_ms: 1 }
     );
     assert_eq!(bad(PolicyConfig { run_timeout: Some(0), ..debounce(1) }), PolicyError::ZeroRunTimeout);

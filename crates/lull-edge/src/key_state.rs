@@ -140,7 +140,7 @@ impl KeyState {
     pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery, log: &Logger<'_>) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         let line = json!({"window": fire.window, "attempt": fire.attempt, "ok": outcome.ok,
-                          "outcome": outcome.outcome, "ms": now.saturating_sub(fire.at)});
+                          "outcome": outcome.outcome, "at": now, "ms": now.saturating_sub(fire.at)});
         if outcome.ok {
             self.engine.run_succeeded(fire.window, now)?;
         } else {
@@ -223,6 +223,12 @@ impl KeyState {
                     effects
                         .push(Effect::Log(log.line("retry", json!({"window": window, "attempt": attempt, "at": at}))));
                 }
+                Action::Queued(queued) => {
+                    effects.push(Effect::Log(log.line(
+                        "queued",
+                        json!({"window": queued.window, "count": queued.span.count(), "reason": queued.reason}),
+                    )));
+                }
                 Action::DeadLettered(dead) => {
                     effects.push(Effect::Log(log.line(
                         "dead_letter",
@@ -265,7 +271,7 @@ mod tests {
     fn state() -> KeyState {
         let mut config = PolicyConfig::debounce(100);
         config.max_wait = Some(1_000);
-        config.retry = Retry { max_attempts: 2, base_ms: 50, cap_ms: 50 };
+        config.retry = Retry::backoff(2, 50, 50);
         KeyState::new(config.build().unwrap(), 7)
     }
 

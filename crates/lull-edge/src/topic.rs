@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use lull_core::{Adaptive, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
+use lull_core::{Adaptive, JitterMode, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 use serde::Deserialize;
 
 use crate::key::is_topic_name;
@@ -46,6 +46,8 @@ struct RetryConfig {
     base_ms: u64,
     #[serde(default = "default_cap")]
     cap_ms: u64,
+    #[serde(default)]
+    jitter: JitterMode,
 }
 
 fn default_attempts() -> u32 {
@@ -66,7 +68,12 @@ fn default_body() -> usize {
 
 impl Default for RetryConfig {
     fn default() -> Self {
-        RetryConfig { max_attempts: default_attempts(), base_ms: default_base(), cap_ms: default_cap() }
+        RetryConfig {
+            max_attempts: default_attempts(),
+            base_ms: default_base(),
+            cap_ms: default_cap(),
+            jitter: JitterMode::Full,
+        }
     }
 }
 
@@ -181,7 +188,12 @@ impl Topic {
             trailing: true,
             max_batch,
             overlap: Overlap::Queue,
-            retry: Retry { max_attempts: c.retry.max_attempts, base_ms: c.retry.base_ms, cap_ms: c.retry.cap_ms },
+            retry: Retry {
+                max_attempts: c.retry.max_attempts,
+                base_ms: c.retry.base_ms,
+                cap_ms: c.retry.cap_ms,
+                jitter: c.retry.jitter,
+            },
             run_timeout: Some(c.delivery_timeout_ms + RUN_GRACE_MS),
         }
         .build()
@@ -270,9 +282,14 @@ mod tests {
         assert!(policy.trailing && !orders.policy.drops_events());
         assert_eq!(policy.max_batch, Some(DEFAULT_MAX_BATCH), "mode all is capped by default");
         assert_eq!(policy.overlap, Overlap::Queue, "singleton runs per key");
-        assert_eq!(policy.retry, Retry { max_attempts: 3, base_ms: 1_000, cap_ms: 60_000 });
+        assert_eq!(policy.retry, Retry::backoff(3, 1_000, 60_000), "full jitter by default");
         assert_eq!(policy.run_timeout, Some(10_000 + RUN_GRACE_MS));
         assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, DEFAULT_MAX_BODY_BYTES));
+        let exact = Topics::parse(
+            r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"base_ms": 5, "cap_ms": 9, "jitter": "none"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(exact.get("t").unwrap().policy.config().retry.jitter, JitterMode::None);
         let auto = Topics::parse(r#"{"search": {"target": "http://127.0.0.1:9/x", "wait_ms": "auto"}}"#).unwrap();
         assert!(matches!(auto.get("search").unwrap().policy.config().wait, Wait::Auto(_)));
         assert_eq!(auto.get("search").unwrap().payload, PayloadMode::Last);
@@ -297,6 +314,10 @@ mod tests {
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 0}}"#).contains("max_body"));
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery_timeout_ms": 0}}"#).contains("delivery")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"jitter": "some"}}}"#)
+                .contains("unknown variant `some`, expected `full` or `none`")
         );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"max_attempts": 0}}}"#)

@@ -43,7 +43,9 @@ fn pump(rc: &Rc<RefCell<State>>) -> bool {
         let (run, window) = match action {
             Action::Fire(fire) => (true, Some(fire.window)),
             Action::Dropped(_) => (false, None),
-            Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => continue,
+            Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {
+                continue;
+            }
         };
         let invoke = rc.borrow().invoke.clone();
         threw |= invoke.call1(&JsValue::UNDEFINED, &run.into()).ok().and_then(|t| t.as_bool()).unwrap_or(false);

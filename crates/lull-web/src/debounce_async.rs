@@ -115,7 +115,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
                 // The callers already got the error; a page keeps no dead letters.
                 let _ = rc.borrow_mut().engine.discard(letter.window);
             }
-            Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
+            Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {}
         }
     }
     let mut s = rc.borrow_mut();

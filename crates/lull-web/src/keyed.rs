@@ -54,7 +54,10 @@ impl Driver for State {
                 Action::Dropped(_) => {
                     rc.borrow_mut().calls.remove(&key);
                 }
-                Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
+                Action::DeadLettered(_)
+                | Action::RetryScheduled { .. }
+                | Action::TimedOut { .. }
+                | Action::Queued(_) => {}
             }
         }
         let mut s = rc.borrow_mut();

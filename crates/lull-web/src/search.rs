@@ -157,7 +157,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
             Action::DeadLettered(letter) => {
                 let _ = rc.borrow_mut().engine.discard(letter.window);
             }
-            Action::Dropped(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } => {}
+            Action::Dropped(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {}
         }
     }
     let (pending, on_pending) = {
