@@ -77,7 +77,8 @@ export function verifySignature(secret, header, body, toleranceSecs = 300) {
 /**
  * A target on 127.0.0.1: records every delivery (parsed body, headers, time,
  * signature check) and answers with `respond(delivery)`: a status (default
- * 200), `{ status, delayMs }` to answer late, or "hang" to never answer.
+ * 200), `{ status, delayMs }` to answer late, a promise of either (held until
+ * the test settles it), or "hang" to never answer.
  */
 export async function startReceiver(respond = () => 200) {
   const deliveries = [];
@@ -100,9 +101,11 @@ export async function startReceiver(respond = () => 200) {
       deliveries.push(delivery);
       const answer = respond(delivery);
       for (const w of waiters.splice(0)) w();
-      if (answer === "hang") return; // the worker's delivery timeout ends it
-      const { status, delayMs = 0 } = typeof answer === "number" ? { status: answer } : answer;
-      setTimeout(() => res.writeHead(status, { "content-type": "text/plain" }).end("ok"), delayMs);
+      Promise.resolve(answer).then((answer) => {
+        if (answer === "hang") return; // the worker's delivery timeout ends it
+        const { status, delayMs = 0 } = typeof answer === "number" ? { status: answer } : answer;
+        setTimeout(() => res.writeHead(status, { "content-type": "text/plain" }).end("ok"), delayMs);
+      });
     });
   });
   await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
@@ -179,5 +182,50 @@ export async function until(probe, ms = 15_000, what = "condition") {
       throw new Error(`timed out after ${ms} ms waiting for ${what}; last seen: ${JSON.stringify(until.last)}`);
     }
     await sleep(50);
+  }
+}
+
+/**
+ * Real-time tests judge by what happened. A test that needs every real gap
+ * between its events under some bound (so a timing branch is forced) sends
+ * with `timedSend`, which keeps each request's [sent, answered] times: the
+ * worker accepted the event somewhere in between. `assertGapsUnder` throws
+ * `ScheduleBroken` when a gap may have reached the bound (the machine stalled
+ * the sender), and `withFreshKey` runs the test again on a new key — the
+ * product is never blamed for the sender's stall, and never let off either:
+ * every run asserts everything it can.
+ */
+export class ScheduleBroken extends Error {}
+
+/** Send one event and record when it was sent and answered. */
+export async function timedSend(api, topic, key, body, log) {
+  const sent = Date.now();
+  const res = await api.event(topic, key, body);
+  if (res.status !== 202) throw new Error(`event not accepted: ${res.status} ${JSON.stringify(res.json)}`);
+  log.push({ sent, acked: Date.now(), ...res.json });
+  return res.json;
+}
+
+/** The longest any real gap between consecutive sends in `log` can have been. */
+export const longestGap = (log) => Math.max(0, ...log.slice(1).map((e, i) => e.acked - log[i].sent));
+
+/** The shortest any real gap between consecutive sends in `log` can have been. */
+export const shortestGap = (log, from = 1) => Math.min(...log.slice(from).map((e, i) => e.sent - log[from - 1 + i].acked));
+
+/** Throw `ScheduleBroken` unless every real gap in `log` was under `bound` ms. */
+export function assertGapsUnder(log, bound) {
+  const most = longestGap(log);
+  if (most >= bound) throw new ScheduleBroken(`the sender stalled: two events may have been ${most} ms apart (needed < ${bound} ms)`);
+}
+
+/** Run `body(key)`, and again on a fresh key (at most `tries` in all) while it throws `ScheduleBroken`. */
+export async function withFreshKey(name, body, tries = 3) {
+  for (let i = 1; ; i++) {
+    try {
+      return await body(i === 1 ? name : `${name}-${i}`);
+    } catch (e) {
+      if (!(e instanceof ScheduleBroken) || i === tries) throw e;
+      console.log(`# ${name}: ${e.message}; again on a fresh key`);
+    }
   }
 }

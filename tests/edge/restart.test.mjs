@@ -2,7 +2,7 @@
 // the same persisted state; everything accepted is delivered, windows keep their ids.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startEdge, startReceiver, stateDir, client, sleep, until } from "./harness.mjs";
+import { startEdge, startReceiver, stateDir, client, sleep, until, ScheduleBroken, withFreshKey } from "./harness.mjs";
 
 let rx, state;
 const failFirst = new Set(); // keys whose first attempt fails
@@ -20,69 +20,84 @@ after(async () => {
   state?.cleanup();
 });
 
+// A quiet period and a backoff (exact: no jitter) long enough that workerd is
+// stopped inside them; each test checks that it was.
+const WAIT = 2_000;
+const BACKOFF = 3_000;
 const topics = () => ({
-  t: { target: `${rx.url}/hook`, wait_ms: 1_000, max_wait_ms: 5_000, payload: "all",
-       retry: { max_attempts: 3, base_ms: 2_500, cap_ms: 2_500 } },
+  t: { target: `${rx.url}/hook`, wait_ms: WAIT, max_wait_ms: 5_000, payload: "all",
+       retry: { max_attempts: 3, base_ms: BACKOFF, cap_ms: BACKOFF, jitter: "none" } },
 });
 
 test("stopped mid-window: the window is delivered after the restart, and ids continue", async () => {
-  let edge = await startEdge({ persist: state.dir, topics: topics() });
-  let api = client(edge.url);
-  for (let n = 1; n <= 3; n++) assert.equal((await api.event("t", "mid-window", { n })).status, 202);
-  await edge.stop(); // before the 1 s quiet period ends
-  assert.equal(rx.of("mid-window").length, 0);
-  await sleep(300);
-  edge = await startEdge({ persist: state.dir, topics: topics() });
-  api = client(edge.url);
-  try {
-    const [d] = await rx.waitFor(1, 10_000, "mid-window");
-    assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }, { n: 3 }]);
-    assert.deepEqual([d.body.window, d.idempotencyKey], [1, "t/mid-window/1"]);
-    const next = await api.event("t", "mid-window", { n: 4 });
-    assert.deepEqual(next.json, { window: 2, seq: 4 }, "window and event ids continue after the restart");
-    const [, d2] = await rx.waitFor(2, 10_000, "mid-window");
-    assert.deepEqual(d2.body.events, [{ n: 4 }]);
-    const s = await until(async () => {
-      const s = await api.status("t", "mid-window");
-      return s.json.stats.succeeded === 2 && s.json;
-    });
-    assert.deepEqual([s.stats.events, s.stored_events, s.state], [4, 0, "idle"]);
-  } finally {
+  await withFreshKey("mid-window", async (key) => {
+    let edge = await startEdge({ persist: state.dir, topics: topics() });
+    let api = client(edge.url);
+    const firstSent = Date.now();
+    for (let n = 1; n <= 3; n++) assert.equal((await api.event("t", key, { n })).status, 202);
     await edge.stop();
-  }
+    const stoppedAt = Date.now();
+    // Stopped inside the quiet period, unless the machine stalled the test past it.
+    if (stoppedAt >= firstSent + WAIT) throw new ScheduleBroken(`workerd stopped ${stoppedAt - firstSent} ms after the first event`);
+    assert.equal(rx.of(key).length, 0, "nothing delivered before the quiet period ended");
+    await sleep(300);
+    edge = await startEdge({ persist: state.dir, topics: topics() });
+    api = client(edge.url);
+    try {
+      const [d] = await rx.waitFor(1, WAIT + 10_000, key);
+      assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+      assert.deepEqual([d.body.window, d.idempotencyKey, d.body.reason], [1, `t/${key}/1`, "quiet"]);
+      assert.ok(d.at >= d.body.last_at + WAIT, "the restart kept the quiet period");
+      const next = await api.event("t", key, { n: 4 });
+      assert.deepEqual(next.json, { window: 2, seq: 4 }, "window and event ids continue after the restart");
+      const [, d2] = await rx.waitFor(2, WAIT + 10_000, key);
+      assert.deepEqual(d2.body.events, [{ n: 4 }]);
+      const s = await until(async () => {
+        const s = await api.status("t", key);
+        return s.json.stats.succeeded === 2 && s.json;
+      });
+      assert.deepEqual([s.stats.events, s.stored_events, s.state], [4, 0, "idle"]);
+    } finally {
+      await edge.stop();
+    }
+  });
 });
 
 test("stopped mid-retry-backoff: the retry happens after the restart with the same idempotency key", async () => {
-  failFirst.add("mid-backoff");
-  let edge = await startEdge({ persist: state.dir, topics: topics() });
-  let api = client(edge.url);
-  assert.equal((await api.event("t", "mid-backoff", { n: 1 })).status, 202);
-  await rx.waitFor(1, 10_000, "mid-backoff"); // attempt 1 fails
-  const retrying = await until(async () => {
-    const s = await api.status("t", "mid-backoff");
-    return s.json.state === "retrying" && s.json;
-  });
-  // Stop it before the retry unless the jitter drew a retry too soon to beat.
-  await edge.stop();
-  const stoppedAt = Date.now();
-  await sleep(300);
-  edge = await startEdge({ persist: state.dir, topics: topics() });
-  api = client(edge.url);
-  try {
-    const got = await rx.waitFor(2, 10_000, "mid-backoff");
-    const retry = got[1];
-    assert.deepEqual([retry.attempt, retry.idempotencyKey, retry.body.reason], [2, "t/mid-backoff/1", "retry"]);
-    assert.deepEqual(retry.body.events, [{ n: 1 }]);
-    if (retrying.run.retry_at > stoppedAt + 50) {
-      assert.ok(retry.at >= retrying.run.retry_at - 5, "the retry kept its time across the restart");
-    }
-    const s = await until(async () => {
-      const s = await api.status("t", "mid-backoff");
-      return s.json.state === "idle" && s.json;
+  await withFreshKey("mid-backoff", async (key) => {
+    failFirst.add(key);
+    let edge = await startEdge({ persist: state.dir, topics: topics() });
+    let api = client(edge.url);
+    assert.equal((await api.event("t", key, { n: 1 })).status, 202);
+    await rx.waitFor(1, WAIT + 10_000, key); // attempt 1 fails
+    const retrying = await until(async () => {
+      const s = await api.status("t", key);
+      return s.json.state === "retrying" && s.json;
     });
-    assert.deepEqual([s.stats.failures, s.stats.succeeded, s.stored_events], [1, 1, 0]);
-    assert.equal(rx.of("mid-backoff").length, 2, "nothing delivered twice beyond the retry");
-  } finally {
+    assert.equal(retrying.run.retry_at, retrying.last_delivery.at + BACKOFF, "no jitter: exactly the backoff");
     await edge.stop();
-  }
+    const stoppedAt = Date.now();
+    if (stoppedAt >= retrying.run.retry_at) {
+      throw new ScheduleBroken(`workerd stopped ${stoppedAt - retrying.run.retry_at} ms after the retry was due`);
+    }
+    assert.equal(rx.of(key).length, 1, "no retry before the stop");
+    await sleep(300);
+    edge = await startEdge({ persist: state.dir, topics: topics() });
+    api = client(edge.url);
+    try {
+      const got = await rx.waitFor(2, BACKOFF + 10_000, key);
+      const retry = got[1];
+      assert.deepEqual([retry.attempt, retry.idempotencyKey, retry.body.reason], [2, `t/${key}/1`, "retry"]);
+      assert.deepEqual(retry.body.events, [{ n: 1 }]);
+      assert.ok(retry.at >= retrying.run.retry_at, "the retry kept its time across the restart");
+      const s = await until(async () => {
+        const s = await api.status("t", key);
+        return s.json.state === "idle" && s.json;
+      });
+      assert.deepEqual([s.stats.failures, s.stats.succeeded, s.stored_events], [1, 1, 0]);
+      assert.equal(rx.of(key).length, 2, "nothing delivered twice beyond the retry");
+    } finally {
+      await edge.stop();
+    }
+  });
 });

@@ -1,10 +1,12 @@
 //! `cargo xtask setup|dev|test|bench`: the project's only entry points.
 //!
 //! `setup` installs what the project needs and skips what is present;
-//! `test` sets up, then runs every suite and ends with a summary line.
+//! `test` sets up, then runs every suite and ends with a summary line;
+//! `test SUITE --repeat N` hunts flakes in one suite.
 
 mod edge;
 mod package;
+mod repeat;
 mod setup;
 mod steps;
 
@@ -15,7 +17,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 
   setup   install what the project needs (skips what is present)
   package build the npm package lull-web into target/npm
-  test    set up, then run every suite (format, lints, wasm32 build, tests)
+  test [SUITE] [--repeat N]
+          set up, then run every suite (format, lints, wasm32 build, tests), or only
+          SUITE; with --repeat, run SUITE N times and report which runs and tests failed
   dev     set up, then serve the edge worker on http://127.0.0.1:8787 (wrangler dev, workerd)
   bench   run the benchmarks, print a table, write JSON under target/bench
   edge-build  build the edge worker into crates/lull-edge/build (wrangler.toml runs it)";
@@ -27,7 +31,7 @@ fn main() -> ExitCode {
         Some("package") => exit(setup::all(&root).and_then(|_| package::web(&root)).map(|tarball| {
             println!("packed {}", tarball.display());
         })),
-        Some("test") => exit(setup::all(&root).and_then(|tools| steps::test(&root, &tools))),
+        Some("test") => exit(test(&root)),
         Some("dev") => exit(setup::all(&root).and_then(|tools| edge::dev(&root, &tools))),
         Some("edge-build") => exit(edge::build(&root)),
         Some("bench") => exit(setup::all(&root).and_then(|tools| {
@@ -47,6 +51,35 @@ fn main() -> ExitCode {
             eprintln!("unknown command {other:?}\n\n{USAGE}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `test [SUITE] [--repeat N]`.
+fn test(root: &std::path::Path) -> Result<(), String> {
+    let mut suite = None;
+    let mut repeat = None;
+    let mut args = std::env::args().skip(2);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--repeat" => {
+                let n = args.next().and_then(|n| n.parse::<u32>().ok()).filter(|n| *n > 0);
+                repeat = Some(n.ok_or("--repeat takes a number of runs (1 or more)")?);
+            }
+            _ if suite.is_none() && !arg.starts_with('-') => suite = Some(arg),
+            _ => return Err(format!("unexpected argument {arg:?}\n\n{USAGE}")),
+        }
+    }
+    let tools = setup::all(root)?;
+    match (repeat, suite) {
+        (Some(_), None) => Err(format!("--repeat needs a suite, one of: {}", steps::suite_ids())),
+        (Some(runs), Some(suite)) => {
+            // Refuse an unknown suite before the first run.
+            if !steps::suite_ids().split(' ').any(|id| id == suite) {
+                return Err(format!("no suite {suite:?}; the suites are: {}", steps::suite_ids()));
+            }
+            repeat::suite(root, &suite, runs)
+        }
+        (None, only) => steps::test(root, &tools, only.as_deref()),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Running commands as named steps, and the `test` suite list.
 
+use std::cell::OnceCell;
 use std::path::Path;
 use std::process::Command;
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::setup::Tools;
@@ -42,15 +44,19 @@ fn browser_tests(root: &Path) -> Command {
     cmd
 }
 
-/// A suite: a name and what runs it.
-type Suite<'a> = (&'static str, Box<dyn FnOnce() -> Result<(), String> + 'a>);
-
-fn command<'a>(name: &'static str, root: &'a Path, mut cmd: Command) -> Suite<'a> {
-    (name, Box::new(move || run(name, root, &mut cmd)))
+/// A suite: a short id (for `cargo xtask test <id>`), a name, and what runs it.
+struct Suite<'a> {
+    id: &'static str,
+    name: &'static str,
+    run: Box<dyn FnOnce() -> Result<(), String> + 'a>,
 }
 
-/// Every suite, each run even when an earlier one failed; then a summary.
-pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
+fn command<'a>(id: &'static str, name: &'static str, root: &'a Path, mut cmd: Command) -> Suite<'a> {
+    Suite { id, name, run: Box::new(move || run(name, root, &mut cmd)) }
+}
+
+/// Every suite, in the order `cargo xtask test` runs them.
+fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     // `--show-output`: passing tests' reports (the differential's counts) are printed.
     let mut tests = cargo(&["test", "--workspace", "--all-targets", "--", "--show-output"]);
     tests.env("LULL_NODE", &tools.node);
@@ -64,44 +70,76 @@ pub fn test(root: &Path, tools: &Tools) -> Result<(), String> {
         args.extend(["--", "-D", "warnings"]);
         cargo(&args)
     };
-    let tarball = std::cell::OnceCell::new();
-    let suites: Vec<Suite> = vec![
-        command("format", root, cargo(&["fmt", "--all", "--check"])),
-        command("lints (native)", root, cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
-        command("lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
-        command("lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
-        command("lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", true)),
+    let tarball = Rc::new(OnceCell::new());
+    let packed = tarball.clone();
+    vec![
+        command("format", "format", root, cargo(&["fmt", "--all", "--check"])),
         command(
+            "lints",
+            "lints (native)",
+            root,
+            cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        ),
+        command("lints-core-wasm", "lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
+        command("lints-web-wasm", "lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
+        command("lints-edge-wasm", "lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", true)),
+        command(
+            "build-core-wasm",
             "build (wasm32, lull-core)",
             root,
             cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"]),
         ),
-        command("tests (unit, scenarios, properties, lodash differential)", root, tests),
-        command("doc tests", root, doc_tests),
-        command("browser tests (lull-web in headless Chromium)", root, browser_tests(root)),
-        (
-            "npm package (wasm-pack web + bundler, npm pack)",
-            Box::new(|| crate::package::web(root).map(|t| drop(tarball.set(t)))),
-        ),
-        (
-            "consumer test (tarball in a fresh Vite app, in Chromium)",
-            Box::new(|| {
-                let tarball = tarball.get().ok_or("no package was built")?;
+        command("unit", "tests (unit, scenarios, properties, lodash differential)", root, tests),
+        command("doc", "doc tests", root, doc_tests),
+        command("browser", "browser tests (lull-web in headless Chromium)", root, browser_tests(root)),
+        Suite {
+            id: "package",
+            name: "npm package (wasm-pack web + bundler, npm pack)",
+            run: Box::new(move || crate::package::web(root).map(|t| drop(packed.set(t)))),
+        },
+        Suite {
+            id: "consumer",
+            name: "consumer test (tarball in a fresh Vite app, in Chromium)",
+            run: Box::new(move || {
+                let tarball = match tarball.get() {
+                    Some(t) => t.clone(),
+                    None => crate::package::web(root)?,
+                };
                 let mut cmd = Command::new(&tools.node);
                 cmd.arg(root.join("tests/web/consumer.mjs")).arg(tarball).arg(root.join("target"));
                 run("consumer test", root, &mut cmd)
             }),
-        ),
-        ("edge tests (lull-edge on workerd, real HTTP, restarts)", Box::new(|| crate::edge::tests(root, tools))),
-    ];
+        },
+        Suite {
+            id: "edge",
+            name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
+            run: Box::new(|| crate::edge::tests(root, tools)),
+        },
+    ]
+}
+
+/// The suite ids, for usage messages.
+pub fn suite_ids() -> &'static str {
+    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit doc browser package consumer edge"
+}
+
+/// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.
+pub fn test(root: &Path, tools: &Tools, only: Option<&str>) -> Result<(), String> {
+    let mut chosen = suites(root, tools);
+    if let Some(id) = only {
+        chosen.retain(|s| s.id == id);
+        if chosen.is_empty() {
+            return Err(format!("no suite {id:?}; the suites are: {}", suite_ids()));
+        }
+    }
     let mut results = Vec::new();
-    for (name, suite) in suites {
+    for suite in chosen {
         let start = Instant::now();
-        let outcome = suite();
+        let outcome = (suite.run)();
         if let Err(e) = &outcome {
             eprintln!("xtask: {e}");
         }
-        results.push((name, outcome.is_ok(), start.elapsed().as_secs_f64()));
+        results.push((suite.name, outcome.is_ok(), start.elapsed().as_secs_f64()));
     }
     println!("\n{:<58} {:>6} {:>9}", "suite", "result", "seconds");
     for (name, ok, secs) in &results {
