@@ -31,8 +31,17 @@ export function reportLater(error) {
  * (cancelled). It holds `func` and the slot, never the driver.
  */
 export function syncSlot(func) {
-  const slot = { self: undefined, args: undefined, result: undefined, error: undefined };
-  slot.invoke = (run) => {
+  const slot = { self: undefined, args: undefined, result: undefined, error: undefined, next: undefined };
+  // The call being made: it becomes the latest call once the engine has run
+  // (or let go) any older window it ended.
+  slot.accept = () => {
+    if (slot.next) {
+      [slot.self, slot.args] = slot.next;
+      slot.next = undefined;
+    }
+  };
+  slot.invoke = (run, fresh) => {
+    if (fresh) slot.accept();
     const self = slot.self;
     const args = slot.args;
     slot.self = slot.args = undefined;
@@ -72,9 +81,10 @@ function now() {
 /** lodash's callable over a synchronous driver and its slot; errors of `func` are rethrown to the caller. */
 export function syncCallable(inner, slot) {
   const f = function (...args) {
-    slot.self = this;
-    slot.args = args;
-    if (inner.call(now())) throw slot.take();
+    slot.next = [this, args];
+    const threw = inner.call(now());
+    slot.accept();
+    if (threw) throw slot.take();
     return slot.result;
   };
   f.cancel = () => inner.cancel(now());

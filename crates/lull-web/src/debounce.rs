@@ -35,20 +35,26 @@ impl Drop for State {
 
 /// Invoke the slot for each fire (the function may call back in: no borrow is
 /// held), then follow the deadline. Returns whether the function threw.
-fn pump(rc: &Rc<RefCell<State>>) -> bool {
+fn pump(rc: &Rc<RefCell<State>>, incoming: Option<lull_core::Seq>) -> bool {
     let mut threw = false;
+    // Whether a fire covers the call being made (else it is an older window's).
+    let fresh = |last: lull_core::Seq| incoming.is_some_and(|seq| last >= seq);
     loop {
         let action = rc.borrow_mut().engine.poll_action();
         let Some(action) = action else { break };
-        let (run, window) = match action {
-            Action::Fire(fire) => (true, Some(fire.window)),
-            Action::Dropped(_) => (false, None),
+        let (run, window, fresh) = match action {
+            Action::Fire(fire) => (true, Some(fire.window), fresh(fire.span.last)),
+            Action::Dropped(dropped) => (false, None, fresh(dropped.span.last)),
             Action::DeadLettered(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {
                 continue;
             }
         };
         let invoke = rc.borrow().invoke.clone();
-        threw |= invoke.call1(&JsValue::UNDEFINED, &run.into()).ok().and_then(|t| t.as_bool()).unwrap_or(false);
+        threw |= invoke
+            .call2(&JsValue::UNDEFINED, &run.into(), &fresh.into())
+            .ok()
+            .and_then(|t| t.as_bool())
+            .unwrap_or(false);
         if let Some(window) = window {
             // A synchronous call has ended, whatever it threw (lodash rethrows too).
             let _ = rc.borrow_mut().engine.run_succeeded(window, js::now());
@@ -63,7 +69,7 @@ impl Driver for State {
     type Engine = Debouncer;
 
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue> {
-        if !pump(rc) {
+        if !pump(rc, None) {
             return Ok(());
         }
         let take = rc.borrow().take_error.clone();
@@ -86,20 +92,20 @@ impl Debounced {
     /// One call at `now` (`performance.now()`); the glue put `this` and the
     /// arguments in the slot. Returns whether the function threw (the glue rethrows).
     pub fn call(&self, now: f64) -> bool {
-        self.state.borrow_mut().engine.event(js::millis(now));
-        pump(&self.state)
+        let accepted = self.state.borrow_mut().engine.event(js::millis(now));
+        pump(&self.state, Some(accepted.seq))
     }
 
     /// Drop the pending call, disarm the timer.
     pub fn cancel(&self, now: f64) {
         self.state.borrow_mut().engine.cancel(js::millis(now));
-        pump(&self.state);
+        pump(&self.state, None);
     }
 
     /// Run the pending call now. Returns whether the function threw.
     pub fn flush(&self, now: f64) -> bool {
         self.state.borrow_mut().engine.flush(js::millis(now));
-        pump(&self.state)
+        pump(&self.state, None)
     }
 
     /// Whether a call is pending (a timer is armed).

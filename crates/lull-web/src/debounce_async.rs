@@ -50,7 +50,7 @@ impl Waiters {
 struct State {
     engine: Debouncer,
     func: Function,
-    call: Option<(JsValue, Array)>,
+    call: Vec<(WindowId, JsValue, Array)>,
     /// Callers waiting for their window's outcome: (resolve, reject).
     waiters: Waiters,
     /// The run in flight.
@@ -106,7 +106,7 @@ fn pump(rc: &Rc<RefCell<State>>) {
             Action::Dropped(dropped) => {
                 let waiters = {
                     let mut s = rc.borrow_mut();
-                    s.call = None;
+                    s.call.retain(|(w, _, _)| *w != dropped.window);
                     s.waiters.take(dropped.window)
                 };
                 reject_all(waiters, &js::abort_error("lull: cancelled"));
@@ -132,7 +132,13 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId, supersedes: Option<WindowId>
             let run = s.running.take_if(|r| r.window == old)?;
             Some((run, s.waiters.take(old)))
         });
-        let (this, args) = s.call.take().unwrap_or((JsValue::UNDEFINED, Array::new()));
+        let (this, args) = match s.call.iter().position(|(w, _, _)| *w == window) {
+            Some(at) => {
+                let (_, this, args) = s.call.swap_remove(at);
+                (this, args)
+            }
+            None => (JsValue::UNDEFINED, Array::new()),
+        };
         s.running = Some(run);
         (s.func.clone(), this, args, stale)
     };
@@ -184,7 +190,7 @@ impl AsyncDebounced {
             RefCell::new(State {
                 engine: Debouncer::new(policy, crate::seed()),
                 func,
-                call: None,
+                call: Vec::new(),
                 waiters: Waiters::default(),
                 running: None,
                 signal,
@@ -213,8 +219,10 @@ impl AsyncDebounced {
         }
         {
             let mut s = self.state.borrow_mut();
-            s.call = Some((this, args));
             let accepted = s.engine.event(js::now());
+            // The latest call of each window (an older window may still be due).
+            s.call.retain(|(w, _, _)| *w != accepted.window);
+            s.call.push((accepted.window, this, args));
             s.waiters.push(accepted.window, (resolve, reject));
         }
         pump(&self.state);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use js_sys::{Array, Function, Reflect};
-use lull_core::{Action, Keyed};
+use lull_core::{Action, Keyed, WindowId};
 use wasm_bindgen::prelude::*;
 
 use crate::hide::HideHook;
@@ -17,7 +17,7 @@ struct State {
     engine: Keyed<String>,
     func: Function,
     /// Per key: the key as given, and the latest call's `this` and arguments.
-    calls: HashMap<String, (JsValue, JsValue, Array)>,
+    calls: HashMap<(String, WindowId), (JsValue, JsValue, Array)>,
     shell: Shell<State>,
     _hide: Option<HideHook>,
 }
@@ -41,7 +41,7 @@ impl Driver for State {
                 Action::Fire(fire) => {
                     let (func, call) = {
                         let mut s = rc.borrow_mut();
-                        (s.func.clone(), s.calls.remove(&key))
+                        (s.func.clone(), s.calls.remove(&(key.clone(), fire.window)))
                     };
                     if let Some((given, this, args)) = call {
                         args.unshift(&given);
@@ -51,8 +51,8 @@ impl Driver for State {
                     }
                     let _ = rc.borrow_mut().engine.run_succeeded(&key, fire.window, js::now());
                 }
-                Action::Dropped(_) => {
-                    rc.borrow_mut().calls.remove(&key);
+                Action::Dropped(dropped) => {
+                    rc.borrow_mut().calls.remove(&(key.clone(), dropped.window));
                 }
                 Action::DeadLettered(_)
                 | Action::RetryScheduled { .. }
@@ -95,8 +95,9 @@ impl KeyedDebounced {
         let key = key_of(&given)?;
         {
             let mut s = self.state.borrow_mut();
-            s.calls.insert(key.clone(), (given, this, args));
-            s.engine.event(key, js::now());
+            let accepted = s.engine.event(key.clone(), js::now());
+            // The latest call of each window (an older window of the key may still be due).
+            s.calls.insert((key, accepted.window), (given, this, args));
         }
         State::pump(&self.state)
     }

@@ -67,6 +67,8 @@ struct State {
     composing: bool,
     /// The query the engine's open window will search.
     latest: String,
+    /// The query of each window not yet searched (an older one may still be due).
+    queries: Vec<(WindowId, String)>,
     /// The last query handed to the engine: the same query again is skipped.
     scheduled: Option<String>,
     /// The request in flight and its query. Only its response is ever delivered:
@@ -116,8 +118,10 @@ fn on_input(rc: &Rc<RefCell<State>>) {
             return;
         }
         s.scheduled = Some(query.clone());
-        s.latest = query;
-        s.engine.event(js::now());
+        s.latest = query.clone();
+        let accepted = s.engine.event(js::now());
+        s.queries.retain(|(w, _)| *w != accepted.window);
+        s.queries.push((accepted.window, query));
     }
     pump(rc);
 }
@@ -157,7 +161,8 @@ fn pump(rc: &Rc<RefCell<State>>) {
             Action::DeadLettered(letter) => {
                 let _ = rc.borrow_mut().engine.discard(letter.window);
             }
-            Action::Dropped(_) | Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {}
+            Action::Dropped(dropped) => rc.borrow_mut().queries.retain(|(w, _)| *w != dropped.window),
+            Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {}
         }
     }
     let (pending, on_pending) = {
@@ -175,7 +180,10 @@ fn pump(rc: &Rc<RefCell<State>>) {
 fn start(rc: &Rc<RefCell<State>>, window: WindowId) {
     let (query, cached, stale) = {
         let mut s = rc.borrow_mut();
-        let query = s.latest.clone();
+        let query = match s.queries.iter().position(|(w, _)| *w == window) {
+            Some(at) => s.queries.swap_remove(at).1,
+            None => s.latest.clone(),
+        };
         let cached = s.cache.get(&query);
         (query, cached, s.running.take())
     };
@@ -325,6 +333,7 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
             min_length: opts.min_length.unwrap_or(1) as usize,
             composing: false,
             latest: String::new(),
+            queries: Vec::new(),
             scheduled: None,
             running: None,
             cache: Lru { capacity: opts.cache.unwrap_or(0) as usize, entries: VecDeque::new() },

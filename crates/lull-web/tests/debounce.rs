@@ -6,7 +6,7 @@
 mod support;
 
 use js_sys::{Array, Reflect};
-use support::{block, call, collect_garbage, method, object, recorder, sleep, thrown};
+use support::{Rules, block, call, collect_garbage, method, object, recorder, sleep, thrown, until};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
 
@@ -20,19 +20,35 @@ fn pending(d: &js_sys::Function) -> bool {
     method(d, "pending", &[]).as_bool().unwrap()
 }
 
+/// Wait until `d` has nothing pending: every run it owes has happened.
+async fn settle(d: &js_sys::Function) {
+    until("the debouncer to settle (pending() false)", || !pending(d)).await;
+}
+
+/// The runs `r` saw, judged by lodash's rules over the calls made through it.
+fn assert_lodash(r: &support::Recorder, rules: Rules) {
+    if let Err(e) = r.check(rules) {
+        panic!("{e}");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn a_burst_runs_once_with_the_last_arguments_after_the_quiet_period() {
     let r = recorder();
     let d = debounce(&r, 50, JsValue::UNDEFINED);
     for i in 0..5 {
-        call(&d, &[i.into()]);
-        sleep(10).await;
+        if i > 0 {
+            sleep(10).await;
+        }
+        r.call_numbered(&d);
     }
-    assert_eq!(r.count(), 0, "nothing before the quiet period");
-    assert!(pending(&d));
-    sleep(120).await;
-    assert_eq!(r.firsts(), [4.0]);
-    assert!(!pending(&d));
+    assert!(pending(&d), "the last call waits for its quiet period");
+    settle(&d).await;
+    // Each run came no sooner than 50 ms after the last call before it, with
+    // that call's arguments; the burst splits only where a real gap reached
+    // 50 ms (a `sleep(10)` that took 60). Normally: one run, with call 4's.
+    assert_lodash(&r, Rules::debounce(50.0));
+    assert_eq!(r.firsts().last(), Some(&4.0), "the last call ran");
 }
 
 #[wasm_bindgen_test]
@@ -51,36 +67,46 @@ async fn this_and_every_argument_reach_the_function() {
 async fn leading_and_trailing_with_one_call_runs_once() {
     let r = recorder();
     let d = debounce(&r, 30, object(&[("leading", true.into())]));
-    assert_eq!(call(&d, &[1.into()]), 1, "lodash returns the leading result");
-    sleep(100).await;
-    assert_eq!(r.firsts(), [1.0]);
+    assert_eq!(r.call_numbered(&d), 0, "lodash returns the leading result");
+    assert_eq!(r.firsts(), [0.0], "the leading run is inside the call");
+    settle(&d).await;
+    assert_eq!(r.firsts(), [0.0], "no trailing run without a second call");
 }
 
 #[wasm_bindgen_test]
 async fn trailing_runs_only_if_called_again() {
     let r = recorder();
+    let rules = Rules { leading: true, ..Rules::debounce(30.0) };
     let d = debounce(&r, 30, object(&[("leading", true.into())]));
-    call(&d, &[1.into()]);
-    assert_eq!(call(&d, &[2.into()]), 1, "the previous result while waiting");
-    sleep(100).await;
-    assert_eq!(r.firsts(), [1.0, 2.0]);
+    r.call_numbered(&d);
+    let returned = r.call_numbered(&d);
+    // lodash returns the latest run's result: call 0's while call 1 waits (or
+    // call 1's own, had the machine held the thread 30 ms between the calls).
+    assert_eq!(returned.as_f64(), r.firsts().last().copied(), "the latest result");
+    settle(&d).await;
+    assert_lodash(&r, rules);
+    assert_eq!(r.firsts(), [0.0, 1.0], "a leading run, then call 1's");
 }
 
 #[wasm_bindgen_test]
 async fn max_wait_runs_inside_a_call_in_a_tight_loop() {
     let r = recorder();
     let d = debounce(&r, 20, object(&[("maxWait", 60.into())]));
-    // A synchronous loop: no timer can run, calls keep coming for 150 ms.
-    let start = support::now();
-    let mut i = 0;
-    while support::now() - start < 150.0 {
-        call(&d, &[i.into()]);
-        i += 1;
+    // A synchronous loop: no timer can run, calls keep coming for 150 ms
+    // (measured between calls actually made, so a stalled thread cannot cut it short).
+    let first = support::now();
+    while r.calls.borrow().last().is_none_or(|c| c.at - first < 150.0) {
+        r.call_numbered(&d);
     }
-    assert!(r.count() >= 2, "maxWait fired inside calls: {}", r.count());
-    sleep(100).await;
-    let firsts = r.firsts();
-    assert_eq!(*firsts.last().unwrap(), f64::from(i - 1), "the trailing run has the last call");
+    let inside = r.calls.borrow().iter().filter(|c| !c.runs.is_empty()).count();
+    assert!(inside >= 1, "maxWait fired inside calls");
+    settle(&d).await;
+    // Every run inside a call came when lodash's rules say for that call's
+    // time (at maxWait from the last run, nowhere else), and the trailing run
+    // after the loop has the last call's arguments.
+    assert_lodash(&r, Rules { max_wait: Some(60.0), ..Rules::debounce(20.0) });
+    let last = r.calls.borrow().len() - 1;
+    assert_eq!(r.firsts().last(), Some(&(last as f64)), "the trailing run has the last call");
 }
 
 #[wasm_bindgen_test]
@@ -116,16 +142,19 @@ async fn throttle_runs_at_most_once_per_wait() {
     let r = recorder();
     let d = throttle(&r, 50);
     for i in 0..30 {
-        call(&d, &[i.into()]);
-        sleep(10).await;
+        if i > 0 {
+            sleep(10).await;
+        }
+        r.call_numbered(&d);
     }
-    sleep(120).await;
-    let runs = r.calls.borrow().iter().map(|(t, _)| *t).collect::<Vec<_>>();
-    assert!((5..=10).contains(&runs.len()), "~300 ms at one run per 50 ms: {}", runs.len());
-    for pair in runs.windows(2) {
-        assert!(pair[1] - pair[0] >= 45.0, "runs {} ms apart", pair[1] - pair[0]);
-    }
-    assert_eq!(*r.firsts().last().unwrap(), 29.0, "the last call runs on the trailing edge");
+    settle(&d).await;
+    // How many runs, and when, follow from when the calls were really made
+    // (and the timer really ran): a leading run, then one per 50 ms while
+    // calls keep coming — never sooner — and the last call on the trailing edge.
+    assert_lodash(&r, Rules::throttle(50.0));
+    assert!(r.count() >= 2, "a leading and a trailing run at least: {:?}", r.firsts());
+    assert_eq!(r.firsts().first(), Some(&0.0), "the first call runs on the leading edge");
+    assert_eq!(r.firsts().last(), Some(&29.0), "the last call runs on the trailing edge");
 }
 
 #[wasm_bindgen_test]
@@ -136,20 +165,39 @@ async fn a_call_after_a_blocked_event_loop_starts_a_new_burst() {
     block(60.0); // the timer is overdue but cannot run
     call(&d, &[2.into()]);
     assert_eq!(r.firsts(), [1.0, 2.0], "lodash#6003 would fold call 2 into the old burst");
-    sleep(60).await;
-    assert_eq!(r.count(), 2);
+    settle(&d).await;
+    assert_eq!(r.count(), 2, "no trailing run: call 2 ran on its leading edge");
+}
+
+#[wasm_bindgen_test]
+async fn after_a_blocked_event_loop_the_old_burst_runs_with_its_own_arguments() {
+    // DESIGN.md: a call after the deadline starts a new window, "but the old
+    // window still runs with *its own* last arguments". Every timer that runs
+    // late on a busy machine takes this path.
+    let r = recorder();
+    let d = debounce(&r, 20, JsValue::UNDEFINED);
+    r.call_numbered(&d);
+    block(60.0); // the timer is overdue but cannot run
+    r.call_numbered(&d);
+    settle(&d).await;
+    let runs: Vec<String> = r.runs.borrow().iter().map(|(_, args)| format!("{args:?}")).collect();
+    assert_eq!(runs, ["[JsValue(0)]", "[JsValue(1)]"], "call 0's burst with call 0's arguments, then call 1's");
+    assert_lodash(&r, Rules::debounce(20.0));
 }
 
 #[wasm_bindgen_test]
 async fn a_pending_call_runs_even_if_the_caller_let_go() {
     let r = recorder();
+    let called = support::now();
     {
         let d = debounce(&r, 20, JsValue::UNDEFINED);
         call(&d, &[7.into()]);
     }
     collect_garbage().await;
-    sleep(50).await;
+    until("the pending call to run", || r.count() > 0).await;
     assert_eq!(r.firsts(), [7.0]);
+    let ran = r.runs.borrow()[0].0;
+    assert!(ran >= called - support::CLOCK_SLACK_MS + 20.0, "ran {:.1} ms after the call", ran - called);
 }
 
 #[wasm_bindgen_test]
@@ -162,8 +210,7 @@ async fn idle_debouncers_are_freed_when_unreachable() {
         call(&d, &[i.into()]);
     }
     assert_eq!(lull_web::live_objects(), before + 50);
-    sleep(60).await; // all ran: idle
-    assert_eq!(r.count(), 50);
+    until("all 50 to run", || r.count() == 50).await; // all ran: idle
     collect_garbage().await;
     assert_eq!(lull_web::live_objects(), before, "every state (timer closure, listeners) was freed");
 }

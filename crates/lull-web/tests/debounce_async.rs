@@ -5,7 +5,7 @@
 mod support;
 
 use js_sys::{Array, Function, Promise, Reflect};
-use support::{call, method, object, sleep};
+use support::{CLOCK_SLACK_MS, Schedule, block, call, method, object, one_window, retrying, sleep, timed, until};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -16,16 +16,39 @@ wasm_bindgen_test_configure!(run_in_browser);
 /// An async function taking `ms` to answer `"r" + x`, honouring its AbortSignal,
 /// logging starts and aborts to the returned array.
 fn slow(ms: u32) -> (Function, Array) {
+    let (f, log, _) = slow_holding(ms, &[]);
+    (f, log)
+}
+
+/// [`slow`], but the runs for the arguments in `held` answer only when the
+/// test calls `release(x)` on the third value: "still in flight" by
+/// construction, not by a timer outlasting the test's sleep. Each log entry's
+/// `performance.now()` is in the log's `times` property.
+fn slow_holding(ms: u32, held: &[i32]) -> (Function, Array, Function) {
     let log = Array::new();
+    let held: Array = held.iter().map(|x| JsValue::from(*x)).collect();
     let make = Function::new_with_args(
-        "log, ms",
-        "return (x, signal) => new Promise((resolve, reject) => {
-            log.push('start ' + x);
-            const t = setTimeout(() => { log.push('end ' + x); resolve('r' + x); }, ms);
-            signal.addEventListener('abort', () => { clearTimeout(t); log.push('abort ' + x); reject(signal.reason); });
-        });",
+        "log, ms, held",
+        "log.times = [];
+        const note = (entry) => { log.push(entry); log.times.push(performance.now()); };
+        const gates = new Map();
+        const f = (x, signal) => new Promise((resolve, reject) => {
+            note('start ' + x);
+            const end = () => { note('end ' + x); resolve('r' + x); };
+            const t = held.includes(x) ? (gates.set(x, end), undefined) : setTimeout(end, ms);
+            signal.addEventListener('abort', () => { clearTimeout(t); gates.delete(x); note('abort ' + x); reject(signal.reason); });
+        });
+        const release = (x) => { const end = gates.get(x); gates.delete(x); end(); };
+        return [f, release];",
     );
-    (make.call2(&JsValue::NULL, &log, &ms.into()).unwrap().unchecked_into(), log)
+    let made: Array = make.call3(&JsValue::NULL, &log, &ms.into(), &held).unwrap().unchecked_into();
+    (made.get(0).unchecked_into(), log, made.get(1).unchecked_into())
+}
+
+/// When each entry of a [`slow_holding`] log was made.
+fn times(log: &Array) -> Vec<f64> {
+    let times: Array = Reflect::get(log, &"times".into()).unwrap().unchecked_into();
+    times.iter().map(|t| t.as_f64().unwrap()).collect()
 }
 
 fn promise(value: JsValue) -> JsFuture {
@@ -46,27 +69,62 @@ fn debounce_async(func: &Function, wait: u32, opts: JsValue) -> Function {
 
 #[wasm_bindgen_test]
 async fn every_caller_of_a_window_gets_its_result() {
-    let (f, calls) = slow(10);
-    let d = debounce_async(&f, 30, JsValue::UNDEFINED);
-    let p1 = promise(call(&d, &[1.into()]));
-    let p2 = promise(call(&d, &[2.into()]));
-    let p3 = promise(call(&d, &[3.into()]));
-    assert_eq!(p1.await.unwrap(), "r3");
-    assert_eq!(p2.await.unwrap(), "r3");
-    assert_eq!(p3.await.unwrap(), "r3");
-    assert_eq!(log(&calls), ["start 3", "end 3"], "one run, with the last arguments");
+    retrying(|| async {
+        let (f, calls) = slow(10);
+        let d = debounce_async(&f, 30, JsValue::UNDEFINED);
+        let mut at = Vec::new();
+        let mut promises = Vec::new();
+        for x in 1..=3 {
+            let (p, when) = timed(|| promise(call(&d, &[x.into()])));
+            promises.push(p);
+            at.push(when);
+        }
+        if let Err(why) = one_window(&at, 30.0) {
+            method(&d, "cancel", &[]);
+            return Schedule::Broke(why);
+        }
+        for p in promises {
+            assert_eq!(p.await.unwrap(), "r3");
+        }
+        assert_eq!(log(&calls), ["start 3", "end 3"], "one run, with the last arguments");
+        let (started, last) = (times(&calls)[0], at[2].0);
+        assert!(started >= last - CLOCK_SLACK_MS + 30.0, "ran {:.1} ms after the last call", started - last);
+        Schedule::Held
+    })
+    .await;
+}
+
+#[wasm_bindgen_test]
+async fn after_a_blocked_event_loop_each_window_runs_with_its_own_arguments() {
+    // A call after the deadline starts a new window; the old one still runs
+    // with its own last arguments, and its callers get that result (DESIGN.md).
+    let f = Function::new_with_args("x", "return 'r' + x;");
+    let d = debounce_async(&f, 20, JsValue::UNDEFINED);
+    let first = promise(call(&d, &[1.into()]));
+    block(60.0); // the timer is overdue but cannot run
+    let second = promise(call(&d, &[2.into()]));
+    assert_eq!(first.await.unwrap(), "r1");
+    assert_eq!(second.await.unwrap(), "r2");
 }
 
 #[wasm_bindgen_test]
 async fn a_rejection_reaches_every_caller_of_the_window() {
-    let f = Function::new_with_args("x", "return Promise.reject(new Error('down ' + x));");
-    let d = debounce_async(&f, 10, JsValue::UNDEFINED);
-    let p1 = promise(call(&d, &[1.into()]));
-    let p2 = promise(call(&d, &[2.into()]));
-    for p in [p1, p2] {
-        let error = p.await.unwrap_err();
-        assert_eq!(Reflect::get(&error, &"message".into()).unwrap(), "down 2");
-    }
+    retrying(|| async {
+        let f = Function::new_with_args("x", "return Promise.reject(new Error('down ' + x));");
+        let d = debounce_async(&f, 30, JsValue::UNDEFINED);
+        let (p1, at1) = timed(|| promise(call(&d, &[1.into()])));
+        let (p2, at2) = timed(|| promise(call(&d, &[2.into()])));
+        if let Err(why) = one_window(&[at1, at2], 30.0) {
+            method(&d, "cancel", &[]);
+            return Schedule::Broke(why);
+        }
+        for p in [p1, p2] {
+            let error = p.await.unwrap_err();
+            assert_eq!(Reflect::get(&error, &"message".into()).unwrap(), "down 2");
+        }
+        Schedule::Held
+    })
+    .await;
     // A synchronous throw rejects too.
     let f = Function::new_with_args("", "throw new TypeError('sync');");
     let d = debounce_async(&f, 0, JsValue::UNDEFINED);
@@ -110,10 +168,11 @@ async fn an_abort_signal_option_cancels() {
 
 #[wasm_bindgen_test]
 async fn latest_wins_aborts_the_stale_run_and_rejects_its_callers() {
-    let (f, calls) = slow(100);
+    // Run 1 answers only when released, so it is in flight when call 2 comes.
+    let (f, calls, _release) = slow_holding(5, &[1]);
     let d = debounce_async(&f, 10, JsValue::UNDEFINED);
     let first = promise(call(&d, &[1.into()]));
-    sleep(40).await; // run 1 is in flight
+    until("run 1 to start", || log(&calls) == ["start 1"]).await;
     let second = promise(call(&d, &[2.into()]));
     assert_eq!(second.await.unwrap(), "r2");
     assert_eq!(error_name(&first.await.unwrap_err()), "AbortError");
@@ -122,16 +181,22 @@ async fn latest_wins_aborts_the_stale_run_and_rejects_its_callers() {
 
 #[wasm_bindgen_test]
 async fn queue_mode_runs_the_next_window_after_the_current_one() {
-    let (f, calls) = slow(60);
+    // Run 1 answers only when released: calls 2 and 3 come while it is in flight.
+    let (f, calls, release) = slow_holding(5, &[1]);
     let d = debounce_async(&f, 10, object(&[("mode", "queue".into())]));
     let first = promise(call(&d, &[1.into()]));
-    sleep(30).await; // run 1 is in flight
+    until("run 1 to start", || log(&calls) == ["start 1"]).await;
     let second = promise(call(&d, &[2.into()]));
     let third = promise(call(&d, &[3.into()]));
+    // Past the next window's deadline (its timer was armed first, so it has
+    // gone off by now): the window waits for run 1 instead of starting.
+    sleep(50).await;
+    assert_eq!(log(&calls), ["start 1"], "never two runs at once");
+    release.call1(&JsValue::NULL, &1.into()).unwrap();
     assert_eq!(first.await.unwrap(), "r1");
     assert_eq!(second.await.unwrap(), "r3");
     assert_eq!(third.await.unwrap(), "r3");
-    assert_eq!(log(&calls), ["start 1", "end 1", "start 3", "end 3"], "never two runs at once");
+    assert_eq!(log(&calls), ["start 1", "end 1", "start 3", "end 3"], "the next window ran after run 1");
 }
 
 #[wasm_bindgen_test]

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{call, method, recorder, sleep};
+use support::{Rules, Run, block, call, method, recorder, until};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
 
@@ -14,24 +14,58 @@ wasm_bindgen_test_configure!(run_in_browser);
 async fn each_key_runs_once_with_its_own_last_arguments() {
     let r = recorder();
     let save = lull_web::debounce_keyed(r.func.clone().into(), 40.into(), JsValue::UNDEFINED).unwrap();
-    call(&save, &["title".into(), "a".into()]);
-    call(&save, &["body".into(), "x".into()]);
-    call(&save, &["title".into(), "ab".into()]);
-    call(&save, &[7.into(), "seven".into()]);
+    let made: [(JsValue, &str); 4] =
+        [("title".into(), "a"), ("body".into(), "x"), ("title".into(), "ab"), (7.into(), "seven")];
+    for (key, value) in &made {
+        r.call(&save, &[key.clone(), (*value).into()]);
+    }
     assert!(method(&save, "pending", &["title".into()]).as_bool().unwrap());
-    sleep(120).await;
-    let mut calls: Vec<(String, String)> =
-        r.calls.borrow().iter().map(|(_, a)| (format!("{:?}", a[0]), a[1].as_string().unwrap())).collect();
-    calls.sort();
-    assert_eq!(
-        calls,
-        [
-            ("JsValue(\"body\")".into(), "x".into()),
-            ("JsValue(\"title\")".into(), "ab".into()),
-            ("JsValue(7)".into(), "seven".into())
-        ]
-    );
-    assert!(!method(&save, "pending", &[]).as_bool().unwrap());
+    until("every key to settle", || !method(&save, "pending", &[]).as_bool().unwrap()).await;
+    // Per key, lodash's rules over that key's calls as they were made: one run
+    // with its last value — two for "title", had the machine held the thread
+    // 40 ms between its calls.
+    let calls = r.calls.borrow();
+    let runs = r.runs.borrow();
+    let name = |k: &JsValue| format!("{k:?}");
+    let keys = ["JsValue(\"title\")", "JsValue(\"body\")", "JsValue(7)"];
+    assert!(runs.iter().all(|(_, args)| keys.contains(&name(&args[0]).as_str())), "only these keys ran");
+    for key in keys {
+        let mine: Vec<usize> = (0..made.len()).filter(|i| name(&made[*i].0) == key).collect();
+        let at: Vec<(f64, f64)> = mine.iter().map(|i| (calls[*i].at, calls[*i].end)).collect();
+        let key_runs: Vec<Run> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, args))| name(&args[0]) == key)
+            .map(|(n, (t, args))| {
+                let value = args[1].as_string().unwrap();
+                let made_by = mine.iter().position(|i| made[*i].1 == value).expect("a value this key was called with");
+                Run { at: *t, arg: made_by, during: mine.iter().position(|i| calls[*i].runs.contains(&n)) }
+            })
+            .collect();
+        if let Err(e) = support::check(Rules::debounce(40.0), &at, &key_runs) {
+            panic!("key {key}: {e}");
+        }
+        let last = made[*mine.last().unwrap()].1;
+        assert_eq!(
+            runs.iter().rev().find(|(_, args)| name(&args[0]) == key).map(|(_, args)| args[1].as_string().unwrap()),
+            Some(last.to_string()),
+            "key {key} ran last with its last value"
+        );
+    }
+}
+
+#[wasm_bindgen_test]
+async fn after_a_blocked_event_loop_each_burst_keeps_its_own_value() {
+    // The old window of a key runs with its own last value (DESIGN.md), also
+    // when the next call, not the late timer, is what ends it.
+    let r = recorder();
+    let save = lull_web::debounce_keyed(r.func.clone().into(), 20.into(), JsValue::UNDEFINED).unwrap();
+    call(&save, &["k".into(), "old".into()]);
+    block(60.0); // the timer is overdue but cannot run
+    call(&save, &["k".into(), "new".into()]);
+    until("the key to settle", || !method(&save, "pending", &[]).as_bool().unwrap()).await;
+    let values: Vec<String> = r.runs.borrow().iter().map(|(_, args)| format!("{:?}", args.get(1))).collect();
+    assert_eq!(values, ["Some(JsValue(\"old\"))", "Some(JsValue(\"new\"))"]);
 }
 
 #[wasm_bindgen_test]
