@@ -2,7 +2,9 @@
 // dead letters after max_attempts, replay; and the signature with a wrong secret.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startEdge, startReceiver, stateDir, client, until, verifySignature, freePort, TOKENS } from "./harness.mjs";
+import {
+  startEdge, startReceiver, stateDir, client, until, verifySignature, freePort, TOKENS, idempotencyKeyPattern,
+} from "./harness.mjs";
 
 const RETRY = { max_attempts: 3, base_ms: 200, cap_ms: 400 };
 const ceiling = (attempt) => Math.min(RETRY.base_ms * 2 ** (attempt - 1), RETRY.cap_ms);
@@ -63,12 +65,13 @@ test("6: 500s retry with backoff and full jitter, dead-letter after max_attempts
   assert.deepEqual(
     tries.map((d) => [d.attempt, d.idempotencyKey, d.body.reason]),
     [
-      [1, "fails/k/1", "quiet"],
-      [2, "fails/k/1", "retry"],
-      [3, "fails/k/1", "retry"],
+      [1, tries[0].idempotencyKey, "quiet"],
+      [2, tries[0].idempotencyKey, "retry"],
+      [3, tries[0].idempotencyKey, "retry"],
     ],
     "the same window and idempotency key on every attempt",
   );
+  assert.match(tries[0].idempotencyKey, idempotencyKeyPattern("fails", "k", 1));
   for (const d of tries) assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }]);
   // The engine's decisions, from the worker's log: after failed attempt n it
   // drew a delay within 0..=ceiling(n); the retry then came at that time, not
@@ -97,7 +100,7 @@ test("6: 500s retry with backoff and full jitter, dead-letter after max_attempts
   const replay = await api.replay("fails", "k", 1);
   assert.equal(replay.status, 200, JSON.stringify(replay.json));
   const [, , , again] = await rx.waitFor(4, 5_000, "k");
-  assert.deepEqual([again.body.reason, again.idempotencyKey, again.attempt], ["replay", "fails/k/1", 1]);
+  assert.deepEqual([again.body.reason, again.idempotencyKey, again.attempt], ["replay", tries[0].idempotencyKey, 1]);
   assert.deepEqual(again.body.events, [{ n: 1 }, { n: 2 }]);
   const done = await until(async () => {
     const s = await api.status("fails", "k");
@@ -106,6 +109,19 @@ test("6: 500s retry with backoff and full jitter, dead-letter after max_attempts
   assert.equal(done.dead_letters.length, 0);
   assert.equal(done.stored_events, 0);
   assert.equal((await api.replay("fails", "k", 1)).status, 404, "a dead letter replays once");
+});
+
+test("a dead letter can be discarded: its events go, and it is no longer listed", async () => {
+  failing = true;
+  await api.event("fails", "discard", { n: 1 });
+  const s = await until(deadLettered("fails", "discard"), 10_000, "the dead letter");
+  const window = s.dead_letters[0].window;
+  assert.equal(s.stored_events, 1);
+  const gone = await api.call("DELETE", `/v1/topics/fails/keys/discard/dead-letters/${window}`);
+  assert.equal(gone.status, 200, JSON.stringify(gone.json));
+  assert.deepEqual([gone.json.dead_letter_count, gone.json.state], [0, "idle"]);
+  assert.equal((await api.status("fails", "discard")).json.stored_events, 0);
+  assert.equal((await api.call("DELETE", `/v1/topics/fails/keys/discard/dead-letters/${window}`)).status, 404);
 });
 
 test("a retry waiting for its time shows in the status with its attempt and time", async () => {

@@ -229,3 +229,10 @@ export async function withFreshKey(name, body, tries = 3) {
     }
   }
 }
+
+/**
+ * The `Idempotency-Key` of `window` of (topic, key): `{topic}/{key}/{incarnation}.{window}`,
+ * the incarnation naming this life of the key (10 base-32 characters).
+ */
+export const idempotencyKeyPattern = (topic, key, window) =>
+  new RegExp(`^${topic}/${encodeURIComponent(key)}/[0-9a-z]{10}\\.${window}$`);

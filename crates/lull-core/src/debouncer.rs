@@ -152,6 +152,21 @@ impl Debouncer {
         self.lane.status()
     }
 
+    /// The quiet period in force (ms): fixed, or as learned.
+    pub fn wait_ms(&self) -> u64 {
+        self.lane.wait_ms()
+    }
+
+    /// The median gap learned so far (adaptive wait only).
+    pub fn learned_gap_ms(&self) -> Option<u64> {
+        self.lane.learned_gap_ms()
+    }
+
+    /// The id of the newest window (`WindowId(0)` before the first).
+    pub fn last_window(&self) -> WindowId {
+        WindowId(self.next_window)
+    }
+
     /// The seq of the last event accepted (`Seq(0)` before the first).
     pub fn last_seq(&self) -> Seq {
         self.lane.last_seq()

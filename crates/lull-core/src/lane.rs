@@ -281,6 +281,14 @@ impl Lane {
         &self.stats
     }
 
+    pub(crate) fn wait_ms(&self) -> u64 {
+        self.wait_ms
+    }
+
+    pub(crate) fn learned_gap_ms(&self) -> Option<u64> {
+        self.gaps.median()
+    }
+
     pub(crate) fn last_seq(&self) -> Seq {
         Seq(self.next_seq)
     }

@@ -29,6 +29,26 @@ pub enum ApiError {
     },
     /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
     InvalidKey(String),
+    /// `400 bad_query`: a query parameter is unknown or out of range.
+    BadQuery(String),
+    /// `400 invalid_idempotency_key`: the producer's `Idempotency-Key` is not 1–200 printable ASCII characters.
+    InvalidIdempotencyKey,
+    /// `429 too_many_pending`: the key holds its topic's bound of pending
+    /// windows (queued, due, dead letters); nothing was stored.
+    TooManyPending {
+        /// The bound.
+        limit: usize,
+        /// When to try again (seconds, for `Retry-After`).
+        retry_after_secs: u64,
+    },
+    /// `503 unavailable`: storage or the alarm failed; the operation left the
+    /// key as if it never ran.
+    Unavailable {
+        /// What failed.
+        why: String,
+        /// When to try again (seconds, for `Retry-After`).
+        retry_after_secs: u64,
+    },
     /// `500 config`: the worker's configuration (`LULL_TOPICS`, a secret) is missing or invalid.
     Config(String),
     /// `500 internal`: storage or the runtime failed; nothing was accepted.
@@ -54,8 +74,13 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => 405,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
-            ApiError::MalformedJson(_) | ApiError::InvalidKey(_) => 400,
+            ApiError::MalformedJson(_)
+            | ApiError::InvalidKey(_)
+            | ApiError::BadQuery(_)
+            | ApiError::InvalidIdempotencyKey => 400,
             ApiError::PayloadTooLarge { .. } => 413,
+            ApiError::TooManyPending { .. } => 429,
+            ApiError::Unavailable { .. } => 503,
             ApiError::Config(_) | ApiError::Internal(_) => 500,
         }
     }
@@ -71,6 +96,10 @@ impl ApiError {
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::InvalidKey(_) => "invalid_key",
+            ApiError::BadQuery(_) => "bad_query",
+            ApiError::InvalidIdempotencyKey => "invalid_idempotency_key",
+            ApiError::TooManyPending { .. } => "too_many_pending",
+            ApiError::Unavailable { .. } => "unavailable",
             ApiError::Config(_) => "config",
             ApiError::Internal(_) => "internal",
         }
@@ -86,8 +115,25 @@ impl ApiError {
             ApiError::Forbidden => "this token may not do that".into(),
             ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
             ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
-            ApiError::InvalidKey(why) | ApiError::Config(why) => why.clone(),
+            ApiError::InvalidKey(why) | ApiError::Config(why) | ApiError::BadQuery(why) => why.clone(),
+            ApiError::InvalidIdempotencyKey => {
+                "Idempotency-Key must be 1 to 200 printable ASCII characters, without spaces".into()
+            }
+            ApiError::TooManyPending { limit, .. } => {
+                format!("this key holds its topic's limit of {limit} pending windows; try again later")
+            }
+            ApiError::Unavailable { why, .. } => format!("storage is unavailable ({why}); nothing changed, try again"),
             ApiError::Internal(why) => format!("internal error: {why}"),
+        }
+    }
+
+    /// Seconds for a `Retry-After` header, where the error has one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ApiError::TooManyPending { retry_after_secs, .. } | ApiError::Unavailable { retry_after_secs, .. } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
         }
     }
 
@@ -113,6 +159,10 @@ mod tests {
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),
             (ApiError::PayloadTooLarge { limit: 65_536 }, 413, "payload_too_large"),
             (ApiError::InvalidKey("empty".into()), 400, "invalid_key"),
+            (ApiError::BadQuery("limit".into()), 400, "bad_query"),
+            (ApiError::InvalidIdempotencyKey, 400, "invalid_idempotency_key"),
+            (ApiError::TooManyPending { limit: 10, retry_after_secs: 30 }, 429, "too_many_pending"),
+            (ApiError::Unavailable { why: "write".into(), retry_after_secs: 1 }, 503, "unavailable"),
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),
         ];

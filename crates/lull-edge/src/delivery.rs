@@ -12,9 +12,15 @@ pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 /// The header with the attempt number (1, 2, …).
 pub const ATTEMPT_HEADER: &str = "Lull-Attempt";
 
-/// `{topic}/{key}/{window}`, the key percent-encoded (headers are ASCII).
-pub fn idempotency_key(topic: &str, key: &Key, window: WindowId) -> String {
-    format!("{topic}/{}/{window}", key.encoded())
+/// `{topic}/{key}/{incarnation}.{window}`, the key percent-encoded (headers
+/// are ASCII). The incarnation names this life of the key, so a key collected
+/// and created again never repeats one; keys created before incarnations
+/// existed keep `{topic}/{key}/{window}`.
+pub fn idempotency_key(topic: &str, key: &Key, incarnation: Option<&str>, window: WindowId) -> String {
+    match incarnation {
+        Some(life) => format!("{topic}/{}/{life}.{window}", key.encoded()),
+        None => format!("{topic}/{}/{window}", key.encoded()),
+    }
 }
 
 /// The payloads a delivery carries, stored as the JSON the producers sent.
@@ -84,6 +90,7 @@ mod tests {
         );
         let last = Delivery { payload: Payload::Event(&b), ..all };
         assert!(last.to_json().unwrap().ends_with(r#""event":{"n":2}}"#));
-        assert_eq!(idempotency_key("orders", &key, WindowId(7)), "orders/customer%2F42/7");
+        assert_eq!(idempotency_key("orders", &key, None, WindowId(7)), "orders/customer%2F42/7");
+        assert_eq!(idempotency_key("orders", &key, Some("k3x9"), WindowId(7)), "orders/customer%2F42/k3x9.7");
     }
 }

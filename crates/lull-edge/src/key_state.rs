@@ -1,25 +1,24 @@
-//! What one `KeyWindow` Durable Object keeps and decides, without I/O.
-//!
-//! [`KeyState`] wraps the core [`Debouncer`] of one `(topic, key)` with the
+//! What one key keeps and decides, without I/O: the core [`Debouncer`], the
 //! fires waiting for the object's alarm (the *outbox*: every delivery runs in
-//! `alarm()`, never inside a producer's request) and a few counters. Each
-//! operation returns the [`Effect`]s the object must carry out: delete the rows
-//! of a window that is done, and log a line. The whole value is serialisable;
-//! the object stores it next to every payload row, so one row is written per
-//! event.
+//! `alarm()`, never inside a producer's request), the delivery in progress,
+//! and counters. Each operation returns the [`Effect`]s storage must reflect.
+//!
+//! Its serialised form (with the engine's backlog taken out, see
+//! [`KeyState::snapshot`]) is the key's fixed-size snapshot.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use lull_core::{
-    Accepted, Action, DeadLetterError, Debouncer, DropCause, Fire, Policy, Reason, RunError, Span, Status, WindowId,
+    Accepted, Action, Backlog, DeadLetter, DeadLetterError, Debouncer, DropCause, Fire, Policy, QueuedWindow, Reason,
+    RunError, Span, WindowId,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// Storage work counted for the status and the benchmark.
+/// Storage work counted for the status and the benchmark, as SQLite reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Io {
-    /// SQLite rows written (inserts, deletes, state rows), as SQLite reports them.
+    /// Rows written (events, snapshots, backlog rows), as storage counted them.
     pub rows_written: u64,
     /// Of those, rows written while accepting events.
     pub accept_rows_written: u64,
@@ -38,72 +37,141 @@ pub struct LastDelivery {
     pub at: u64,
     /// Whether the target answered 2xx.
     pub ok: bool,
-    /// The HTTP status, or what went wrong (`timeout`, a network error).
+    /// The HTTP status, or what went wrong (`timeout`, `interrupted`, a network error).
     pub outcome: String,
 }
 
-/// Something the object must do after an operation.
+/// What storage must reflect after an operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Delete the payload rows of `span` (its window was delivered or cancelled).
-    Delete(Span),
+    /// A window waits for the run slot: it gets a backlog row.
+    Queued(QueuedWindow),
+    /// A window was dead-lettered: its backlog row says so.
+    DeadLettered(DeadLetter),
+    /// A window left the backlog (it fired, was dropped or discarded).
+    Left(WindowId),
+    /// These events are finished (delivered, dropped, discarded): their rows may be reused.
+    Finished(Span),
     /// Write one structured log line (JSON).
     Log(String),
 }
 
-/// One key's durable state: the engine, the fires waiting for the alarm, counters.
+/// The snapshot's schema version: 2 keeps the backlog in rows of its own
+/// (1, the first release, kept it inside the state).
+pub const SCHEMA: u32 = 2;
+
+/// One key's state: the engine, the fires waiting for the alarm, the delivery
+/// in progress, counters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeyState {
     engine: Debouncer,
     outbox: VecDeque<Fire>,
+    /// A delivery begun and not yet ended: (window, attempt). Found at load, it
+    /// was cut short by a crash, and counts as a failed attempt.
+    #[serde(default)]
+    started: Option<(WindowId, u32)>,
+    /// Names this life of the key in idempotency keys (absent for keys
+    /// created before it existed; they keep their old keys).
+    #[serde(default)]
+    incarnation: Option<String>,
     /// The last delivery attempt.
     pub last_delivery: Option<LastDelivery>,
     /// Storage counters.
     pub io: Io,
 }
 
-/// A key's status as the API returns it.
-#[derive(Serialize)]
-pub struct KeyStatus<'a> {
+/// The stored snapshot: the key's names and state.
+#[derive(Serialize, Deserialize)]
+struct Snapshot<S> {
+    /// [`SCHEMA`]; absent in schema 1.
+    #[serde(default = "schema_one")]
+    schema: u32,
+    topic: String,
+    /// Percent-encoded, as in paths.
+    key: String,
+    state: S,
+}
+
+fn schema_one() -> u32 {
+    1
+}
+
+/// A snapshot read back: names, state, backlog, schema.
+pub struct Restored {
     /// The topic.
-    pub topic: &'a str,
-    /// The key.
-    pub key: &'a str,
-    /// `idle`, `open` (gathering events), `due` (waiting to be delivered),
-    /// `delivering`, or `retrying` (a failed delivery waits for its next attempt).
-    pub state: &'static str,
-    /// Fires waiting for the alarm.
-    pub due: &'a VecDeque<Fire>,
-    /// The engine's view: open window, queued windows, run (attempt, next
-    /// retry), dead letters, counters.
-    #[serde(flatten)]
-    pub engine: Status,
-    /// Windows fired, by reason (the same counts as `stats.fires`, named).
-    pub fires_by_reason: BTreeMap<&'static str, u64>,
-    /// The last delivery attempt.
-    pub last_delivery: &'a Option<LastDelivery>,
-    /// Storage counters.
-    pub io: Io,
+    pub topic: String,
+    /// The key, percent-encoded.
+    pub key: String,
+    /// The state, its backlog taken out.
+    pub state: KeyState,
+    /// A schema-1 snapshot's backlog, which lived inside it (empty for schema 2:
+    /// its backlog is in rows).
+    pub inline_backlog: Backlog,
+    /// The schema it was written with.
+    pub schema: u32,
 }
 
 impl KeyState {
-    /// A fresh key running `policy`; `seed` feeds the retry jitter.
-    pub fn new(policy: Policy, seed: u64) -> Self {
+    /// A fresh key running `policy`; `seed` feeds the retry jitter; `incarnation` names this life of the key.
+    pub fn new(policy: Policy, seed: u64, incarnation: String) -> Self {
         KeyState {
             engine: Debouncer::new(policy, seed),
             outbox: VecDeque::new(),
+            started: None,
+            incarnation: Some(incarnation),
             last_delivery: None,
             io: Io::default(),
         }
     }
 
-    /// Accept one event at `now` (unix ms).
+    /// The snapshot JSON: names and state, without the backlog (which lives in rows).
+    pub fn snapshot(&mut self, topic: &str, key: &str) -> Result<String, serde_json::Error> {
+        let backlog = self.engine.take_backlog();
+        let json =
+            serde_json::to_string(&Snapshot { schema: SCHEMA, topic: topic.into(), key: key.into(), state: &*self });
+        self.engine.restore_backlog(backlog);
+        json
+    }
+
+    /// Read a snapshot of either schema.
+    pub fn restore(json: &str) -> Result<Restored, serde_json::Error> {
+        let Snapshot { schema, topic, key, state } = serde_json::from_str::<Snapshot<KeyState>>(json)?;
+        let mut state = state;
+        let inline_backlog = state.engine.take_backlog();
+        Ok(Restored { topic, key, state, inline_backlog, schema })
+    }
+
+    /// Put the backlog (read from rows) back under the engine.
+    pub fn restore_backlog(&mut self, backlog: Backlog) {
+        self.engine.restore_backlog(backlog);
+    }
+
+    /// The engine (read-only).
+    pub fn engine(&self) -> &Debouncer {
+        &self.engine
+    }
+
+    /// The name of this life of the key, if it has one.
+    pub fn incarnation(&self) -> Option<&str> {
+        self.incarnation.as_deref()
+    }
+
+    /// Accept one event at `now`.
     pub fn accept(&mut self, now: u64, log: &Logger<'_>) -> (Accepted, Vec<Effect>) {
         let accepted = self.engine.event(now);
         let mut effects =
             vec![Effect::Log(log.line("accept", json!({"window": accepted.window, "seq": accepted.seq})))];
         self.drain(log, &mut effects);
         (accepted, effects)
+    }
+
+    /// Replay a stored event through the engine while loading: no effects
+    /// but the engine's (fires go to the outbox again).
+    pub fn replay_event(&mut self, at: u64) -> Accepted {
+        let accepted = self.engine.event(at);
+        let mut ignored = Vec::new();
+        self.drain(&Logger { topic: "", key: "" }, &mut ignored);
+        accepted
     }
 
     /// The alarm went off at `now`.
@@ -118,7 +186,7 @@ impl KeyState {
         self.effects(log)
     }
 
-    /// Drop the open window; its rows go.
+    /// Drop the open window (and queued, never-fired windows); their rows go.
     pub fn cancel(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
         self.engine.cancel(now);
         self.effects(log)
@@ -130,15 +198,35 @@ impl KeyState {
         Ok(self.effects(log))
     }
 
-    /// The next fire to deliver, taken out of the outbox. The engine counts it
-    /// as running from the moment it fired.
-    pub fn take_fire(&mut self) -> Option<Fire> {
-        self.outbox.pop_front()
+    /// Forget a dead letter for good; its rows go.
+    pub fn discard(&mut self, window: WindowId, log: &Logger<'_>) -> Result<Vec<Effect>, DeadLetterError> {
+        let letter = self.engine.discard(window)?;
+        Ok(vec![
+            Effect::Log(log.line("discard", json!({"window": window, "count": letter.span.count()}))),
+            Effect::Left(window),
+            Effect::Finished(letter.span),
+        ])
     }
 
-    /// The delivery of `fire` ended at `now`.
+    /// The next fire to deliver, taken out of the outbox and marked as begun.
+    /// A fire the engine no longer has in flight is dropped, never sent.
+    pub fn begin_delivery(&mut self, log: &Logger<'_>) -> (Option<Fire>, Vec<Effect>) {
+        let mut effects = Vec::new();
+        while let Some(fire) = self.outbox.pop_front() {
+            let run = self.engine.run();
+            if run.is_some_and(|r| r.window == fire.window && r.attempt == fire.attempt && r.retry_at.is_none()) {
+                self.started = Some((fire.window, fire.attempt));
+                return (Some(fire), effects);
+            }
+            log.emit_to(&mut effects, "stale_fire", json!({"window": fire.window, "attempt": fire.attempt}));
+        }
+        (None, effects)
+    }
+
+    /// The delivery of `fire` ended at `outcome.at`.
     pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery, log: &Logger<'_>) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
+        self.started = None;
         let line = json!({"window": fire.window, "attempt": fire.attempt, "ok": outcome.ok,
                           "outcome": outcome.outcome, "at": now, "ms": now.saturating_sub(fire.at)});
         if outcome.ok {
@@ -148,11 +236,23 @@ impl KeyState {
         }
         let mut effects = vec![Effect::Log(log.line("deliver", line))];
         if outcome.ok {
-            effects.push(Effect::Delete(fire.span));
+            effects.push(Effect::Finished(fire.span));
         }
         self.last_delivery = Some(outcome);
         self.drain(log, &mut effects);
         Ok(effects)
+    }
+
+    /// A delivery found begun at load was cut short (the object stopped
+    /// mid-delivery): it counts as a failed attempt. Nothing if none was.
+    pub fn recover(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+        let Some((window, attempt)) = self.started.take() else { return Vec::new() };
+        let Some(run) = self.engine.run().copied().filter(|r| r.window == window && r.attempt == attempt) else {
+            return Vec::new();
+        };
+        let fire = Fire { window, reason: run.reason, attempt, at: run.fired_at, span: run.span, supersedes: None };
+        let outcome = LastDelivery { window, attempt, at: now, ok: false, outcome: "interrupted".into() };
+        self.delivered(&fire, outcome, log).unwrap_or_default()
     }
 
     /// Whether a fire waits in the outbox.
@@ -165,27 +265,65 @@ impl KeyState {
         if self.outbox.is_empty() { self.engine.next_deadline() } else { Some(now) }
     }
 
-    /// The key's status.
-    pub fn status<'a>(&'a self, topic: &'a str, key: &'a str) -> KeyStatus<'a> {
-        let engine = self.engine.status();
-        let state = match (&engine.run, &engine.open) {
-            _ if !self.outbox.is_empty() || !engine.queued.is_empty() => "due",
+    /// Nothing open, queued, due, running or dead-lettered: the key holds no event.
+    pub fn is_idle(&self) -> bool {
+        let e = &self.engine;
+        self.outbox.is_empty()
+            && e.open_window().is_none()
+            && e.run().is_none()
+            && e.queued().is_empty()
+            && e.dead_letters().is_empty()
+    }
+
+    /// Windows waiting (queued or due) plus dead letters: what the topic's bound counts.
+    pub fn pending_windows(&self) -> usize {
+        self.engine.queued().len() + self.engine.dead_letters().len() + self.outbox.len()
+    }
+
+    /// Every span whose events are still needed (open, due, running, queued, dead).
+    pub fn live_spans(&self) -> Vec<Span> {
+        let e = &self.engine;
+        let mut spans: Vec<Span> = e.open_window().map(|o| o.span).into_iter().collect();
+        spans.extend(e.run().map(|r| r.span));
+        spans.extend(self.outbox.iter().map(|f| f.span));
+        spans.extend(e.queued().iter().map(|q| q.span));
+        spans.extend(e.dead_letters().iter().map(|d| d.span));
+        spans
+    }
+
+    /// The key's status: counts and the oldest `few` of the backlog, never all of it.
+    pub fn status(&self, topic: &str, key: &str, few: usize) -> serde_json::Value {
+        let e = &self.engine;
+        let state = match (e.run(), e.open_window()) {
+            _ if !self.outbox.is_empty() || !e.queued().is_empty() => "due",
             (Some(run), _) if run.retry_at.is_some() => "retrying",
             (Some(_), _) => "delivering",
             (None, Some(_)) => "open",
             (None, None) => "idle",
         };
-        let fires_by_reason = Reason::ALL.iter().map(|r| (r.as_str(), engine.stats.fires_for(*r))).collect();
-        KeyStatus {
-            topic,
-            key,
-            state,
-            due: &self.outbox,
-            engine,
-            fires_by_reason,
-            last_delivery: &self.last_delivery,
-            io: self.io,
-        }
+        let stats = e.stats();
+        let fires_by_reason: BTreeMap<&str, u64> =
+            Reason::ALL.iter().map(|r| (r.as_str(), stats.fires_for(*r))).collect();
+        json!({
+            "topic": topic,
+            "key": key,
+            "incarnation": self.incarnation,
+            "state": state,
+            "wait_ms": e.wait_ms(),
+            "learned_gap_ms": e.learned_gap_ms(),
+            "next_deadline": e.next_deadline(),
+            "open": e.open_window(),
+            "run": e.run(),
+            "due": self.outbox,
+            "queued_count": e.queued().len(),
+            "queued": e.queued().iter().take(few).collect::<Vec<_>>(),
+            "dead_letter_count": e.dead_letters().len(),
+            "dead_letters": e.dead_letters().iter().take(few).collect::<Vec<_>>(),
+            "stats": stats,
+            "fires_by_reason": fires_by_reason,
+            "last_delivery": self.last_delivery,
+            "io": self.io,
+        })
     }
 
     fn effects(&mut self, log: &Logger<'_>) -> Vec<Effect> {
@@ -198,43 +336,51 @@ impl KeyState {
         while let Some(action) = self.engine.poll_action() {
             match action {
                 Action::Fire(fire) => {
-                    effects.push(Effect::Log(log.line(
+                    log.emit_to(
+                        effects,
                         "fire",
                         json!({"window": fire.window, "reason": fire.reason, "attempt": fire.attempt,
                                "count": fire.span.count(), "delay_ms": fire.at.saturating_sub(fire.span.first_at)}),
-                    )));
+                    );
+                    effects.push(Effect::Left(fire.window));
                     self.outbox.push_back(fire);
+                }
+                Action::Queued(queued) => {
+                    log.emit_to(
+                        effects,
+                        "queued",
+                        json!({"window": queued.window, "count": queued.span.count(), "reason": queued.reason}),
+                    );
+                    effects.push(Effect::Queued(queued));
                 }
                 Action::Dropped(dropped) => {
                     let cause = match dropped.cause {
                         DropCause::Cancelled => "cancelled",
                         DropCause::NoTrailingEdge => "no_trailing_edge",
                     };
-                    effects.push(Effect::Log(log.line(
+                    log.emit_to(
+                        effects,
                         "cancel",
-                        json!({"window": dropped.window, "count": dropped.span.count(), "cause": cause}),
-                    )));
-                    effects.push(Effect::Delete(dropped.span));
+                        json!({"window": dropped.window, "count": dropped.span.count(), "cause": cause,
+                               "seqs": [dropped.span.first, dropped.span.last]}),
+                    );
+                    effects.push(Effect::Left(dropped.window));
+                    effects.push(Effect::Finished(dropped.span));
                 }
                 Action::TimedOut { window, attempt } => {
-                    effects.push(Effect::Log(log.line("timeout", json!({"window": window, "attempt": attempt}))));
+                    log.emit_to(effects, "timeout", json!({"window": window, "attempt": attempt}));
                 }
                 Action::RetryScheduled { window, attempt, at } => {
-                    effects
-                        .push(Effect::Log(log.line("retry", json!({"window": window, "attempt": attempt, "at": at}))));
-                }
-                Action::Queued(queued) => {
-                    effects.push(Effect::Log(log.line(
-                        "queued",
-                        json!({"window": queued.window, "count": queued.span.count(), "reason": queued.reason}),
-                    )));
+                    log.emit_to(effects, "retry", json!({"window": window, "attempt": attempt, "at": at}));
                 }
                 Action::DeadLettered(dead) => {
-                    effects.push(Effect::Log(log.line(
+                    log.emit_to(
+                        effects,
                         "dead_letter",
                         json!({"window": dead.window, "attempts": dead.attempts, "count": dead.span.count(),
                                "reason": dead.reason}),
-                    )));
+                    );
+                    effects.push(Effect::DeadLettered(dead));
                 }
             }
         }
@@ -258,97 +404,8 @@ impl Logger<'_> {
         }
         line.to_string()
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use lull_core::{PolicyConfig, Retry};
-
-    use super::*;
-
-    const LOG: Logger<'static> = Logger { topic: "t", key: "k" };
-
-    fn state() -> KeyState {
-        let mut config = PolicyConfig::debounce(100);
-        config.max_wait = Some(1_000);
-        config.retry = Retry::backoff(2, 50, 50);
-        KeyState::new(config.build().unwrap(), 7)
-    }
-
-    fn outcome(fire: &Fire, ok: bool, at: u64) -> LastDelivery {
-        LastDelivery {
-            window: fire.window,
-            attempt: fire.attempt,
-            at,
-            ok,
-            outcome: if ok { "200" } else { "500" }.into(),
-        }
-    }
-
-    #[test]
-    fn a_window_fires_through_the_outbox_and_its_rows_go_when_delivered() {
-        let mut s = state();
-        let (first, _) = s.accept(1_000, &LOG);
-        s.accept(1_050, &LOG);
-        assert_eq!(s.alarm_at(1_050), Some(1_100), "lazy: the first event's deadline");
-        assert!(s.timeout(1_100, &LOG).is_empty(), "re-armed for the last event's quiet period");
-        assert_eq!(s.alarm_at(1_100), Some(1_150));
-        s.timeout(1_150, &LOG);
-        assert_eq!(s.alarm_at(1_150), Some(1_150), "a fire waits: the alarm is due now");
-        assert_eq!(s.status("t", "k").state, "due");
-        let fire = s.take_fire().unwrap();
-        assert_eq!((fire.window, fire.reason, fire.span.count()), (first.window, Reason::Quiet, 2));
-        assert_eq!(s.status("t", "k").state, "delivering");
-        // An event during the delivery joins the next window.
-        let (during, _) = s.accept(1_160, &LOG);
-        assert_ne!(during.window, fire.window);
-        let effects = s.delivered(&fire, outcome(&fire, true, 1_170), &LOG).unwrap();
-        assert!(effects.contains(&Effect::Delete(fire.span)));
-        assert_eq!(s.status("t", "k").state, "open");
-        assert!(s.delivered(&fire, outcome(&fire, true, 1_180), &LOG).is_err(), "a second end is refused");
-    }
-
-    #[test]
-    fn failures_retry_then_dead_letter_keeping_the_rows_and_replay_delivers_them() {
-        let mut s = state();
-        s.accept(0, &LOG);
-        s.flush(10, &LOG);
-        let fire = s.take_fire().unwrap();
-        let effects = s.delivered(&fire, outcome(&fire, false, 20), &LOG).unwrap();
-        assert!(effects.iter().all(|e| !matches!(e, Effect::Delete(_))));
-        assert_eq!(s.status("t", "k").state, "retrying");
-        let retry_at = s.alarm_at(20).unwrap();
-        assert!((20..=70).contains(&retry_at));
-        s.timeout(retry_at, &LOG);
-        let retry = s.take_fire().unwrap();
-        assert_eq!((retry.window, retry.attempt, retry.reason), (fire.window, 2, Reason::Retry));
-        let effects = s.delivered(&retry, outcome(&retry, false, retry_at + 5), &LOG).unwrap();
-        assert!(effects.iter().any(|e| matches!(e, Effect::Log(l) if l.contains("\"dead_letter\""))));
-        assert!(effects.iter().all(|e| !matches!(e, Effect::Delete(_))), "dead letters keep their rows");
-        assert_eq!(s.status("t", "k").engine.dead_letters.len(), 1);
-        assert_eq!(s.replay(WindowId(99), 200, &LOG).unwrap_err(), DeadLetterError::NotFound(WindowId(99)));
-        s.replay(fire.window, 200, &LOG).unwrap();
-        let replay = s.take_fire().unwrap();
-        assert_eq!((replay.reason, replay.span), (Reason::Replay, fire.span));
-        let effects = s.delivered(&replay, outcome(&replay, true, 210), &LOG).unwrap();
-        assert!(effects.contains(&Effect::Delete(fire.span)));
-        let status = s.status("t", "k");
-        assert_eq!(status.state, "idle");
-        assert_eq!((status.fires_by_reason["flush"], status.fires_by_reason["replay"]), (1, 1));
-    }
-
-    #[test]
-    fn cancel_deletes_the_open_window_and_the_state_survives_json() {
-        let mut s = state();
-        s.accept(0, &LOG);
-        s.accept(10, &LOG);
-        let restored: KeyState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-        let mut s = restored;
-        let effects = s.cancel(20, &LOG);
-        let Some(Effect::Delete(span)) = effects.iter().find(|e| matches!(e, Effect::Delete(_))) else { panic!() };
-        assert_eq!(span.count(), 2);
-        assert_eq!(s.alarm_at(20), None);
-        let line: serde_json::Value = serde_json::from_str(&LOG.line("x", json!({"n": 1}))).unwrap();
-        assert_eq!(line, json!({"lull": "x", "topic": "t", "key": "k", "n": 1}));
+    fn emit_to(&self, effects: &mut Vec<Effect>, event: &str, fields: serde_json::Value) {
+        effects.push(Effect::Log(self.line(event, fields)));
     }
 }

@@ -8,14 +8,18 @@
 //! - [`delivery`]: the JSON a target receives, and its idempotency key;
 //! - [`api_error`]: the stable JSON error shape and its HTTP statuses;
 //! - [`route`]: methods and paths to operations, and bearer-token access;
-//! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation.
+//! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation;
+//! - [`ports`]: what the key's logic needs from where it runs (storage, host, outbound call);
+//! - [`key_object`]: the key's whole logic over those ports (the Durable Object is a shell around it).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod api_error;
 pub mod delivery;
 pub mod key;
+pub mod key_object;
 pub mod key_state;
+pub mod ports;
 pub mod route;
 pub mod signing;
 pub mod topic;

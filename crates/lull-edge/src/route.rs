@@ -21,6 +21,10 @@ pub enum Op {
     DeadLetters,
     /// `POST …/dead-letters/{window}/retry`: deliver one again.
     Replay(WindowId),
+    /// `POST …/dead-letters/retry`: deliver every dead letter again.
+    ReplayAll,
+    /// `DELETE …/dead-letters/{window}`: forget one and its events.
+    Discard(WindowId),
 }
 
 impl Op {
@@ -38,8 +42,71 @@ impl Op {
             Op::Cancel => "cancel",
             Op::DeadLetters => "dead-letters",
             Op::Replay(_) => "replay",
+            Op::ReplayAll => "replay-all",
+            Op::Discard(_) => "discard",
         }
     }
+
+    /// The object's internal path for this operation.
+    pub fn object_path(self) -> String {
+        match self {
+            Op::Replay(window) | Op::Discard(window) => format!("/{}/{window}", self.name()),
+            op => format!("/{}", op.name()),
+        }
+    }
+
+    /// The operation an object's internal path names (see [`Op::object_path`]).
+    pub fn from_object_path(path: &str) -> Option<Op> {
+        let path = path.trim_start_matches('/');
+        let window = |w: &str| w.parse::<u64>().ok().map(WindowId);
+        Some(match path.split_once('/') {
+            Some(("replay", w)) => Op::Replay(window(w)?),
+            Some(("discard", w)) => Op::Discard(window(w)?),
+            Some(_) => return None,
+            None => match path {
+                "event" => Op::Event,
+                "status" => Op::Status,
+                "flush" => Op::Flush,
+                "cancel" => Op::Cancel,
+                "dead-letters" => Op::DeadLetters,
+                "replay-all" => Op::ReplayAll,
+                _ => return None,
+            },
+        })
+    }
+}
+
+/// Longest producer `Idempotency-Key`, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;
+
+/// A producer's `Idempotency-Key` header, checked: 1–200 printable ASCII
+/// characters without spaces. `None` when the header is absent.
+pub fn producer_key(header: Option<&str>) -> Result<Option<String>, ApiError> {
+    let Some(key) = header else { return Ok(None) };
+    let ok = (1..=MAX_IDEMPOTENCY_KEY_BYTES).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic());
+    if ok { Ok(Some(key.to_string())) } else { Err(ApiError::InvalidIdempotencyKey) }
+}
+
+/// `?after=W&limit=N` of a dead-letter page: `after` a window id, `limit`
+/// 1..=`max` (default `default`). Anything else is a `400 bad_query`.
+pub fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u64>, usize), ApiError> {
+    let (mut after, mut limit) = (None, default);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number =
+            || value.parse::<u64>().map_err(|_| ApiError::BadQuery(format!("{name} must be a number, not {value:?}")));
+        match name {
+            "after" => after = Some(number()?),
+            "limit" => {
+                limit = usize::try_from(number()?).unwrap_or(usize::MAX);
+                if !(1..=max).contains(&limit) {
+                    return Err(ApiError::BadQuery(format!("limit must be 1..={max}, not {value}")));
+                }
+            }
+            _ => return Err(ApiError::BadQuery(format!("unknown parameter {name:?} (after, limit)"))),
+        }
+    }
+    Ok((after, limit))
 }
 
 /// A request the router understood.
@@ -88,6 +155,11 @@ impl Route {
                     ["events"] => (Op::Event, "POST"),
                     ["flush"] => (Op::Flush, "POST"),
                     ["dead-letters"] => (Op::DeadLetters, "GET"),
+                    ["dead-letters", "retry"] => (Op::ReplayAll, "POST"),
+                    ["dead-letters", window] => {
+                        let window = window.parse::<u64>().map_err(|_| not_found())?;
+                        (Op::Discard(WindowId(window)), "DELETE")
+                    }
                     ["dead-letters", window, "retry"] => {
                         let window = window.parse::<u64>().map_err(|_| not_found())?;
                         (Op::Replay(WindowId(window)), "POST")
@@ -166,6 +238,15 @@ mod tests {
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/flush"), Ok(Op::Flush));
         assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/dead-letters"), Ok(Op::DeadLetters));
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/7/retry"), Ok(Op::Replay(WindowId(7))));
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/retry"), Ok(Op::ReplayAll));
+        assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42/dead-letters/7"), Ok(Op::Discard(WindowId(7))));
+        for op in [Op::Event, Op::Status, Op::Flush, Op::Cancel, Op::DeadLetters, Op::ReplayAll] {
+            assert_eq!(Op::from_object_path(&op.object_path()), Some(op));
+        }
+        for op in [Op::Replay(WindowId(3)), Op::Discard(WindowId(4))] {
+            assert_eq!(Op::from_object_path(&op.object_path()), Some(op));
+        }
+        assert_eq!(Op::from_object_path("/replay/x"), None);
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
             panic!()
@@ -186,6 +267,25 @@ mod tests {
         assert_eq!(code("POST", &format!("/v1/topics/t/keys/{}/events", "k".repeat(513))), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/t/keys/%FF/events"), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/b@d/keys/k/events"), "unknown_topic");
+    }
+
+    #[test]
+    fn dead_letter_pages_take_after_and_a_bounded_limit() {
+        assert_eq!(page(None, 100, 500), Ok((None, 100)));
+        assert_eq!(page(Some("after=7&limit=20"), 100, 500), Ok((Some(7), 20)));
+        assert_eq!(page(Some("limit=500"), 100, 500), Ok((None, 500)));
+        for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "colour=red"] {
+            assert_eq!(page(Some(bad), 100, 500).unwrap_err().code(), "bad_query", "{bad}");
+        }
+    }
+
+    #[test]
+    fn producer_keys_are_short_printable_ascii() {
+        assert_eq!(producer_key(None), Ok(None));
+        assert_eq!(producer_key(Some("order-42/retry")), Ok(Some("order-42/retry".into())));
+        for bad in ["", "with space", "tab\t", "é", &"k".repeat(201)] {
+            assert_eq!(producer_key(Some(bad)), Err(ApiError::InvalidIdempotencyKey), "{bad:?}");
+        }
     }
 
     #[test]

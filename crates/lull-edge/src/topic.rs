@@ -21,8 +21,14 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Default batch cap for `payload: "all"`.
 pub const DEFAULT_MAX_BATCH: u64 = 100;
-/// A run is presumed lost this long after its delivery timeout (e.g. the object restarted mid-delivery).
-pub const RUN_GRACE_MS: u64 = 5_000;
+/// Default bound on a key's pending windows (queued, due and dead letters).
+pub const DEFAULT_MAX_PENDING_WINDOWS: usize = 10_000;
+/// Largest bound a topic may set.
+pub const MAX_PENDING_WINDOWS: usize = 1_000_000;
+/// Default time a producer's `Idempotency-Key` is remembered: 24 h.
+pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
+/// Longest a topic may remember one: 7 days.
+pub const MAX_DEDUPE_WINDOW_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// Which payloads a delivery carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -104,6 +110,18 @@ struct TopicConfig {
     delivery_timeout_ms: u64,
     #[serde(default)]
     retry: RetryConfig,
+    #[serde(default = "default_pending")]
+    max_pending_windows: usize,
+    #[serde(default = "default_dedupe")]
+    dedupe_window_ms: u64,
+}
+
+fn default_dedupe() -> u64 {
+    DEFAULT_DEDUPE_WINDOW_MS
+}
+
+fn default_pending() -> usize {
+    DEFAULT_MAX_PENDING_WINDOWS
 }
 
 /// One configured topic.
@@ -121,6 +139,10 @@ pub struct Topic {
     pub max_body_bytes: usize,
     /// How long one delivery may take.
     pub delivery_timeout_ms: u64,
+    /// Most windows a key may hold pending (queued, due, dead letters); past it events get `429`.
+    pub max_pending_windows: usize,
+    /// How long a producer's `Idempotency-Key` is remembered (ms).
+    pub dedupe_window_ms: u64,
 }
 
 /// Every configured topic, by name.
@@ -176,6 +198,12 @@ impl Topic {
         if !(1..=300_000).contains(&c.delivery_timeout_ms) {
             return Err(fail(Problem::DeliveryTimeout(c.delivery_timeout_ms)));
         }
+        if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&c.dedupe_window_ms) {
+            return Err(fail(Problem::DedupeWindow(c.dedupe_window_ms)));
+        }
+        if !(1..=MAX_PENDING_WINDOWS).contains(&c.max_pending_windows) {
+            return Err(fail(Problem::PendingLimit(c.max_pending_windows)));
+        }
         let max_batch = match (c.payload, c.max_batch) {
             (PayloadMode::All, None) => Some(DEFAULT_MAX_BATCH),
             (_, batch) => batch,
@@ -194,7 +222,9 @@ impl Topic {
                 cap_ms: c.retry.cap_ms,
                 jitter: c.retry.jitter,
             },
-            run_timeout: Some(c.delivery_timeout_ms + RUN_GRACE_MS),
+            // The delivery call is bounded by `delivery_timeout_ms`, and a
+            // delivery cut short by a crash is found at load: no engine timeout.
+            run_timeout: None,
         }
         .build()
         .map_err(|e| fail(Problem::Policy(e)))?;
@@ -205,6 +235,8 @@ impl Topic {
             payload: c.payload,
             max_body_bytes: c.max_body_bytes,
             delivery_timeout_ms: c.delivery_timeout_ms,
+            max_pending_windows: c.max_pending_windows,
+            dedupe_window_ms: c.dedupe_window_ms,
         })
     }
 }
@@ -222,6 +254,10 @@ pub enum Problem {
     BodyLimit(usize),
     /// `delivery_timeout_ms` is outside `1..=300000`.
     DeliveryTimeout(u64),
+    /// `max_pending_windows` is outside `1..=1000000`.
+    PendingLimit(usize),
+    /// `dedupe_window_ms` is outside 1 ms to 7 days.
+    DedupeWindow(u64),
     /// The timing or retry settings (see [`PolicyError`]).
     Policy(PolicyError),
 }
@@ -255,6 +291,12 @@ impl fmt::Display for TopicError {
                     Problem::Wait(w) => write!(f, "wait_ms must be milliseconds or \"auto\", not {w:?}"),
                     Problem::BodyLimit(n) => write!(f, "max_body_bytes must be 1..={MAX_BODY_BYTES}, not {n}"),
                     Problem::DeliveryTimeout(n) => write!(f, "delivery_timeout_ms must be 1..=300000, not {n}"),
+                    Problem::DedupeWindow(n) => {
+                        write!(f, "dedupe_window_ms must be 1..={MAX_DEDUPE_WINDOW_MS} (7 days), not {n}")
+                    }
+                    Problem::PendingLimit(n) => {
+                        write!(f, "max_pending_windows must be 1..={MAX_PENDING_WINDOWS}, not {n}")
+                    }
                     Problem::Policy(e) => write!(f, "{e}"),
                 }
             }
@@ -283,7 +325,8 @@ mod tests {
         assert_eq!(policy.max_batch, Some(DEFAULT_MAX_BATCH), "mode all is capped by default");
         assert_eq!(policy.overlap, Overlap::Queue, "singleton runs per key");
         assert_eq!(policy.retry, Retry::backoff(3, 1_000, 60_000), "full jitter by default");
-        assert_eq!(policy.run_timeout, Some(10_000 + RUN_GRACE_MS));
+        assert_eq!(policy.run_timeout, None, "deliveries are bounded by the call's own timeout");
+        assert_eq!(orders.max_pending_windows, DEFAULT_MAX_PENDING_WINDOWS);
         assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, DEFAULT_MAX_BODY_BYTES));
         let exact = Topics::parse(
             r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"base_ms": 5, "cap_ms": 9, "jitter": "none"}}}"#,
@@ -314,6 +357,10 @@ mod tests {
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 0}}"#).contains("max_body"));
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery_timeout_ms": 0}}"#).contains("delivery")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_pending_windows": 0}}"#)
+                .contains("max_pending_windows must be 1..=1000000, not 0")
         );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"jitter": "some"}}}"#)

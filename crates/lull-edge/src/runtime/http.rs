@@ -22,6 +22,9 @@ fn error(error: &ApiError) -> worker::Result<Response> {
     if let ApiError::MethodNotAllowed { allowed, .. } = error {
         headers.set("allow", allowed)?;
     }
+    if let Some(secs) = error.retry_after_secs() {
+        headers.set("retry-after", &secs.to_string())?;
+    }
     Ok(Response::ok(error.to_json())?.with_status(error.status()).with_headers(headers))
 }
 

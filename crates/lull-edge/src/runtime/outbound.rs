@@ -1,41 +1,34 @@
-//! One delivery: a signed `POST` to the topic's target, bounded by the topic's timeout.
+//! The delivery call: a signed `POST` to the topic's target, bounded by the topic's timeout.
 
 use std::pin::pin;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
 
+use super::config;
 use crate::delivery::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
+use crate::ports::{Outbound, Outcome, Outgoing};
 use crate::signing;
 
-/// What the target made of a delivery.
-pub struct Outcome {
-    /// A 2xx answer.
-    pub ok: bool,
-    /// The status code, `timeout`, or the network error.
-    pub detail: String,
+/// [`Outbound`] over `fetch`, signing with the configured secret.
+pub struct Fetcher {
+    /// The worker's environment (the signing secret).
+    pub env: Env,
 }
 
-/// A delivery ready to send.
-pub struct Outgoing<'a> {
-    /// The target URL.
-    pub target: &'a str,
-    /// The JSON body.
-    pub body: String,
-    /// `{topic}/{key}/{window}`.
-    pub idempotency_key: String,
-    /// 1, 2, …
-    pub attempt: u32,
-    /// The signing secret.
-    pub secret: &'a str,
-    /// How long to wait for an answer.
-    pub timeout_ms: u64,
+impl Outbound for Fetcher {
+    async fn send(&self, out: Outgoing) -> Outcome {
+        match config::load(&self.env) {
+            Ok(config) => send(out, &config.signing_secret).await,
+            Err(e) => Outcome { ok: false, detail: format!("config: {}", e.message()) },
+        }
+    }
 }
 
 /// Send it; never fails, the outcome says what happened.
-pub async fn send(out: Outgoing<'_>) -> Outcome {
-    let request = match request(&out) {
+async fn send(out: Outgoing, secret: &str) -> Outcome {
+    let request = match request(&out, secret) {
         Ok(request) => request,
         Err(e) => return Outcome { ok: false, detail: format!("request: {e}") },
     };
@@ -57,15 +50,15 @@ pub async fn send(out: Outgoing<'_>) -> Outcome {
     }
 }
 
-fn request(out: &Outgoing<'_>) -> worker::Result<Request> {
+fn request(out: &Outgoing, secret: &str) -> worker::Result<Request> {
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     headers.set("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))?;
     headers.set(IDEMPOTENCY_HEADER, &out.idempotency_key)?;
     headers.set(ATTEMPT_HEADER, &out.attempt.to_string())?;
     let unix = super::http::now_ms() / 1000;
-    headers.set(signing::HEADER, &signing::sign(out.secret.as_bytes(), unix, out.body.as_bytes()))?;
+    headers.set(signing::HEADER, &signing::sign(secret.as_bytes(), unix, out.body.as_bytes()))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(out.body.as_str().into()));
-    Request::new_with_init(out.target, &init)
+    Request::new_with_init(&out.target, &init)
 }

@@ -9,13 +9,15 @@ use super::http::{self, internal};
 use super::sink;
 use crate::api_error::ApiError;
 use crate::key::{Key, object_name};
-use crate::route::{Op, Route, Tokens};
+use crate::route::{Op, Route, Tokens, producer_key};
 use crate::topic::Topic;
 
 /// Headers carrying the topic and the (percent-encoded) key to the object.
 pub const TOPIC_HEADER: &str = "lull-topic";
 /// See [`TOPIC_HEADER`].
 pub const KEY_HEADER: &str = "lull-key";
+/// The producer's `Idempotency-Key`, checked, passed to the object.
+pub const PRODUCER_KEY_HEADER: &str = "lull-producer-key";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
@@ -36,8 +38,10 @@ async fn handle(mut req: Request, env: &Env) -> Result<Response, ApiError> {
         Route::Key { topic, key, op } => {
             tokens.authorize(auth.as_deref(), op)?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
+            let producer = producer_key(req.headers().get("idempotency-key").map_err(internal)?.as_deref())?;
             let body = if op == Op::Event { Some(event_body(&mut req, topic).await?) } else { None };
-            forward(env, topic, &key, op, body).await
+            let query = req.url().map_err(internal)?.query().map(str::to_string);
+            forward(env, topic, &key, op, query, producer.filter(|_| op == Op::Event), body).await
         }
     }
 }
@@ -57,16 +61,25 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
     Ok(raw.get().to_string())
 }
 
-async fn forward(env: &Env, topic: &Topic, key: &Key, op: Op, body: Option<String>) -> Result<Response, ApiError> {
+async fn forward(
+    env: &Env,
+    topic: &Topic,
+    key: &Key,
+    op: Op,
+    query: Option<String>,
+    producer: Option<String>,
+    body: Option<String>,
+) -> Result<Response, ApiError> {
     let namespace = env.durable_object(KEY_WINDOW_BINDING).map_err(internal)?;
     let stub = namespace.id_from_name(&object_name(&topic.name, key)).and_then(|id| id.get_stub()).map_err(internal)?;
-    let path = match op {
-        Op::Replay(window) => format!("https://key-window/replay/{window}"),
-        op => format!("https://key-window/{}", op.name()),
-    };
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    let path = format!("https://key-window{}{query}", op.object_path());
     let headers = worker::Headers::new();
     headers.set(TOPIC_HEADER, &topic.name).map_err(internal)?;
     headers.set(KEY_HEADER, &key.encoded()).map_err(internal)?;
+    if let Some(producer) = producer {
+        headers.set(PRODUCER_KEY_HEADER, &producer).map_err(internal)?;
+    }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(body.map(|b| b.into()));
     let inner = Request::new_with_init(&path, &init).map_err(internal)?;

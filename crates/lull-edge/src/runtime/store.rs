@@ -1,44 +1,64 @@
-//! The object's SQLite storage: one row per event (its payload, and the key's
-//! state as of that event), and one state row written when anything other than
-//! an event changes the key. Loading takes whichever state is newest, so an
-//! event costs one row written.
+//! [`Store`] over the object's SQLite: one row per event (the event alone),
+//! one snapshot row, one row per backlog window, one per remembered producer
+//! key. A batch commits inside `transactionSync`, so it applies all or nothing.
 //!
-//! Calls are synchronous (SQLite runs in the object's thread); writes made
-//! with no `await` between them commit together, and the runtime's output gate
-//! holds the response until they are durable.
+//! Storage written by the first release (schema 1: every event row carried the
+//! key's whole state, and a `key_state` row) is migrated on first open: the
+//! newest state becomes the snapshot and the event rows keep only the event.
 
-use lull_core::{Seq, Span};
 use serde::Deserialize;
-use worker::{SqlStorage, SqlStorageValue};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use worker::js_sys::{Function, Reflect};
+use worker::{SqlStorage, SqlStorageValue, State};
 
-use crate::topic::PayloadMode;
+use crate::ports::{DedupeRow, Store, StoreError, Stored, WindowRow, Write};
+use lull_core::Seq;
 
-const SCHEMA: &str = "
+const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS events (
-  seq   INTEGER PRIMARY KEY,
-  at    INTEGER NOT NULL,
-  body  TEXT    NOT NULL,
-  ver   INTEGER NOT NULL,
-  state TEXT    NOT NULL
+  seq  INTEGER PRIMARY KEY,
+  at   INTEGER NOT NULL,
+  body TEXT    NOT NULL
 );
-CREATE TABLE IF NOT EXISTS key_state (
-  id    INTEGER PRIMARY KEY CHECK (id = 0),
-  ver   INTEGER NOT NULL,
-  state TEXT    NOT NULL
+CREATE TABLE IF NOT EXISTS snapshot (
+  id   INTEGER PRIMARY KEY CHECK (id = 0),
+  json TEXT    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS windows (
+  win  INTEGER PRIMARY KEY,
+  ord  INTEGER NOT NULL,
+  dead INTEGER NOT NULL,
+  json TEXT    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dedupe (
+  slot  INTEGER PRIMARY KEY,
+  key   TEXT    NOT NULL,
+  at    INTEGER NOT NULL,
+  reply TEXT    NOT NULL
 );";
 
-/// The newest state found in storage.
-pub struct Stored {
-    /// Its version (every write increments it).
-    pub ver: u64,
-    /// Its JSON.
-    pub state: String,
+/// The object's SQLite, and its state for transactions and `deleteAll`.
+pub struct SqlStore {
+    state: State,
+}
+
+fn int(n: u64) -> SqlStorageValue {
+    SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn unsigned(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn error(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
 }
 
 #[derive(Deserialize)]
-struct StateRow {
-    ver: i64,
-    state: String,
+struct EventRow {
+    seq: i64,
+    at: i64,
 }
 
 #[derive(Deserialize)]
@@ -46,80 +66,176 @@ struct Body {
     body: String,
 }
 
-fn int(n: u64) -> SqlStorageValue {
-    SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
+#[derive(Deserialize)]
+struct Json {
+    json: String,
 }
 
-/// A count or version read back from SQLite (never negative).
-fn unsigned(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
+#[derive(Deserialize)]
+struct WindowSql {
+    win: i64,
+    ord: i64,
+    dead: i64,
+    json: String,
 }
 
-/// The SQL side of one object.
-pub struct Store(SqlStorage);
+#[derive(Deserialize)]
+struct DedupeSql {
+    slot: i64,
+    key: String,
+    at: i64,
+    reply: String,
+}
 
-impl Store {
-    /// The store, with its tables created if new.
-    pub fn open(sql: SqlStorage) -> worker::Result<Store> {
-        sql.exec(SCHEMA, None)?;
-        Ok(Store(sql))
+#[derive(Deserialize)]
+struct LegacyState {
+    ver: i64,
+    state: String,
+}
+
+impl SqlStore {
+    /// The store of the object with `state`; tables are made (or migrated) on first load.
+    pub fn new(state: State) -> Self {
+        SqlStore { state }
     }
 
-    /// The newest state: the state row's, or the latest event row's if newer. `None` for a new key.
-    pub fn load(&self) -> worker::Result<Option<Stored>> {
-        let mut rows: Vec<StateRow> = self.0.exec("SELECT ver, state FROM key_state WHERE id = 0", None)?.to_array()?;
-        let latest = self.0.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?;
-        rows.extend(latest.to_array::<StateRow>()?);
-        Ok(rows.into_iter().max_by_key(|r| r.ver).map(|r| Stored { ver: unsigned(r.ver), state: r.state }))
+    fn sql(&self) -> SqlStorage {
+        self.state.storage().sql()
     }
 
-    /// Append one event's payload with the key's state after it. Returns rows written.
-    pub fn insert_event(&self, seq: Seq, at: u64, body: &str, ver: u64, state: &str) -> worker::Result<u64> {
-        let cursor = self.0.exec(
-            "INSERT INTO events (seq, at, body, ver, state) VALUES (?, ?, ?, ?, ?)",
-            vec![int(seq.0), int(at), body.into(), int(ver), state.into()],
-        )?;
-        Ok(cursor.rows_written() as u64)
+    /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
+    fn transaction(&self, f: impl FnOnce(&SqlStorage) -> worker::Result<u64> + 'static) -> Result<u64, StoreError> {
+        let sql = self.sql();
+        let storage = Reflect::get(self.state.as_raw(), &"storage".into()).map_err(|e| error(format!("{e:?}")))?;
+        let run: Function = Reflect::get(&storage, &"transactionSync".into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| error("storage.transactionSync is missing"))?;
+        let body = Closure::once_into_js(move || -> Result<JsValue, JsValue> {
+            f(&sql).map(|rows| JsValue::from_f64(rows as f64)).map_err(|e| JsValue::from_str(&e.to_string()))
+        });
+        let rows = run.call1(&storage, &body).map_err(|e| error(e.as_string().unwrap_or_else(|| format!("{e:?}"))))?;
+        Ok(rows.as_f64().map_or(0, |n| n as u64))
     }
 
-    /// Write the state row. Returns rows written.
-    pub fn write_state(&self, ver: u64, state: &str) -> worker::Result<u64> {
-        let cursor = self.0.exec(
-            "INSERT INTO key_state (id, ver, state) VALUES (0, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET ver = excluded.ver, state = excluded.state",
-            vec![int(ver), state.into()],
-        )?;
-        Ok(cursor.rows_written() as u64)
+    /// Make the tables; migrate schema-1 storage (its event rows carry a `state` column).
+    fn prepare(&self) -> Result<(), StoreError> {
+        let legacy = self.sql().exec("SELECT state FROM events LIMIT 0", None).is_ok();
+        if !legacy {
+            self.sql().exec(TABLES, None).map_err(error)?;
+            return Ok(());
+        }
+        self.transaction(|sql| {
+            let mut newest: Vec<LegacyState> =
+                sql.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
+            if sql.exec("SELECT ver FROM key_state LIMIT 0", None).is_ok() {
+                newest.extend(
+                    sql.exec("SELECT ver, state FROM key_state WHERE id = 0", None)?.to_array::<LegacyState>()?,
+                );
+            }
+            sql.exec(
+                "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL);
+                 INSERT INTO events_v2 SELECT seq, at, body FROM events;
+                 DROP TABLE events;
+                 ALTER TABLE events_v2 RENAME TO events;
+                 DROP TABLE IF EXISTS key_state;",
+                None,
+            )?;
+            sql.exec(TABLES, None)?;
+            if let Some(state) = newest.into_iter().max_by_key(|s| s.ver) {
+                sql.exec("INSERT INTO snapshot (id, json) VALUES (0, ?)", vec![state.state.into()])?;
+            }
+            Ok(0)
+        })
+        .map(drop)
+    }
+}
+
+impl Store for SqlStore {
+    fn load(&self) -> Result<Stored, StoreError> {
+        self.prepare()?;
+        let sql = self.sql();
+        let snapshot: Vec<Json> =
+            sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
+        let events: Vec<EventRow> =
+            sql.exec("SELECT seq, at FROM events ORDER BY seq", None).and_then(|c| c.to_array()).map_err(error)?;
+        let windows: Vec<WindowSql> = sql
+            .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
+            .and_then(|c| c.to_array())
+            .map_err(error)?;
+        let dedupe: Vec<DedupeSql> =
+            sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
+        Ok(Stored {
+            snapshot: snapshot.into_iter().next().map(|s| s.json),
+            events: events.into_iter().map(|e| (Seq(unsigned(e.seq)), unsigned(e.at))).collect(),
+            windows: windows
+                .into_iter()
+                .map(|w| WindowRow { window: unsigned(w.win), ord: unsigned(w.ord), dead: w.dead != 0, json: w.json })
+                .collect(),
+            dedupe: dedupe
+                .into_iter()
+                .map(|d| DedupeRow {
+                    slot: u32::try_from(d.slot).unwrap_or(u32::MAX),
+                    key: d.key,
+                    at: unsigned(d.at),
+                    reply: d.reply,
+                })
+                .collect(),
+        })
     }
 
-    /// Delete a window's payload rows. Returns rows written.
-    pub fn delete(&self, span: Span) -> worker::Result<u64> {
-        let cursor =
-            self.0.exec("DELETE FROM events WHERE seq BETWEEN ? AND ?", vec![int(span.first.0), int(span.last.0)])?;
-        Ok(cursor.rows_written() as u64)
+    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+        let writes = writes.to_vec();
+        self.transaction(move |sql| {
+            let mut rows = 0;
+            for write in writes {
+                let cursor = match write {
+                    Write::Event { seq, at, body, reuse: Some(old) } => sql.exec(
+                        "UPDATE events SET seq = ?, at = ?, body = ? WHERE seq = ?",
+                        vec![int(seq.0), int(at), body.into(), int(old.0)],
+                    )?,
+                    Write::Event { seq, at, body, reuse: None } => sql.exec(
+                        "INSERT INTO events (seq, at, body) VALUES (?, ?, ?)",
+                        vec![int(seq.0), int(at), body.into()],
+                    )?,
+                    Write::Snapshot(json) => sql.exec(
+                        "INSERT INTO snapshot (id, json) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET json = excluded.json",
+                        vec![json.into()],
+                    )?,
+                    Write::Window(w) => sql.exec(
+                        "INSERT INTO windows (win, ord, dead, json) VALUES (?, ?, ?, ?)
+                         ON CONFLICT (win) DO UPDATE SET ord = excluded.ord, dead = excluded.dead, json = excluded.json",
+                        vec![int(w.window), int(w.ord), int(u64::from(w.dead)), w.json.into()],
+                    )?,
+                    Write::ForgetWindow(window) => sql.exec("DELETE FROM windows WHERE win = ?", vec![int(window)])?,
+                    Write::Dedupe(d) => sql.exec(
+                        "INSERT INTO dedupe (slot, key, at, reply) VALUES (?, ?, ?, ?)
+                         ON CONFLICT (slot) DO UPDATE SET key = excluded.key, at = excluded.at, reply = excluded.reply",
+                        vec![int(u64::from(d.slot)), d.key.into(), int(d.at), d.reply.into()],
+                    )?,
+                };
+                rows += cursor.rows_written() as u64;
+            }
+            Ok(rows)
+        })
     }
 
-    /// The payloads a delivery of `span` carries, in order.
-    pub fn payloads(&self, span: Span, mode: PayloadMode) -> worker::Result<Vec<String>> {
-        let (first, last) = match mode {
-            PayloadMode::All => (span.first, span.last),
-            PayloadMode::First => (span.first, span.first),
-            PayloadMode::Last => (span.last, span.last),
-        };
+    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
         let rows: Vec<Body> = self
-            .0
-            .exec("SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", vec![int(first.0), int(last.0)])?
-            .to_array()?;
+            .sql()
+            .exec("SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", vec![int(first.0), int(last.0)])
+            .and_then(|c| c.to_array())
+            .map_err(error)?;
         Ok(rows.into_iter().map(|r| r.body).collect())
     }
 
-    /// Payload rows kept (open windows, runs, dead letters).
-    pub fn stored_events(&self) -> worker::Result<u64> {
-        #[derive(Deserialize)]
-        struct Count {
-            n: i64,
-        }
-        let count: Count = self.0.exec("SELECT count(*) AS n FROM events", None)?.one()?;
-        Ok(unsigned(count.n))
+    fn size(&self) -> u64 {
+        self.sql().database_size() as u64
+    }
+
+    async fn erase(&self) -> Result<(), StoreError> {
+        let storage = self.state.storage();
+        storage.delete_alarm().await.map_err(error)?;
+        storage.delete_all().await.map_err(error)
     }
 }

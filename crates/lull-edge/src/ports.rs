@@ -1,0 +1,146 @@
+//! What a key's logic ([`crate::key_object::KeyObject`]) needs from the place
+//! it runs, as three small traits: [`Store`] (rows and a snapshot, written in
+//! all-or-nothing batches), [`Host`] (clock, alarm, randomness, log lines) and
+//! [`Outbound`] (the delivery call). The Durable Object implements them over
+//! SQLite, `setAlarm` and `fetch`; the native fault harness over fakes that
+//! fail or crash at every write and every await.
+//!
+//! Storage holds, per key: one row per event (seq, time, body — the event
+//! alone; the row of a finished event is overwritten by a later event instead
+//! of being deleted), one snapshot of the key's fixed-size state, one row per
+//! backlog window (queued, or a dead letter) and one per remembered producer
+//! idempotency key. No single write grows with the backlog.
+
+use std::future::Future;
+
+use lull_core::Seq;
+
+/// Storage (or the alarm) failed; nothing of the batch was applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+/// One row to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// An event: a new row, or the row of the finished event `reuse` overwritten.
+    Event {
+        /// Its seq.
+        seq: Seq,
+        /// When it was accepted (unix ms).
+        at: u64,
+        /// Its JSON.
+        body: String,
+        /// A finished event whose row this one takes over.
+        reuse: Option<Seq>,
+    },
+    /// The key's fixed-size state; replaces the previous one.
+    Snapshot(String),
+    /// A backlog window, by id (inserted, or updated when a dead letter is queued again).
+    Window(WindowRow),
+    /// A backlog window left the backlog (it fired, was dropped or discarded).
+    ForgetWindow(u64),
+    /// A producer's idempotency key and the answer it got, in slot `slot` of the key's ring.
+    Dedupe(DedupeRow),
+}
+
+/// A backlog window as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowRow {
+    /// The window id.
+    pub window: u64,
+    /// Its place in the backlog (queue order, dead-letter order).
+    pub ord: u64,
+    /// A dead letter (else queued).
+    pub dead: bool,
+    /// The window as JSON (`QueuedWindow` or `DeadLetter`).
+    pub json: String,
+}
+
+/// A remembered producer idempotency key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedupeRow {
+    /// Its slot in the ring.
+    pub slot: u32,
+    /// The producer's key.
+    pub key: String,
+    /// When it was first seen (unix ms).
+    pub at: u64,
+    /// The `202` body it got.
+    pub reply: String,
+}
+
+/// Everything stored for a key, as read when its object starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// The newest snapshot, if any.
+    pub snapshot: Option<String>,
+    /// Every event row's seq and time, in seq order (bodies are read when delivered).
+    pub events: Vec<(Seq, u64)>,
+    /// Backlog rows in `ord` order.
+    pub windows: Vec<WindowRow>,
+    /// Remembered producer keys.
+    pub dedupe: Vec<DedupeRow>,
+}
+
+impl Stored {
+    /// Nothing is stored: a new key.
+    pub fn is_empty(&self) -> bool {
+        self.snapshot.is_none() && self.events.is_empty() && self.windows.is_empty() && self.dedupe.is_empty()
+    }
+}
+
+/// The key's storage. Synchronous, like a Durable Object's SQLite.
+pub trait Store {
+    /// Everything stored for the key.
+    fn load(&self) -> Result<Stored, StoreError>;
+    /// Apply `writes` all-or-nothing; returns the rows written, as storage counts them.
+    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError>;
+    /// The bodies of the stored events `first..=last`, in seq order.
+    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError>;
+    /// The database's size in bytes, as storage reports it.
+    fn size(&self) -> u64;
+    /// Delete everything the key stored, and its alarm (the key was collected).
+    fn erase(&self) -> impl Future<Output = Result<(), StoreError>>;
+}
+
+/// The runtime around the key: clock, alarm, randomness, logs.
+pub trait Host {
+    /// Unix time in ms.
+    fn now(&self) -> u64;
+    /// 64 random bits (retry jitter seeds, incarnation ids).
+    fn random(&self) -> u64;
+    /// Arm the key's one alarm at `at` (unix ms), replacing any other.
+    fn set_alarm(&self, at: u64) -> impl Future<Output = Result<(), StoreError>>;
+    /// Write one structured log line.
+    fn log(&self, line: &str);
+}
+
+/// A delivery to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The target URL.
+    pub target: String,
+    /// The JSON body.
+    pub body: String,
+    /// The `Idempotency-Key` header.
+    pub idempotency_key: String,
+    /// The `Lull-Attempt` header.
+    pub attempt: u32,
+    /// How long to wait for an answer (ms).
+    pub timeout_ms: u64,
+}
+
+/// What the target made of a delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// A 2xx answer.
+    pub ok: bool,
+    /// The status code, `timeout`, or the network error.
+    pub detail: String,
+}
+
+/// The delivery call: never fails, the outcome says what happened.
+pub trait Outbound {
+    /// Send one delivery (signed by the implementation).
+    fn send(&self, out: Outgoing) -> impl Future<Output = Outcome>;
+}

@@ -1,0 +1,705 @@
+//! The native fault harness: the key's whole logic ([`KeyObject`]) driven on
+//! virtual time with fake storage, alarm and outbound call that fail, or
+//! "crash" (drop everything in memory), before and after every write and at
+//! every await — the shape of quinn's test `Pair`.
+//!
+//! Random sequences of events, alarms, deliveries that succeed or fail,
+//! flush/cancel/replay/discard, storage faults and crashes; then the faults
+//! stop and everything drains. Judged from the system, not from counters the
+//! code keeps: the receiver's log (every request it got) and the fake SQLite's
+//! rows. After recovery every event that got a `202` is in exactly one
+//! delivered window (any number of attempts, one idempotency key) or was
+//! cancelled or discarded; no delivery carries a missing event; no snapshot
+//! grows with the backlog.
+#![cfg(not(target_arch = "wasm32"))]
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is a failed test
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use lull_core::Seq;
+use lull_edge::key::Key;
+use lull_edge::key_object::{KeyObject, Request};
+use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
+use lull_edge::topic::Topics;
+use proptest::prelude::*;
+
+/// What the next storage write (or alarm) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// It fails; nothing is applied; the object goes on (and answers 503).
+    Fail,
+    /// The object dies before it is applied.
+    CrashBefore,
+    /// The object dies right after it is applied.
+    CrashAfter,
+}
+
+/// Everything that survives a crash: storage, the armed alarm, the clock,
+/// the receiver's log, and the faults still to inject.
+#[derive(Default)]
+struct World {
+    events: BTreeMap<u64, (u64, String)>,
+    snapshot: Option<String>,
+    windows: BTreeMap<u64, (u64, bool, String)>,
+    dedupe: BTreeMap<u32, (String, u64, String)>,
+    alarm: Option<u64>,
+    /// Whether the alarm handler running set a new alarm (else its alarm is spent when it ends).
+    alarm_replaced: bool,
+    now: Cell<u64>,
+    random: Cell<u64>,
+    commit_fault: Option<Fault>,
+    alarm_fault: Option<Fault>,
+    crashed: bool,
+    /// Every delivery the receiver got: (idempotency key, attempt, body).
+    received: Vec<(String, u32, serde_json::Value)>,
+    /// Idempotency keys the receiver answered 2xx.
+    succeeded: BTreeSet<String>,
+    /// The answer to the delivery in flight, once the harness gives it.
+    answer: Option<Outcome>,
+    largest_snapshot: usize,
+    rows_written: u64,
+    logs: Vec<String>,
+}
+
+type Shared = Rc<RefCell<World>>;
+
+struct FakeStore(Shared);
+struct FakeHost(Shared);
+struct FakeOutbound(Shared);
+
+impl Store for FakeStore {
+    fn load(&self) -> Result<Stored, StoreError> {
+        let w = self.0.borrow();
+        Ok(Stored {
+            snapshot: w.snapshot.clone(),
+            events: w.events.iter().map(|(seq, (at, _))| (Seq(*seq), *at)).collect(),
+            windows: {
+                let mut rows: Vec<_> = w
+                    .windows
+                    .iter()
+                    .map(|(win, (ord, dead, json))| lull_edge::ports::WindowRow {
+                        window: *win,
+                        ord: *ord,
+                        dead: *dead,
+                        json: json.clone(),
+                    })
+                    .collect();
+                rows.sort_by_key(|r| r.ord);
+                rows
+            },
+            dedupe: w
+                .dedupe
+                .iter()
+                .map(|(slot, (key, at, reply))| lull_edge::ports::DedupeRow {
+                    slot: *slot,
+                    key: key.clone(),
+                    at: *at,
+                    reply: reply.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+        let mut w = self.0.borrow_mut();
+        match w.commit_fault.take() {
+            Some(Fault::Fail) => return Err(StoreError("injected write failure".into())),
+            Some(Fault::CrashBefore) => {
+                w.crashed = true;
+                return Err(StoreError("crashed before the write".into()));
+            }
+            Some(Fault::CrashAfter) => w.crashed = true,
+            None => {}
+        }
+        // Like SQLite in a transaction: check every statement, then apply them all.
+        let mut next = (w.events.clone(), w.snapshot.clone(), w.windows.clone(), w.dedupe.clone());
+        let mut rows = 0;
+        for write in writes {
+            rows += 1;
+            match write {
+                Write::Event { seq, at, body, reuse } => {
+                    if let Some(old) = reuse {
+                        assert!(next.0.remove(&old.0).is_some(), "reused row {} does not exist", old.0);
+                    }
+                    assert!(next.0.insert(seq.0, (*at, body.clone())).is_none(), "row {} written twice", seq.0);
+                }
+                Write::Snapshot(json) => {
+                    w.largest_snapshot = w.largest_snapshot.max(json.len());
+                    next.1 = Some(json.clone());
+                }
+                Write::Window(row) => {
+                    next.2.insert(row.window, (row.ord, row.dead, row.json.clone()));
+                }
+                Write::ForgetWindow(window) => {
+                    assert!(next.2.remove(window).is_some(), "forgot window {window}, which has no row");
+                }
+                Write::Dedupe(d) => {
+                    next.3.insert(d.slot, (d.key.clone(), d.at, d.reply.clone()));
+                }
+            }
+        }
+        (w.events, w.snapshot, w.windows, w.dedupe) = next;
+        w.rows_written += rows;
+        if w.crashed {
+            return Err(StoreError("crashed after the write".into()));
+        }
+        Ok(rows)
+    }
+
+    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
+        Ok(self.0.borrow().events.range(first.0..=last.0).map(|(_, (_, body))| body.clone()).collect())
+    }
+
+    fn size(&self) -> u64 {
+        let w = self.0.borrow();
+        let events: usize = w.events.values().map(|(_, body)| body.len() + 16).sum();
+        (events + w.snapshot.as_ref().map_or(0, String::len)) as u64
+    }
+
+    async fn erase(&self) -> Result<(), StoreError> {
+        let mut w = self.0.borrow_mut();
+        w.events.clear();
+        w.snapshot = None;
+        w.windows.clear();
+        w.dedupe.clear();
+        w.alarm = None;
+        Ok(())
+    }
+}
+
+impl Host for FakeHost {
+    fn now(&self) -> u64 {
+        self.0.borrow().now.get()
+    }
+
+    fn random(&self) -> u64 {
+        let w = self.0.borrow();
+        w.random.set(w.random.get().wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407));
+        w.random.get()
+    }
+
+    async fn set_alarm(&self, at: u64) -> Result<(), StoreError> {
+        let mut w = self.0.borrow_mut();
+        match w.alarm_fault.take() {
+            Some(Fault::Fail) => Err(StoreError("injected alarm failure".into())),
+            Some(Fault::CrashBefore) => {
+                w.crashed = true;
+                Err(StoreError("crashed before setAlarm".into()))
+            }
+            Some(Fault::CrashAfter) => {
+                w.alarm = Some(at);
+                w.alarm_replaced = true;
+                w.crashed = true;
+                Err(StoreError("crashed after setAlarm".into()))
+            }
+            None => {
+                w.alarm = Some(at);
+                w.alarm_replaced = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn log(&self, line: &str) {
+        self.0.borrow_mut().logs.push(line.to_string());
+    }
+}
+
+/// The delivery in flight: ready once the harness puts an answer in the world.
+struct Pending(Shared);
+
+impl Future for Pending {
+    type Output = Outcome;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Outcome> {
+        match self.0.borrow_mut().answer.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Outbound for FakeOutbound {
+    fn send(&self, out: Outgoing) -> impl Future<Output = Outcome> {
+        let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+        self.0.borrow_mut().received.push((out.idempotency_key, out.attempt, body));
+        Pending(self.0.clone())
+    }
+}
+
+type Object = KeyObject<FakeStore, FakeHost, FakeOutbound>;
+
+const TOPICS: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 50, "max_wait_ms": 200,
+    "payload": "all", "max_batch": 3, "max_pending_windows": 6,
+    "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#;
+
+/// One step of a random run.
+#[derive(Clone, Debug)]
+enum Op {
+    Event,
+    Advance(u64),
+    /// The armed alarm goes off (the clock moves to it).
+    Alarm,
+    /// The delivery in flight gets an answer.
+    Answer(bool),
+    Flush,
+    Cancel,
+    ReplayAll,
+    Discard,
+    Status,
+    /// The object dies (memory dropped, storage kept).
+    Crash,
+    CommitFault(Fault),
+    AlarmFault(Fault),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let fault = prop_oneof![Just(Fault::Fail), Just(Fault::CrashBefore), Just(Fault::CrashAfter)];
+    prop_oneof![
+        8 => Just(Op::Event),
+        4 => (1..120u64).prop_map(Op::Advance),
+        4 => Just(Op::Alarm),
+        4 => any::<bool>().prop_map(Op::Answer),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Cancel),
+        1 => Just(Op::ReplayAll),
+        1 => Just(Op::Discard),
+        1 => Just(Op::Status),
+        1 => Just(Op::Crash),
+        2 => fault.clone().prop_map(Op::CommitFault),
+        1 => fault.prop_map(Op::AlarmFault),
+    ]
+}
+
+/// The harness: the world, the live object, and the alarm handler in progress.
+struct Pair {
+    world: Shared,
+    topics: Topics,
+    key: Key,
+    object: Rc<Object>,
+    alarm: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    next_event: u64,
+    /// Event id -> seq, for every event that got a 202.
+    acked: BTreeMap<u64, u64>,
+    /// Seqs let go on purpose (cancel, discard), with how.
+    let_go: BTreeMap<u64, &'static str>,
+    crashes: u32,
+    unavailable: u32,
+}
+
+fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let world: Shared = Rc::default();
+        world.borrow().now.set(1_000_000);
+        world.borrow().random.set(7);
+        let topics = Topics::parse(TOPICS).unwrap();
+        let object = Rc::new(Self::object(&world));
+        Pair {
+            world,
+            topics,
+            key: Key::from_path_segment("k").unwrap(),
+            object,
+            alarm: None,
+            next_event: 0,
+            acked: BTreeMap::new(),
+            let_go: BTreeMap::new(),
+            crashes: 0,
+            unavailable: 0,
+        }
+    }
+
+    fn object(world: &Shared) -> Object {
+        KeyObject::new(FakeStore(world.clone()), FakeHost(world.clone()), FakeOutbound(world.clone()))
+    }
+
+    /// If the object died during the last step, start a new one on the same storage.
+    fn after_step(&mut self) -> bool {
+        let crashed = std::mem::take(&mut self.world.borrow_mut().crashed);
+        if crashed {
+            self.alarm = None;
+            self.world.borrow_mut().answer = None;
+            self.object = Rc::new(Self::object(&self.world));
+            self.crashes += 1;
+        }
+        crashed
+    }
+
+    /// Serve one request to completion (requests never wait for a delivery).
+    fn request(
+        &mut self,
+        request: Request,
+    ) -> Option<Result<lull_edge::key_object::Reply, lull_edge::api_error::ApiError>> {
+        let object = self.object.clone();
+        let topic = self.topics.get("t").unwrap().clone();
+        let key = self.key.clone();
+        let mut fut = Box::pin(async move { object.request(&topic, &key, request).await });
+        let Poll::Ready(result) = poll(fut.as_mut()) else { panic!("a request waited") };
+        drop(fut);
+        if self.after_step() {
+            return None; // the client never got an answer
+        }
+        if let Err(e) = &result {
+            assert!(
+                matches!(e.code(), "unavailable" | "too_many_pending" | "not_found"),
+                "unexpected error {}",
+                e.to_json()
+            );
+            if e.code() == "unavailable" {
+                self.unavailable += 1;
+            }
+        }
+        Some(result)
+    }
+
+    fn status(&mut self) -> Option<serde_json::Value> {
+        match self.request(Request::Status)? {
+            Ok(reply) => Some(reply.body),
+            Err(_) => None,
+        }
+    }
+
+    /// Seqs of every event the key holds that `cancel` drops (the open window, queued non-replays).
+    fn cancellable(status: &serde_json::Value) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        let mut span = |s: &serde_json::Value| {
+            let (first, last) = (s["first"].as_u64().unwrap(), s["last"].as_u64().unwrap());
+            seqs.extend(first..=last);
+        };
+        if !status["open"].is_null() {
+            span(&status["open"]["span"]);
+        }
+        assert!(status["queued"].as_array().unwrap().len() == status["queued_count"].as_u64().unwrap() as usize);
+        for q in status["queued"].as_array().unwrap() {
+            if q["reason"] != "replay" {
+                span(&q["span"]);
+            }
+        }
+        seqs
+    }
+
+    /// After polling the alarm handler: keep it if it waits, spend its alarm if it ended.
+    fn alarm_step(&mut self, fut: Pin<Box<dyn Future<Output = ()>>>, done: bool) {
+        if self.after_step() {
+            return;
+        }
+        if done {
+            let mut w = self.world.borrow_mut();
+            if !w.alarm_replaced {
+                w.alarm = None;
+            }
+        } else {
+            self.alarm = Some(fut);
+        }
+    }
+
+    fn step(&mut self, op: &Op) {
+        match op {
+            Op::Event => {
+                let id = self.next_event;
+                self.next_event += 1;
+                let body = format!(r#"{{"n":{id}}}"#);
+                if let Some(Ok(reply)) = self.request(Request::Event { body, idempotency_key: None }) {
+                    assert_eq!(reply.status, 202);
+                    self.acked.insert(id, reply.body["seq"].as_u64().unwrap());
+                }
+            }
+            Op::Advance(ms) => {
+                let w = self.world.borrow();
+                w.now.set(w.now.get() + ms);
+            }
+            Op::Alarm => {
+                if self.alarm.is_some() {
+                    return; // one alarm handler at a time
+                }
+                // Like workerd: the alarm is spent when its handler ends, unless
+                // the handler set another; a handler cut short by a crash runs again.
+                let Some(at) = self.world.borrow().alarm else { return };
+                {
+                    let mut w = self.world.borrow_mut();
+                    w.now.set(w.now.get().max(at));
+                    w.alarm_replaced = false;
+                }
+                let object = self.object.clone();
+                let topics = self.topics.clone();
+                let mut fut: Pin<Box<dyn Future<Output = ()>>> = Box::pin(async move { object.alarm(&topics).await });
+                let done = poll(fut.as_mut()).is_ready();
+                self.alarm_step(fut, done);
+            }
+            Op::Answer(ok) => {
+                let Some(mut fut) = self.alarm.take() else { return };
+                {
+                    let mut w = self.world.borrow_mut();
+                    w.answer = Some(Outcome { ok: *ok, detail: if *ok { "200" } else { "500" }.into() });
+                    if *ok && let Some((key, _, _)) = w.received.last().cloned() {
+                        w.succeeded.insert(key);
+                    }
+                }
+                let done = poll(fut.as_mut()).is_ready();
+                self.alarm_step(fut, done);
+            }
+            Op::Flush => drop(self.request(Request::Flush)),
+            Op::Cancel => {
+                let Some(before) = self.status() else { return };
+                let logged = self.world.borrow().logs.len();
+                match self.request(Request::Cancel) {
+                    // What it dropped, from the worker's log (deadlines already due fire first).
+                    Some(Ok(_)) => {
+                        let lines: Vec<serde_json::Value> = self.world.borrow().logs[logged..]
+                            .iter()
+                            .map(|l| serde_json::from_str(l).unwrap())
+                            .filter(|l: &serde_json::Value| l["lull"] == "cancel")
+                            .collect();
+                        for line in lines {
+                            let (first, last) = (line["seqs"][0].as_u64().unwrap(), line["seqs"][1].as_u64().unwrap());
+                            for seq in first..=last {
+                                self.let_go.insert(seq, "cancelled");
+                            }
+                        }
+                    }
+                    Some(Err(_)) => {}
+                    // No answer (the object died): it may or may not have dropped them.
+                    None => {
+                        for seq in Self::cancellable(&before) {
+                            self.let_go.insert(seq, "maybe cancelled");
+                        }
+                    }
+                }
+            }
+            Op::ReplayAll => drop(self.request(Request::ReplayAll)),
+            Op::Discard => {
+                let Some(before) = self.status() else { return };
+                let Some(dead) = before["dead_letters"].as_array().and_then(|d| d.first()).cloned() else { return };
+                let window = lull_core::WindowId(dead["window"].as_u64().unwrap());
+                if !matches!(self.request(Request::Discard(window)), Some(Err(_))) {
+                    let (first, last) =
+                        (dead["span"]["first"].as_u64().unwrap(), dead["span"]["last"].as_u64().unwrap());
+                    for seq in first..=last {
+                        self.let_go.insert(seq, "discarded");
+                    }
+                }
+            }
+            Op::Status => drop(self.status()),
+            Op::Crash => {
+                self.world.borrow_mut().crashed = true;
+                self.after_step();
+            }
+            Op::CommitFault(f) => self.world.borrow_mut().commit_fault = Some(*f),
+            Op::AlarmFault(f) => self.world.borrow_mut().alarm_fault = Some(*f),
+        }
+    }
+
+    /// No more faults: deliver everything (dead letters replayed) until the key is idle.
+    fn drain(&mut self) {
+        {
+            let mut w = self.world.borrow_mut();
+            w.commit_fault = None;
+            w.alarm_fault = None;
+        }
+        for _ in 0..10_000 {
+            if self.alarm.is_some() {
+                self.step(&Op::Answer(true));
+                continue;
+            }
+            if self.world.borrow().alarm.is_some() {
+                self.step(&Op::Alarm);
+                continue;
+            }
+            let status = self.status().expect("no faults now");
+            if status["dead_letter_count"].as_u64().unwrap() > 0 {
+                self.step(&Op::ReplayAll);
+                continue;
+            }
+            assert_eq!(status["state"], "idle", "nothing armed, yet the key is not idle: {status}");
+            return;
+        }
+        panic!("the key never drained");
+    }
+
+    /// The properties, judged from the receiver's log and the stored rows.
+    fn check(&self) {
+        let w = self.world.borrow();
+        // The first successful delivery of each idempotency key.
+        let mut windows: BTreeMap<String, (u32, serde_json::Value)> = BTreeMap::new();
+        let mut attempts: HashMap<String, Vec<u32>> = HashMap::new();
+        for (key, attempt, body) in &w.received {
+            attempts.entry(key.clone()).or_default().push(*attempt);
+            if let Some((_, first)) = windows.get(key) {
+                let strip = |b: &serde_json::Value| {
+                    let mut b = b.clone();
+                    b.as_object_mut().unwrap().remove("reason");
+                    b
+                };
+                assert_eq!(strip(first), strip(body), "{key}: every attempt carries the same window");
+            } else {
+                windows.insert(key.clone(), (*attempt, body.clone()));
+            }
+        }
+        // Attempts count from 1 (again after a replay) up to the topic's max_attempts (2).
+        for (key, tries) in &attempts {
+            assert!(tries.iter().all(|a| (1..=2).contains(a)), "{key}: attempts {tries:?}");
+        }
+        // Each event travels in one window only (whatever its attempts' fates)…
+        let mut sent_in: BTreeMap<u64, String> = BTreeMap::new();
+        for (key, (_, body)) in &windows {
+            let events = body["events"].as_array().unwrap();
+            assert_eq!(events.len() as u64, body["count"].as_u64().unwrap(), "{key}: a delivery carries every event");
+            for e in events {
+                let id = e["n"].as_u64().unwrap_or_else(|| panic!("{key}: a missing event: {body}"));
+                assert!(id < self.next_event, "{key}: an event never posted");
+                if let Some(other) = sent_in.insert(id, key.clone()) {
+                    panic!("event {id} sent in two windows: {other} and {key}");
+                }
+            }
+        }
+        // …and is delivered when an attempt of that window got a 2xx.
+        let delivered: BTreeMap<u64, String> =
+            sent_in.into_iter().filter(|(_, key)| w.succeeded.contains(key)).collect();
+        for (id, seq) in &self.acked {
+            match (delivered.contains_key(id), self.let_go.get(seq)) {
+                // A 2xx whose outcome could not be written leaves the window to
+                // fail and be dead-lettered (at least once): it may be discarded.
+                (true, None) | (false, Some(_)) | (true, Some(&("discarded" | "maybe cancelled"))) => {}
+                (true, Some(how)) => panic!("event {id} (seq {seq}) was {how} and delivered"),
+                (false, None) => panic!("event {id} (seq {seq}) got a 202 and was never delivered"),
+            }
+        }
+        assert!(w.largest_snapshot < 4_096, "a snapshot of {} bytes: it grows", w.largest_snapshot);
+        assert!(w.windows.is_empty(), "backlog rows left: {:?}", w.windows.keys());
+    }
+}
+
+fn run(ops: &[Op]) -> Pair {
+    let mut pair = Pair::new();
+    for op in ops {
+        pair.step(op);
+    }
+    pair.drain();
+    pair.check();
+    pair
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// Faults and crashes at every write and await lose no accepted event,
+    /// deliver none twice in different windows, and never send a missing one.
+    #[test]
+    fn faults_and_crashes_lose_nothing(ops in prop::collection::vec(op(), 1..80)) {
+        run(&ops);
+    }
+}
+
+#[test]
+fn a_crash_mid_delivery_counts_as_an_attempt() {
+    let mut pair = Pair::new();
+    pair.step(&Op::Event);
+    pair.step(&Op::Alarm); // quiet period: the window fires, the delivery starts
+    assert_eq!(pair.world.borrow().received.len(), 1);
+    pair.step(&Op::Crash);
+    pair.step(&Op::Alarm); // the guard alarm: the object finds the delivery cut short
+    let status = pair.status().unwrap();
+    assert_eq!(status["last_delivery"]["outcome"], "interrupted");
+    assert_eq!(status["stats"]["failures"], 1);
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    assert_eq!(received.iter().map(|(_, a, _)| *a).collect::<Vec<_>>(), [1, 2], "redelivered as attempt 2");
+    assert_eq!(received[0].0, received[1].0, "under the same idempotency key");
+}
+
+#[test]
+fn a_failed_write_answers_503_and_changes_nothing() {
+    let mut pair = Pair::new();
+    pair.step(&Op::Event);
+    let before = pair.world.borrow().events.clone();
+    pair.step(&Op::CommitFault(Fault::Fail));
+    let refused =
+        pair.request(Request::Event { body: r#"{"n":99}"#.into(), idempotency_key: None }).unwrap().unwrap_err();
+    assert_eq!((refused.code(), refused.retry_after_secs()), ("unavailable", Some(1)));
+    assert_eq!(pair.world.borrow().events, before, "nothing stored");
+    // The next event takes the seq the failed one would have had: memory was reloaded.
+    let Some(Ok(next)) = pair.request(Request::Event { body: r#"{"n":5}"#.into(), idempotency_key: None }) else {
+        panic!()
+    };
+    assert_eq!(next.body["seq"], 2);
+    pair.step(&Op::AlarmFault(Fault::Fail));
+    let refused = pair.request(Request::Flush).unwrap().unwrap_err();
+    assert_eq!(refused.code(), "unavailable");
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    let events: Vec<_> = received.iter().flat_map(|(_, _, b)| b["events"].as_array().unwrap().clone()).collect();
+    assert_eq!(events, [serde_json::json!({"n": 0}), serde_json::json!({"n": 5})]);
+}
+
+#[test]
+fn the_bound_refuses_events_with_429_and_stores_nothing() {
+    let mut pair = Pair::new();
+    // The target is down: windows of 3 queue up behind the failing run, then dead-letter.
+    for _ in 0..40 {
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(false));
+    }
+    let status = pair.status().unwrap();
+    let pending = status["queued_count"].as_u64().unwrap() + status["dead_letter_count"].as_u64().unwrap();
+    assert!(pending >= 5, "{status}");
+    let rows = pair.world.borrow().events.len();
+    let refused = (0..5)
+        .filter_map(|_| pair.request(Request::Event { body: "{}".into(), idempotency_key: None }))
+        .filter(|r| matches!(r, Err(e) if e.code() == "too_many_pending" && e.retry_after_secs().is_some()));
+    assert!(refused.count() >= 1, "past the bound events are refused");
+    assert!(pair.world.borrow().events.len() <= rows + 5);
+    pair.drain();
+    pair.check();
+}
+
+#[test]
+fn an_event_writes_one_row_and_a_finished_row_is_reused() {
+    let mut pair = Pair::new();
+    pair.step(&Op::Event); // the first event also writes the key's first snapshot
+    let after_first = pair.world.borrow().rows_written;
+    assert_eq!(after_first, 2);
+    for _ in 0..2 {
+        pair.step(&Op::Event);
+    }
+    assert_eq!(pair.world.borrow().rows_written, after_first + 2, "one row per event");
+    pair.drain();
+    let rows_before = pair.world.borrow().events.len();
+    for _ in 0..3 {
+        pair.step(&Op::Event);
+    }
+    assert_eq!(pair.world.borrow().events.len(), rows_before, "delivered rows are reused, not added to");
+    pair.drain();
+    pair.check();
+}
+
+#[test]
+fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
+    let mut pair = Pair::new();
+    let send = |pair: &mut Pair, key: &str, n: u64| {
+        let body = format!(r#"{{"n":{n}}}"#);
+        pair.request(Request::Event { body, idempotency_key: Some(key.into()) }).unwrap().unwrap()
+    };
+    pair.next_event = 2;
+    let first = send(&mut pair, "order-1", 0);
+    let rows = pair.world.borrow().events.len();
+    let again = send(&mut pair, "order-1", 0);
+    assert_eq!(again, first, "the first answer, again");
+    assert_eq!(pair.world.borrow().events.len(), rows, "nothing stored");
+    assert_eq!(pair.world.borrow().dedupe.len(), 1);
+    let other = send(&mut pair, "order-2", 1);
+    assert_ne!(other.body["seq"], first.body["seq"]);
+    pair.step(&Op::Crash);
+    assert_eq!(send(&mut pair, "order-1", 0), first, "remembered across a restart");
+    pair.world.borrow().now.set(pair.world.borrow().now.get() + 24 * 3_600_000);
+    let later = send(&mut pair, "order-1", 0);
+    assert_ne!(later.body["seq"], first.body["seq"], "forgotten after dedupe_window_ms");
+}

@@ -1,0 +1,98 @@
+// A target down while one key builds a backlog of thousands of windows: the
+// cost of accepting an event does not grow with it (latency, rows and bytes
+// written, read from SQLite), the topic's bound answers 429 and stores nothing,
+// and when the target returns the key drains every window, in order.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startEdge, startReceiver, stateDir, client, until } from "./harness.mjs";
+
+const BOUND = 2_100; // max_pending_windows: queued windows (the run in flight is not counted)
+let edge, rx, state, api;
+let down = true;
+
+before(async () => {
+  rx = await startReceiver(() => (down ? 503 : 200));
+  state = stateDir();
+  edge = await startEdge({
+    persist: state.dir,
+    topics: {
+      // One event per window; the first window retries while the rest queue behind it.
+      b: { target: `${rx.url}/hook`, wait_ms: 50, payload: "all", max_batch: 1, max_pending_windows: BOUND,
+           retry: { max_attempts: 1000, base_ms: 200, cap_ms: 200, jitter: "none" } },
+    },
+  });
+  api = client(edge.url);
+});
+
+after(async () => {
+  await edge?.stop();
+  await rx?.close();
+  state?.cleanup();
+});
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+test("a backlog of 2,100 windows: accepting costs the same at the end as at the start; 429 past the bound; it drains in order", { timeout: 300_000 }, async () => {
+  const samples = []; // per event: [client latency ms, rows written, database bytes]
+  const io = async () => {
+    const s = (await api.status("b", "k")).json;
+    return { rows: s.io.rows_written, bytes: s.database_bytes, queued: s.queued_count };
+  };
+  let last = null;
+  let n = 0;
+  for (; n <= BOUND; n++) {
+    const measured = n < 100 || n >= BOUND - 99;
+    if (measured && !last) last = await io();
+    const t0 = performance.now();
+    const res = await api.event("b", "k", { n, pad: "x".repeat(80) });
+    const ms = performance.now() - t0;
+    assert.equal(res.status, 202, `event ${n}: ${JSON.stringify(res.json)}`);
+    if (measured) {
+      const now = await io();
+      samples.push({ n, ms, rows: now.rows - last.rows, bytes: now.bytes - last.bytes });
+      last = now;
+    } else {
+      last = null;
+    }
+  }
+  const first = samples.filter((s) => s.n < 100);
+  const end = samples.filter((s) => s.n >= BOUND - 99);
+  const sum = (xs, f) => xs.reduce((a, s) => a + f(s), 0);
+  const report = {
+    p50_ms: [median(first.map((s) => s.ms)), median(end.map((s) => s.ms))],
+    rows: [sum(first, (s) => s.rows), sum(end, (s) => s.rows)],
+    bytes: [sum(first, (s) => s.bytes), sum(end, (s) => s.bytes)],
+  };
+  console.log(`# backlog: first 100 vs last 100 events: ${JSON.stringify(report)}`);
+  assert.ok(report.p50_ms[1] <= 1.5 * report.p50_ms[0] + 1, `accept p50 grew: ${report.p50_ms}`);
+  // Each event writes its row and, as it fills a window while the first one
+  // retries, that window's backlog row; the retries write their snapshots.
+  assert.ok(report.rows[1] <= report.rows[0] + 10, `rows written grew: ${report.rows}`);
+  assert.ok(report.rows[1] <= 2.5 * 100, `rows written per event: ${report.rows[1] / 100}`);
+  assert.ok(report.bytes[1] <= 1.5 * report.bytes[0] + 8_192, `bytes written grew: ${report.bytes}`);
+
+  // The bound: the next event is refused, with Retry-After, and changes nothing.
+  const full = await io();
+  assert.equal(full.queued, BOUND);
+  const before = (await api.status("b", "k")).json;
+  const refused = await api.event("b", "k", { n: "too many" });
+  assert.equal(refused.status, 429, JSON.stringify(refused.json));
+  assert.equal(refused.json.error.code, "too_many_pending");
+  assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+  const afterRefusal = (await api.status("b", "k")).json;
+  assert.equal(afterRefusal.stats.events, before.stats.events, "nothing accepted");
+  assert.equal(afterRefusal.io.rows_written, before.io.rows_written, "nothing written");
+  assert.ok(afterRefusal.queued.length <= 10, "the status shows the oldest few, not all");
+
+  // The target returns: every window is delivered once, in order.
+  down = false;
+  const done = await until(async () => {
+    const s = await api.status("b", "k");
+    return s.json.state === "idle" && s.json;
+  }, 240_000, "the backlog drained");
+  const ok = rx.of("k").filter((d, i, all) => all.findIndex((e) => e.idempotencyKey === d.idempotencyKey) === i);
+  const delivered = ok.map((d) => d.body.events[0].n);
+  assert.deepEqual(delivered, Array.from({ length: n }, (_, i) => i), "every event once, in order");
+  assert.equal(done.stored_events, 0);
+  assert.equal(done.stats.succeeded, n);
+});
