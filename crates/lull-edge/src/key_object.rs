@@ -35,7 +35,7 @@ use crate::delivery::{Delivery, Payload, idempotency_key};
 use crate::key::Key;
 use crate::key_state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
 use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, WindowRow, Write};
-use crate::topic::{PayloadMode, Topic, Topics};
+use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
 
 /// Dead letters per page at most (`GET …/dead-letters?limit=`).
 pub const MAX_PAGE: usize = 500;
@@ -124,6 +124,10 @@ struct Loaded {
     dedupe: HashMap<String, (u32, u64, String)>,
     /// The ring slot the next remembered key takes.
     next_slot: u32,
+    /// When the key was last active (an event, or any other change).
+    touched: u64,
+    /// The topic's retention: an idle key is deleted this long after `touched`.
+    retention_ms: u64,
 }
 
 /// A delivery begun: the fire and its request, or why it cannot be sent.
@@ -158,6 +162,10 @@ fn incarnation(random: u64) -> String {
 }
 
 impl Loaded {
+    fn log_line(&self, event: &str, fields: serde_json::Value) -> String {
+        Logger { topic: &self.topic, key: self.key.as_str() }.line(event, fields)
+    }
+
     /// Turn effects into rows (backlog rows, reusable event rows) and log lines.
     fn apply(&mut self, effects: Vec<Effect>, batch: &mut Batch) -> Result<(), ApiError> {
         for effect in effects {
@@ -192,6 +200,7 @@ impl Loaded {
     /// Add the snapshot to the batch (once).
     fn snapshot(&mut self, batch: &mut Batch) -> Result<(), ApiError> {
         if !batch.snapshot {
+            self.ks.touched_at = self.touched;
             let json = self.ks.snapshot(&self.topic, &self.key.encoded()).map_err(json_error)?;
             batch.writes.push(Write::Snapshot(json));
             batch.snapshot = true;
@@ -202,7 +211,12 @@ impl Loaded {
 
     /// The alarm time to set, if the key's next deadline moved earlier than the armed one.
     fn arm_earlier(&mut self, now: u64) -> Option<u64> {
-        let want = self.ks.alarm_at(now)?;
+        let want = match self.ks.alarm_at(now) {
+            Some(at) => at,
+            // Idle: the alarm that collects the key.
+            None if self.ks.is_idle() => self.touched.saturating_add(self.retention_ms),
+            None => return None,
+        };
         self.arm_before(want)
     }
 
@@ -313,11 +327,14 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 next_ord: 1,
                 dedupe: HashMap::new(),
                 next_slot: 0,
+                touched: self.host.now(),
+                retention_ms: topic.retention_ms,
             });
             return Ok(true);
         };
         let restored = KeyState::restore(&snapshot).map_err(json_error)?;
         let mut ks = restored.state;
+        let restored_touched = ks.touched_at;
         let through = ks.engine().last_seq();
         let mut rows = BTreeSet::new();
         let mut backlog = Backlog::default();
@@ -379,6 +396,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             dedupe: stored.dedupe.iter().map(|d| (d.key.clone(), (d.slot, d.at, d.reply.clone()))).collect(),
             // After the newest remembered key (the ring's oldest comes next).
             next_slot: stored.dedupe.iter().max_by_key(|d| (d.at, d.slot)).map_or(0, |d| (d.slot + 1) % DEDUPE_SLOTS),
+            touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
+            retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
         };
         let now = self.host.now();
         let (topic, key) = (loaded.topic.clone(), loaded.key.clone());
@@ -407,6 +426,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let outcome = self.with(|l| {
             let mut batch = Batch::default();
             let result = f(l, &mut batch, now)?;
+            if !batch.writes.is_empty() {
+                l.touched = l.touched.max(now);
+            }
             if !l.persisted && !batch.writes.is_empty() {
                 l.snapshot(&mut batch)?;
             }
@@ -461,6 +483,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     /// Serve one request for `(topic, key)`.
     pub async fn request(&self, topic: &Topic, key: &Key, request: Request) -> Result<Reply, ApiError> {
         self.load(Some((topic, key)))?;
+        self.with(|l| {
+            l.retention_ms = topic.retention_ms;
+            Ok(())
+        })?;
         match request {
             Request::Event { body, idempotency_key } => self.accept(topic, body, idempotency_key).await,
             Request::Status => self.with(|l| {
@@ -593,10 +619,24 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         if !self.load(None)? {
             return Ok(());
         }
-        self.with(|l| {
+        let now = self.host.now();
+        let collect = self.with(|l| {
             l.armed = None; // the alarm that woke us is spent
-            Ok(())
+            if let Some(topic) = topics.get(&l.topic) {
+                l.retention_ms = topic.retention_ms;
+            }
+            let idle_since = l.touched;
+            let due = l.ks.is_idle() && now >= idle_since.saturating_add(l.retention_ms);
+            Ok(due.then(|| l.log_line("collected", json!({"idle_ms": now - idle_since}))))
         })?;
+        if let Some(line) = collect {
+            // Everything goes: rows, snapshot, remembered keys, alarm. A request
+            // after this starts a fresh key, with a new incarnation.
+            self.forget();
+            self.store.erase().await.map_err(unavailable)?;
+            self.host.log(&line);
+            return Ok(());
+        }
         loop {
             // Take the next due fire, mark its delivery begun, guard it with the alarm.
             let job = self

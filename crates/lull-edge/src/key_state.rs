@@ -78,6 +78,10 @@ pub struct KeyState {
     pub last_delivery: Option<LastDelivery>,
     /// Storage counters.
     pub io: Io,
+    /// When the last snapshot was written (unix ms): with the newest event's
+    /// time, when the key was last active.
+    #[serde(default)]
+    pub touched_at: u64,
 }
 
 /// The stored snapshot: the key's names and state.
@@ -121,6 +125,7 @@ impl KeyState {
             incarnation: Some(incarnation),
             last_delivery: None,
             io: Io::default(),
+            touched_at: 0,
         }
     }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use lull_core::{Adaptive, JitterMode, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
+use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 use serde::Deserialize;
 
 use crate::key::is_topic_name;
@@ -29,6 +29,8 @@ pub const MAX_PENDING_WINDOWS: usize = 1_000_000;
 pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
 /// Longest a topic may remember one: 7 days.
 pub const MAX_DEDUPE_WINDOW_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Default time an idle key is kept before its storage is deleted: 7 days.
+pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// Which payloads a delivery carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -114,6 +116,12 @@ struct TopicConfig {
     max_pending_windows: usize,
     #[serde(default = "default_dedupe")]
     dedupe_window_ms: u64,
+    #[serde(default = "default_retention")]
+    retention_ms: u64,
+}
+
+fn default_retention() -> u64 {
+    DEFAULT_RETENTION_MS
 }
 
 fn default_dedupe() -> u64 {
@@ -143,6 +151,9 @@ pub struct Topic {
     pub max_pending_windows: usize,
     /// How long a producer's `Idempotency-Key` is remembered (ms).
     pub dedupe_window_ms: u64,
+    /// How long a key with nothing open, queued, running or dead-lettered is
+    /// kept before all its storage is deleted (ms); at least `dedupe_window_ms`.
+    pub retention_ms: u64,
 }
 
 /// Every configured topic, by name.
@@ -201,6 +212,12 @@ impl Topic {
         if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&c.dedupe_window_ms) {
             return Err(fail(Problem::DedupeWindow(c.dedupe_window_ms)));
         }
+        if c.retention_ms < c.dedupe_window_ms || c.retention_ms > MAX_DURATION_MS {
+            return Err(fail(Problem::Retention {
+                retention_ms: c.retention_ms,
+                dedupe_window_ms: c.dedupe_window_ms,
+            }));
+        }
         if !(1..=MAX_PENDING_WINDOWS).contains(&c.max_pending_windows) {
             return Err(fail(Problem::PendingLimit(c.max_pending_windows)));
         }
@@ -237,6 +254,7 @@ impl Topic {
             delivery_timeout_ms: c.delivery_timeout_ms,
             max_pending_windows: c.max_pending_windows,
             dedupe_window_ms: c.dedupe_window_ms,
+            retention_ms: c.retention_ms,
         })
     }
 }
@@ -258,6 +276,13 @@ pub enum Problem {
     PendingLimit(usize),
     /// `dedupe_window_ms` is outside 1 ms to 7 days.
     DedupeWindow(u64),
+    /// `retention_ms` is shorter than `dedupe_window_ms` (a collected key would forget producer keys early) or too large.
+    Retention {
+        /// The retention asked for.
+        retention_ms: u64,
+        /// The topic's dedupe window.
+        dedupe_window_ms: u64,
+    },
     /// The timing or retry settings (see [`PolicyError`]).
     Policy(PolicyError),
 }
@@ -294,6 +319,10 @@ impl fmt::Display for TopicError {
                     Problem::DedupeWindow(n) => {
                         write!(f, "dedupe_window_ms must be 1..={MAX_DEDUPE_WINDOW_MS} (7 days), not {n}")
                     }
+                    Problem::Retention { retention_ms, dedupe_window_ms } => write!(
+                        f,
+                        "retention_ms ({retention_ms}) must be at least dedupe_window_ms ({dedupe_window_ms}) and at most {MAX_DURATION_MS}"
+                    ),
                     Problem::PendingLimit(n) => {
                         write!(f, "max_pending_windows must be 1..={MAX_PENDING_WINDOWS}, not {n}")
                     }
@@ -357,6 +386,10 @@ mod tests {
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 0}}"#).contains("max_body"));
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery_timeout_ms": 0}}"#).contains("delivery")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retention_ms": 10, "dedupe_window_ms": 20}}"#)
+                .contains("retention_ms (10) must be at least dedupe_window_ms (20)")
         );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_pending_windows": 0}}"#)

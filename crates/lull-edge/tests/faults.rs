@@ -284,10 +284,12 @@ struct Pair {
     object: Rc<Object>,
     alarm: Option<Pin<Box<dyn Future<Output = ()>>>>,
     next_event: u64,
-    /// Event id -> seq, for every event that got a 202.
-    acked: BTreeMap<u64, u64>,
-    /// Seqs let go on purpose (cancel, discard), with how.
-    let_go: BTreeMap<u64, &'static str>,
+    /// Event id -> (life, seq), for every event that got a 202.
+    acked: BTreeMap<u64, (u32, u64)>,
+    /// (life, seq) let go on purpose (cancel, discard), with how.
+    let_go: BTreeMap<(u32, u64), &'static str>,
+    /// Lives of the key: a collected key comes back with seqs from 1 again.
+    life: u32,
     crashes: u32,
     unavailable: u32,
 }
@@ -312,6 +314,7 @@ impl Pair {
             next_event: 0,
             acked: BTreeMap::new(),
             let_go: BTreeMap::new(),
+            life: 0,
             crashes: 0,
             unavailable: 0,
         }
@@ -388,6 +391,14 @@ impl Pair {
 
     /// After polling the alarm handler: keep it if it waits, spend its alarm if it ended.
     fn alarm_step(&mut self, fut: Pin<Box<dyn Future<Output = ()>>>, done: bool) {
+        let collected = self.world.borrow().logs.last().is_some_and(|l| l.contains(r#""lull":"collected""#));
+        if collected {
+            let w = self.world.borrow();
+            assert!(w.events.is_empty() && w.snapshot.is_none() && w.windows.is_empty() && w.dedupe.is_empty());
+            drop(w);
+            self.world.borrow_mut().logs.push("(the key's next life)".into());
+            self.life += 1;
+        }
         if self.after_step() {
             return;
         }
@@ -409,7 +420,7 @@ impl Pair {
                 let body = format!(r#"{{"n":{id}}}"#);
                 if let Some(Ok(reply)) = self.request(Request::Event { body, idempotency_key: None }) {
                     assert_eq!(reply.status, 202);
-                    self.acked.insert(id, reply.body["seq"].as_u64().unwrap());
+                    self.acked.insert(id, (self.life, reply.body["seq"].as_u64().unwrap()));
                 }
             }
             Op::Advance(ms) => {
@@ -461,7 +472,7 @@ impl Pair {
                         for line in lines {
                             let (first, last) = (line["seqs"][0].as_u64().unwrap(), line["seqs"][1].as_u64().unwrap());
                             for seq in first..=last {
-                                self.let_go.insert(seq, "cancelled");
+                                self.let_go.insert((self.life, seq), "cancelled");
                             }
                         }
                     }
@@ -469,7 +480,7 @@ impl Pair {
                     // No answer (the object died): it may or may not have dropped them.
                     None => {
                         for seq in Self::cancellable(&before) {
-                            self.let_go.insert(seq, "maybe cancelled");
+                            self.let_go.insert((self.life, seq), "maybe cancelled");
                         }
                     }
                 }
@@ -483,7 +494,7 @@ impl Pair {
                     let (first, last) =
                         (dead["span"]["first"].as_u64().unwrap(), dead["span"]["last"].as_u64().unwrap());
                     for seq in first..=last {
-                        self.let_go.insert(seq, "discarded");
+                        self.let_go.insert((self.life, seq), "discarded");
                     }
                 }
             }
@@ -509,17 +520,17 @@ impl Pair {
                 self.step(&Op::Answer(true));
                 continue;
             }
-            if self.world.borrow().alarm.is_some() {
-                self.step(&Op::Alarm);
-                continue;
-            }
             let status = self.status().expect("no faults now");
             if status["dead_letter_count"].as_u64().unwrap() > 0 {
                 self.step(&Op::ReplayAll);
                 continue;
             }
-            assert_eq!(status["state"], "idle", "nothing armed, yet the key is not idle: {status}");
-            return;
+            if status["state"] == "idle" {
+                // Only the alarm that collects the key is left.
+                return;
+            }
+            assert!(self.world.borrow().alarm.is_some(), "nothing armed, yet the key is not idle: {status}");
+            self.step(&Op::Alarm);
         }
         panic!("the key never drained");
     }
@@ -568,8 +579,10 @@ impl Pair {
                 // A 2xx whose outcome could not be written leaves the window to
                 // fail and be dead-lettered (at least once): it may be discarded.
                 (true, None) | (false, Some(_)) | (true, Some(&("discarded" | "maybe cancelled"))) => {}
-                (true, Some(how)) => panic!("event {id} (seq {seq}) was {how} and delivered"),
-                (false, None) => panic!("event {id} (seq {seq}) got a 202 and was never delivered"),
+                (true, Some(how)) => panic!("event {id} (seq {seq:?}) was {how} and delivered"),
+                (false, None) => {
+                    panic!("event {id} (seq {seq:?}) got a 202 and was never delivered")
+                }
             }
         }
         assert!(w.largest_snapshot < 4_096, "a snapshot of {} bytes: it grows", w.largest_snapshot);
@@ -702,4 +715,29 @@ fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     pair.world.borrow().now.set(pair.world.borrow().now.get() + 24 * 3_600_000);
     let later = send(&mut pair, "order-1", 0);
     assert_ne!(later.body["seq"], first.body["seq"], "forgotten after dedupe_window_ms");
+}
+
+#[test]
+fn an_idle_key_is_collected_after_its_retention_and_comes_back_with_a_new_incarnation() {
+    let mut pair = Pair::new();
+    pair.step(&Op::Event);
+    pair.drain();
+    let first = pair.status().unwrap();
+    pair.step(&Op::Alarm); // the delivery's guard alarm, spent: it arms the collection
+    assert_eq!(pair.life, 0);
+    let armed = pair.world.borrow().alarm.unwrap();
+    let retention = pair.topics.get("t").unwrap().retention_ms;
+    let last_change = first["last_delivery"]["at"].as_u64().unwrap();
+    assert_eq!(armed, last_change + retention, "collected a retention after the last change");
+    pair.step(&Op::Alarm);
+    assert_eq!(pair.life, 1, "collected");
+    assert!(pair.world.borrow().alarm.is_none(), "no alarm left");
+    pair.step(&Op::Event);
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    assert_eq!(received.len(), 2);
+    let (a, b) = (&received[0].0, &received[1].0);
+    assert!(a.ends_with(".1") && b.ends_with(".1"), "window ids start again: {a} {b}");
+    assert_ne!(a, b, "but the idempotency key is new");
+    pair.check();
 }
