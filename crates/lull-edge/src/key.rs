@@ -1,5 +1,7 @@
 //! Topic and key names as they arrive in request paths.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+
 use crate::api_error::ApiError;
 
 /// Longest key, in bytes of UTF-8 after percent-decoding.
@@ -38,15 +40,7 @@ impl Key {
     /// The key percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~`), for
     /// headers, which must be ASCII.
     pub fn encoded(&self) -> String {
-        let mut out = String::with_capacity(self.0.len());
-        for b in self.0.bytes() {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                out.push(char::from(b));
-            } else {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-        out
+        utf8_percent_encode(&self.0, UNRESERVED).to_string()
     }
 }
 
@@ -61,23 +55,21 @@ pub fn is_topic_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// Every byte but the URL-unreserved ones (`A-Z a-z 0-9 - . _ ~`) is escaped.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Decode %-escapes, refusing a `%` not followed by two hex digits (the
+/// decoder would pass it through).
 fn percent_decode(segment: &str) -> Result<Vec<u8>, ApiError> {
-    let bad = || ApiError::InvalidKey("the key has a malformed %-escape".into());
     let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-            let text = std::str::from_utf8(hex).map_err(|_| bad())?;
-            out.push(u8::from_str_radix(text, 16).map_err(|_| bad())?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let malformed = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, b)| *b == b'%' && !bytes.get(i + 1..i + 3).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)));
+    if malformed {
+        return Err(ApiError::InvalidKey("the key has a malformed %-escape".into()));
     }
-    Ok(out)
+    Ok(percent_decode_str(segment).collect())
 }
 
 #[cfg(test)]

@@ -214,9 +214,14 @@ impl Tokens<'_> {
     }
 }
 
-/// Constant-time comparison (for equal lengths); empty tokens never match.
-fn equal(a: &str, b: &str) -> bool {
-    !b.is_empty() && a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `given` is the token `expected`, in time that depends on neither
+/// (their SHA-256 digests are compared in constant time, so not even the
+/// token's length leaks); an empty token never matches.
+fn equal(given: &str, expected: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(given.as_bytes()), Sha256::digest(expected.as_bytes()));
+    let same = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+    !expected.is_empty() & same
 }
 
 #[cfg(test)]

@@ -193,9 +193,10 @@ impl Topic {
         if !is_topic_name(name) {
             return Err(fail(Problem::Name));
         }
-        let scheme_ok = c.target.starts_with("https://") || c.target.starts_with("http://");
-        let host = c.target.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
-        if !scheme_ok || host.is_empty() || c.target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+        let parsed = url::Url::parse(&c.target).ok();
+        let valid = parsed
+            .is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()));
+        if !valid || c.target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
             return Err(fail(Problem::Target(c.target)));
         }
         let wait = match c.wait_ms {
@@ -374,7 +375,7 @@ mod tests {
         assert_eq!(refused("{}"), "LULL_TOPICS: no topic is configured");
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "colour": 1}}"#).contains("unknown field"));
         assert!(refused(r#"{"a/b": {"target": "https://a", "wait_ms": 1}}"#).contains("names are"));
-        for target in ["ftp://a", "https://", "example.com", "https://a b"] {
+        for target in ["ftp://a", "https://", "example.com", "https://a b", "http://[::1", "https://exa mple.com/x"] {
             let json = format!(r#"{{"t": {{"target": "{target}", "wait_ms": 1}}}}"#);
             assert!(refused(&json).contains("not an absolute http(s) URL"), "{target}");
         }
