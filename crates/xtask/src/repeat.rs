@@ -61,7 +61,7 @@ fn failed_tests(output: &str) -> Vec<String> {
         } else if let Some(rest) = line.strip_prefix("✖ ").filter(|r| *r != "failing tests:") {
             rest.rsplit_once(" (").map_or(rest, |(name, _)| name)
         } else if let Some(rest) = line.strip_prefix("FAILED - ") {
-            rest.split_once(": ").map_or(rest, |(name, _)| name)
+            rest.rsplit_once(": ").map_or(rest, |(name, _)| name)
         } else {
             continue;
         };
