@@ -31,13 +31,21 @@ export function reportLater(error) {
  * (cancelled). It holds `func` and the slot, never the driver.
  */
 export function syncSlot(func) {
-  const slot = { self: undefined, args: undefined, result: undefined, error: undefined, next: undefined };
-  // The call being made: it becomes the latest call once the engine has run
-  // (or let go) any older window it ended.
+  const slot = {
+    self: undefined,
+    args: undefined,
+    result: undefined,
+    error: undefined,
+    nextSelf: undefined,
+    nextArgs: undefined,
+  };
+  // The call being made (`nextArgs` set): it becomes the latest call once the
+  // engine has run (or let go) any older window it ended.
   slot.accept = () => {
-    if (slot.next) {
-      [slot.self, slot.args] = slot.next;
-      slot.next = undefined;
+    if (slot.nextArgs !== undefined) {
+      slot.self = slot.nextSelf;
+      slot.args = slot.nextArgs;
+      slot.nextSelf = slot.nextArgs = undefined;
     }
   };
   slot.invoke = (run, fresh) => {
@@ -81,7 +89,8 @@ function now() {
 /** lodash's callable over a synchronous driver and its slot; errors of `func` are rethrown to the caller. */
 export function syncCallable(inner, slot) {
   const f = function (...args) {
-    slot.next = [this, args];
+    slot.nextSelf = this;
+    slot.nextArgs = args;
     const threw = inner.call(now());
     slot.accept();
     if (threw) throw slot.take();
