@@ -33,13 +33,16 @@ after(async () => {
 
 test("an open window written by schema 1 is delivered whole, under its old idempotency key, and the key goes on", async () => {
   const status = (await api.status("open", "doc")).json;
-  assert.equal(status.state, "open", JSON.stringify(status));
-  assert.deepEqual([status.open.window, status.open.span.first, status.open.span.last], [1, 1, 3]);
+  // Its hour of quiet (the policy stored with it) may have passed since the
+  // fixture was made: then its alarm has fired the window; else flush it.
+  const window = status.open ?? status.run;
+  assert.deepEqual([window.window, window.span.first, window.span.last], [1, 1, 3], JSON.stringify(status));
   assert.equal(status.incarnation, null, "a key from before incarnations keeps its idempotency keys");
-  assert.equal((await api.flush("open", "doc")).status, 200);
+  if (status.state === "open") assert.equal((await api.flush("open", "doc")).status, 200);
   const [d] = await rx.waitFor(1, 10_000, "doc");
   assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }, { n: 3 }]);
   assert.equal(d.idempotencyKey, "open/doc/1");
+  await until(async () => (await api.status("open", "doc")).json.state === "idle");
   const next = await api.event("open", "doc", { n: 4 });
   assert.deepEqual(next.json, { window: 2, seq: 4 }, "ids go on");
 });

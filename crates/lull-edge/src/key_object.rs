@@ -304,7 +304,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
 
     /// Load the key once per object lifetime. A key never written starts fresh
     /// from `new`; without it, there is nothing to load and `false` is returned.
-    fn load(&self, new: Option<(&Topic, &Key)>) -> Result<bool, ApiError> {
+    async fn load(&self, new: Option<(&Topic, &Key)>) -> Result<bool, ApiError> {
         if self.loaded.borrow().is_some() {
             return Ok(true);
         }
@@ -404,6 +404,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let recovered = loaded.ks.recover(now, &Logger { topic: &topic, key: key.as_str() });
         let changed = migrating || !recovered.is_empty();
         loaded.apply(recovered, &mut batch)?;
+        // A loaded key always has its alarm (a recovered delivery's retry included).
+        if let Some(at) = loaded.arm_earlier(now) {
+            self.host.set_alarm(at).await.map_err(unavailable)?;
+        }
         if changed {
             loaded.snapshot(&mut batch)?;
             let rows = self.store.commit(&batch.writes).map_err(unavailable)?;
@@ -482,7 +486,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
 
     /// Serve one request for `(topic, key)`.
     pub async fn request(&self, topic: &Topic, key: &Key, request: Request) -> Result<Reply, ApiError> {
-        self.load(Some((topic, key)))?;
+        self.load(Some((topic, key))).await?;
         self.with(|l| {
             l.retention_ms = topic.retention_ms;
             Ok(())
@@ -616,7 +620,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     }
 
     async fn run_alarm(&self, topics: &Topics) -> Result<(), ApiError> {
-        if !self.load(None)? {
+        if !self.load(None).await? {
             return Ok(());
         }
         let now = self.host.now();
