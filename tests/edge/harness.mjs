@@ -209,9 +209,6 @@ export async function timedSend(api, topic, key, body, log) {
 /** The longest any real gap between consecutive sends in `log` can have been. */
 export const longestGap = (log) => Math.max(0, ...log.slice(1).map((e, i) => e.acked - log[i].sent));
 
-/** The shortest any real gap between consecutive sends in `log` can have been. */
-export const shortestGap = (log, from = 1) => Math.min(...log.slice(from).map((e, i) => e.sent - log[from - 1 + i].acked));
-
 /** Throw `ScheduleBroken` unless every real gap in `log` was under `bound` ms. */
 export function assertGapsUnder(log, bound) {
   const most = longestGap(log);

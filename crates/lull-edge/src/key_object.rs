@@ -356,22 +356,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let migrating = restored.schema < SCHEMA;
         let inline = restored.inline_backlog;
         let mut batch = Batch::default();
-        let mut loaded_rows = rows;
-        if migrating {
-            // Schema 1 kept the backlog inside the state: it becomes rows.
-            for q in &inline.queued {
-                let json = serde_json::to_string(q).map_err(json_error)?;
-                batch.writes.push(Write::Window(WindowRow { window: q.window.0, ord: next_ord, dead: false, json }));
-                loaded_rows.insert(q.window.0);
-                next_ord += 1;
-            }
-            for d in &inline.dead {
-                let json = serde_json::to_string(d).map_err(json_error)?;
-                batch.writes.push(Write::Window(WindowRow { window: d.window.0, ord: next_ord, dead: true, json }));
-                loaded_rows.insert(d.window.0);
-                next_ord += 1;
-            }
-        }
+        // Schema 1 kept the backlog inside the state: it becomes rows (below).
+        let migrated = if migrating { inline.clone() } else { Backlog::default() };
         let mut full = inline;
         full.queued.extend(backlog.queued);
         full.dead.extend(backlog.dead);
@@ -391,7 +377,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             persisted: true,
             armed: None,
             free,
-            rows: loaded_rows,
+            rows,
             next_ord,
             dedupe: stored.dedupe.iter().map(|d| (d.key.clone(), (d.slot, d.at, d.reply.clone()))).collect(),
             // After the newest remembered key (the ring's oldest comes next).
@@ -399,6 +385,12 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
             retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
         };
+        for q in &migrated.queued {
+            loaded.backlog_row(q.window.0, false, serde_json::to_string(q).map_err(json_error)?, &mut batch);
+        }
+        for d in &migrated.dead {
+            loaded.backlog_row(d.window.0, true, serde_json::to_string(d).map_err(json_error)?, &mut batch);
+        }
         let now = self.host.now();
         let (topic, key) = (loaded.topic.clone(), loaded.key.clone());
         let recovered = loaded.ks.recover(now, &Logger { topic: &topic, key: key.as_str() });
