@@ -33,10 +33,16 @@ use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
 /// - **Accounting**: every accepted event is covered by exactly one first
 ///   `Fire` or one `Dropped` (cancel, or no trailing edge); retries and
 ///   replays re-run the same window id and span.
+/// - **Policy changes** ([`set_policy`](Self::set_policy)) take effect between
+///   bursts: a window never mixes two policies, and a run keeps the retry
+///   and timeout it started with.
 /// - **Snapshots**: the whole state (`serde`) restores to exactly the same future.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Debouncer {
     policy: Policy,
+    /// A policy waiting for the burst going on to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<Policy>,
     clock: u64,
     next_window: u64,
     jitter: Jitter,
@@ -51,6 +57,7 @@ impl Debouncer {
         Debouncer {
             lane: Lane::new(&policy),
             policy,
+            pending: None,
             clock: 0,
             next_window: 0,
             jitter: Jitter::new(seed),
@@ -58,24 +65,52 @@ impl Debouncer {
         }
     }
 
-    /// The policy it runs.
+    /// The policy in force: the open window and the next one run it.
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
 
-    /// Run `op` on the lane at the clamped `now`, in `order` with the deadlines before it.
+    /// A policy set with [`set_policy`](Self::set_policy) that waits for the
+    /// burst going on to end.
+    pub fn pending_policy(&self) -> Option<&Policy> {
+        self.pending.as_ref()
+    }
+
+    /// Run `policy` from the next burst: at once when no window is open and no
+    /// timer is armed, else as soon as that is so. The window open now keeps
+    /// the old timing; a run in flight (its retries included) keeps the retry
+    /// and timeout it started with; queued windows run under the policy in
+    /// force when they start. The policy in force drops any pending change.
+    pub fn set_policy(&mut self, policy: Policy, now: u64) {
+        self.pending = (policy != self.policy).then_some(policy);
+        self.step(now, Order::DeadlinesFirst, |_, _, _| ());
+    }
+
+    /// Run `op` on the lane at the clamped `now`, in `order` with the deadlines
+    /// before it; then start a pending policy if the burst is over.
     fn step<R>(&mut self, now: u64, order: Order, op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R) -> R {
         let now = now.max(self.clock);
         self.clock = now;
         let Debouncer { policy, next_window, jitter, lane, actions, .. } = self;
         let mut push = |action| actions.push_back(action);
         let mut env = Env { policy, next_window, jitter, out: &mut push };
-        lane.apply(now, order, &mut env, op)
+        let result = lane.apply(now, order, &mut env, op);
+        if self.lane.burst_over()
+            && let Some(new) = self.pending.take()
+        {
+            self.lane.adopt(&self.policy, &new);
+            self.policy = new;
+        }
+        result
     }
 
     /// Accept one event at `now`; it may fire at once (leading edge, `max_wait`
     /// in a tight loop, or a full batch).
     pub fn event(&mut self, now: u64) -> Accepted {
+        if self.pending.is_some() {
+            // A burst that ended before `now` lets the pending policy in first.
+            self.step(now, Order::DeadlinesFirst, |_, _, _| ());
+        }
         self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
     }
 

@@ -23,7 +23,7 @@ use crate::action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reas
 use crate::adaptive::Gaps;
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
-use crate::policy::{JitterMode, Overlap, Policy, Wait};
+use crate::policy::{JitterMode, Overlap, Policy, Retry, Wait};
 use crate::stats::Stats;
 use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
 
@@ -78,14 +78,36 @@ pub(crate) struct Lane {
     run: Option<RunStatus>,
     dead: Vec<DeadLetter>,
     stats: Stats,
+    /// The retry and timeout the run in flight started with (absent in older
+    /// snapshots: the policy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run_terms: Option<RunTerms>,
+}
+
+/// What a run keeps of the policy it started under, whatever changes later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunTerms {
+    retry: Retry,
+    run_timeout: Option<u64>,
+}
+
+impl RunTerms {
+    fn of(policy: &Policy) -> Self {
+        RunTerms { retry: policy.config().retry, run_timeout: policy.config().run_timeout }
+    }
+}
+
+/// The quiet period a policy starts with.
+fn initial_wait(policy: &Policy) -> u64 {
+    match policy.config().wait {
+        Wait::Fixed(ms) => ms,
+        Wait::Auto(a) => a.initial_ms,
+    }
 }
 
 impl Lane {
     pub(crate) fn new(policy: &Policy) -> Self {
-        let wait_ms = match policy.config().wait {
-            Wait::Fixed(ms) => ms,
-            Wait::Auto(a) => a.initial_ms,
-        };
+        let wait_ms = initial_wait(policy);
         Lane {
             next_seq: 0,
             wait_ms,
@@ -98,7 +120,27 @@ impl Lane {
             run: None,
             dead: Vec::new(),
             stats: Stats::default(),
+            run_terms: None,
         }
+    }
+
+    /// No burst is going: no window open and no timer armed. A new policy may start here.
+    pub(crate) fn burst_over(&self) -> bool {
+        self.open.is_none() && self.timer.is_none()
+    }
+
+    /// Switch from `old` to `new` between bursts: a changed quiet period
+    /// starts afresh (what was learned under the old one is dropped).
+    pub(crate) fn adopt(&mut self, old: &Policy, new: &Policy) {
+        if old.config().wait != new.config().wait {
+            self.gaps = Gaps::default();
+            self.wait_ms = initial_wait(new);
+        }
+    }
+
+    /// The terms of the run in flight.
+    fn terms(&self, policy: &Policy) -> RunTerms {
+        self.run_terms.unwrap_or_else(|| RunTerms::of(policy))
     }
 
     /// The earliest time this lane needs `expire`.
@@ -227,6 +269,7 @@ impl Lane {
     /// The run of `window` ended well. Call [`Lane::check_in_flight`] first.
     pub(crate) fn succeeded(&mut self, now: u64, env: &mut Env<'_>) {
         self.run = None;
+        self.run_terms = None;
         self.stats.succeeded += 1;
         self.start_next(now, env);
     }
@@ -433,13 +476,15 @@ impl Lane {
         if supersedes.is_some() {
             self.stats.superseded += 1;
         }
+        let terms = RunTerms::of(env.policy);
+        self.run_terms = Some(terms);
         self.run = Some(RunStatus {
             window,
             span,
             reason,
             attempt: 1,
             fired_at: now,
-            timeout_at: env.policy.config().run_timeout.map(|t| now.saturating_add(t)),
+            timeout_at: terms.run_timeout.map(|t| now.saturating_add(t)),
             retry_at: None,
         });
         let fire = Fire { window, reason, attempt: 1, at: now, span, supersedes };
@@ -464,7 +509,7 @@ impl Lane {
     }
 
     fn run_deadline_reached(&mut self, now: u64, env: &mut Env<'_>) {
-        let timeout = env.policy.config().run_timeout;
+        let timeout = self.terms(env.policy).run_timeout;
         let Some(run) = self.run.as_mut() else { return };
         if run.retry_at.take().is_some() {
             run.attempt += 1;
@@ -487,7 +532,7 @@ impl Lane {
     }
 
     fn fail(&mut self, now: u64, env: &mut Env<'_>) {
-        let retry = env.policy.config().retry;
+        let retry = self.terms(env.policy).retry;
         let Some(run) = self.run.as_mut() else { return };
         self.stats.failures += 1;
         if run.attempt < retry.max_attempts {
@@ -510,6 +555,7 @@ impl Lane {
             failed_at: now,
         };
         self.run = None;
+        self.run_terms = None;
         self.dead.push(letter);
         self.stats.dead_lettered += 1;
         env.emit(Action::DeadLettered(letter));

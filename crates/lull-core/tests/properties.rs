@@ -29,6 +29,8 @@ enum Op {
     Replay,
     /// Calls naming windows the engine does not hold: refused, no change.
     Junk(u64),
+    /// The operator changes the key's policy.
+    SetPolicy(PolicyConfig),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,6 +45,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => Just(Op::Fail),
         2 => Just(Op::Replay),
         2 => any::<u64>().prop_map(Op::Junk),
+        2 => policy().prop_map(Op::SetPolicy),
     ]
 }
 
@@ -85,7 +88,14 @@ fn policy() -> impl Strategy<Value = PolicyConfig> {
 
 /// The reference model: what the contract says may happen, checked action by action.
 struct Model {
+    /// The policy in force, as the model has seen the engine adopt it.
     config: PolicyConfig,
+    /// The policy last set: the engine must adopt it once no window is open.
+    latest: PolicyConfig,
+    /// The policy each window opened under.
+    window_config: HashMap<WindowId, PolicyConfig>,
+    /// The policy the run holding the slot started under.
+    run_config: PolicyConfig,
     /// The harness's time.
     now: u64,
     /// The latest time the engine was given (it counts earlier times as this).
@@ -108,6 +118,9 @@ struct Model {
 impl Model {
     fn new(config: PolicyConfig) -> Self {
         Model {
+            latest: config.clone(),
+            run_config: config.clone(),
+            window_config: HashMap::new(),
             config,
             now: 0,
             clock: 0,
@@ -131,11 +144,40 @@ impl Model {
         self.clock
     }
 
-    fn accepted(&mut self, a: Accepted) {
+    /// An event accepted by `engine`: a new window opened under the policy in force now.
+    fn accepted(&mut self, a: Accepted, engine: &Debouncer) {
+        self.window_config.entry(a.window).or_insert_with(|| engine.policy().config().clone());
         assert_eq!(a.seq.0, self.next_seq, "seqs are consecutive");
         self.next_seq += 1;
         self.outstanding.insert(a.seq.0);
         self.joined.insert(a.seq.0, a.window);
+    }
+
+    /// The policy `window` opened under (recorded at its first event).
+    fn of(&self, window: WindowId) -> &PolicyConfig {
+        &self.window_config[&window]
+    }
+
+    /// After an engine call: a policy change is only ever the latest one set,
+    /// taken with no window open (but the one `fresh`, the call's own event,
+    /// opened under it); a pending change is the latest one.
+    fn observe_policy(&mut self, engine: &Debouncer, fresh: Option<u64>) {
+        let in_force = engine.policy().config();
+        if *in_force != self.config {
+            assert_eq!(*in_force, self.latest, "only the latest policy is adopted");
+            let open: Vec<u64> = self
+                .outstanding
+                .iter()
+                .copied()
+                .filter(|s| Some(*s) != fresh && !self.queued.contains_key(&self.joined[s]))
+                .collect();
+            assert!(open.is_empty(), "policy changed with events {open:?} in an open window");
+            self.config = in_force.clone();
+        }
+        match engine.pending_policy() {
+            Some(p) => assert!(*p.config() == self.latest && self.latest != self.config, "pending is the latest"),
+            None => assert_eq!(self.config, self.latest, "nothing pending: the latest is in force"),
+        }
     }
 
     fn cover(&mut self, window: WindowId, span: &Span) {
@@ -153,18 +195,25 @@ impl Model {
     fn check(&mut self, action: &Action) {
         match *action {
             Action::Fire(fire) => {
+                let mut first = !matches!(fire.reason, Reason::Retry | Reason::Replay);
                 if let Some((span, reason)) = self.queued.remove(&fire.window) {
                     assert_eq!(
                         (fire.span, fire.reason, fire.attempt),
                         (span, reason, 1),
                         "a queued window fires as queued"
                     );
+                    first = false;
+                }
+                if fire.reason != Reason::Retry {
+                    // A run takes the terms in force when it starts: a window
+                    // firing as it closes, its own.
+                    self.run_config = if first { self.of(fire.window).clone() } else { self.config.clone() };
                 }
                 self.fire(fire)
             }
             Action::Queued(q) => {
                 if q.reason != Reason::Replay {
-                    assert_eq!(self.config.overlap, Overlap::Queue, "windows queue only for a singleton slot");
+                    assert_eq!(self.of(q.window).overlap, Overlap::Queue, "windows queue only for a singleton slot");
                     assert!(self.running.is_some(), "queued with the slot free");
                 }
                 assert!(self.queued.insert(q.window, (q.span, q.reason)).is_none(), "queued twice");
@@ -174,7 +223,7 @@ impl Model {
                 match d.cause {
                     DropCause::Cancelled => assert!(self.cancelling, "a drop without cancel"),
                     DropCause::NoTrailingEdge => {
-                        assert!(!self.config.trailing, "dropped with trailing on")
+                        assert!(!self.of(d.window).trailing, "dropped with trailing on")
                     }
                 }
                 self.cover(d.window, &d.span);
@@ -182,21 +231,22 @@ impl Model {
             Action::TimedOut { window, attempt } => {
                 let (w, in_flight, a, fired_at) = self.running.expect("a run timed out");
                 assert!(in_flight && w == window && a == attempt);
-                let timeout = self.config.run_timeout.expect("only with run_timeout");
+                let timeout = self.run_config.run_timeout.expect("only with run_timeout");
                 assert!(self.clock >= fired_at + timeout, "timed out early");
             }
             Action::RetryScheduled { window, attempt, at } => {
                 let (w, _, a, _) = self.running.expect("retry of a run");
-                assert!(w == window && attempt == a + 1 && attempt <= self.config.retry.max_attempts);
-                assert!(at >= self.clock && at - self.clock <= self.config.retry.ceiling(a), "backoff out of range");
-                if self.config.retry.jitter == JitterMode::None {
-                    assert_eq!(at - self.clock, self.config.retry.ceiling(a), "no jitter: exactly the ceiling");
+                let retry = self.run_config.retry;
+                assert!(w == window && attempt == a + 1 && attempt <= retry.max_attempts, "the run keeps its retry");
+                assert!(at >= self.clock && at - self.clock <= retry.ceiling(a), "backoff out of range");
+                if retry.jitter == JitterMode::None {
+                    assert_eq!(at - self.clock, retry.ceiling(a), "no jitter: exactly the ceiling");
                 }
                 self.running = Some((w, false, a, self.clock));
             }
             Action::DeadLettered(d) => {
                 let (w, _, a, _) = self.running.take().expect("dead letter of a run");
-                assert!(w == d.window && a == d.attempts && a == self.config.retry.max_attempts);
+                assert!(w == d.window && a == d.attempts && a == self.run_config.retry.max_attempts);
                 assert_eq!(self.windows[&w], d.span);
                 self.dead.insert(w, d.span);
                 self.slot_freed_at = Some(self.clock);
@@ -206,7 +256,8 @@ impl Model {
 
     fn fire(&mut self, fire: Fire) {
         assert_eq!(fire.at, self.clock, "fires happen now");
-        if let Some(m) = self.config.max_batch {
+        let config = self.of(fire.window).clone();
+        if let Some(m) = config.max_batch {
             assert!(fire.span.count() <= m, "window over max_batch");
         }
         match fire.reason {
@@ -229,7 +280,7 @@ impl Model {
             }
         }
         let previous = self.running.map(|(w, ..)| w);
-        match self.config.overlap {
+        match config.overlap {
             Overlap::Queue => assert_eq!(previous, None, "two runs at once"),
             Overlap::Supersede => assert_eq!(fire.supersedes, previous, "supersedes names the running window"),
         }
@@ -237,15 +288,16 @@ impl Model {
     }
 
     fn check_timing(&self, fire: &Fire) {
+        let config = self.of(fire.window);
         let waited_for_slot = self.slot_freed_at == Some(fire.at);
         let late_driver = self.stalled_during(fire.span.first_at, fire.at);
         if waited_for_slot || late_driver {
             return;
         }
-        if let Some(m) = self.config.max_wait {
+        if let Some(m) = config.max_wait {
             assert!(fire.at <= fire.span.first_at + m, "bounded delay broken: {fire:?}");
         }
-        match (fire.reason, self.config.wait) {
+        match (fire.reason, config.wait) {
             (Reason::Quiet, Wait::Fixed(wait)) => {
                 assert_eq!(fire.at, fire.span.last_at + wait, "quiet fires exactly `wait` after the last event")
             }
@@ -275,6 +327,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
             let t = model.tell(model.now);
             engine.handle_timeout(t);
             drain(engine, model, log);
+            model.observe_policy(engine, None);
         }
         model.now = model.now.max(t);
     };
@@ -283,17 +336,20 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
             engine = serde_json::from_str(&serde_json::to_string(&engine).unwrap()).unwrap();
         }
         model.cancelling = false;
+        let mut fresh = None;
         match *op {
             Op::Event => {
                 let a = engine.event(model.tell(model.now));
-                model.accepted(a);
+                model.accepted(a, &engine);
+                fresh = Some(a.seq.0);
             }
             Op::EventBackwards(back) => {
                 let t = model.tell(model.now.saturating_sub(back));
                 // Placed before `now`: its deadlines are served late, like after a stall.
                 model.stalls.push((t, model.now));
                 let a = engine.event(t);
-                model.accepted(a);
+                model.accepted(a, &engine);
+                fresh = Some(a.seq.0);
             }
             Op::Advance(dt) => {
                 let target = model.now + dt;
@@ -313,7 +369,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                     continue;
                 };
                 model.tell(model.now);
-                let expired = config.run_timeout.is_some_and(|t| fired_at + t < model.now);
+                let expired = model.run_config.run_timeout.is_some_and(|t| fired_at + t < model.now);
                 let result = if matches!(op, Op::Succeed) {
                     engine.run_succeeded(window, model.now)
                 } else {
@@ -345,13 +401,18 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                 assert!(engine.discard(stranger).is_err());
                 assert_eq!(serde_json::to_string(&engine).unwrap(), before, "a refused call changed the state");
             }
+            Op::SetPolicy(ref next) => {
+                engine.set_policy(next.clone().build().expect("valid policy"), model.tell(model.now));
+                model.latest = next.clone();
+            }
         }
         drain(&mut engine, &mut model, &mut log);
+        model.observe_policy(&engine, fresh);
     }
     // Settle: end every run well, replay every dead letter, let every window fire.
     for _ in 0..10_000 {
         match model.running {
-            Some((_, true, _, fired_at)) if config.run_timeout.is_some_and(|t| fired_at + t < model.now) => {
+            Some((_, true, _, fired_at)) if model.run_config.run_timeout.is_some_and(|t| fired_at + t < model.now) => {
                 // Timed out while the loop was blocked: serve that first.
                 let t = model.tell(model.now);
                 engine.handle_timeout(t);
@@ -382,6 +443,7 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
         }
     }
     assert!(model.running.is_none() && engine.next_deadline().is_none(), "settled");
+    assert_eq!(*engine.policy().config(), model.latest, "a policy set is in force once every burst is over");
     assert!(model.outstanding.is_empty(), "events lost: {:?}", model.outstanding);
     assert!(!engine.pending());
     let stats = engine.stats();

@@ -336,6 +336,41 @@ fn a_run_past_its_timeout_counts_as_failed() {
 }
 
 #[test]
+fn a_new_policy_starts_with_the_next_burst_and_a_run_keeps_its_retry() {
+    let exact = |attempts, base| Retry { jitter: JitterMode::None, ..Retry::backoff(attempts, base, base) };
+    let old = PolicyConfig { retry: exact(2, 100), ..debounce(100) };
+    let new = PolicyConfig { retry: exact(5, 700), ..debounce(300) };
+    let mut sim = Sim::new(old.clone(), Runs::Manual);
+    sim.event_at(0);
+    sim.event_at(50);
+    sim.engine.set_policy(policy(new.clone()), 60);
+    assert_eq!(sim.engine.pending_policy(), Some(&policy(new.clone())), "a window is open: it waits");
+    sim.advance_to(150);
+    let first = sim.last_fire();
+    assert_eq!((first.at, first.span.count()), (150, 2), "the open window keeps the old wait");
+    assert_eq!(*sim.engine.policy(), policy(new.clone()), "taken once the burst is over");
+    sim.event_at(200);
+    sim.advance_to(1_000);
+    assert_eq!(sim.fires().len(), 1, "the next window waits for the run");
+    sim.fail(first.window);
+    let Some((_, Action::RetryScheduled { at, .. })) = sim.log.last().copied() else { panic!("a retry") };
+    assert_eq!(at, 1_100, "the run keeps the retry it started with");
+    sim.advance_to(at);
+    sim.fail(first.window);
+    assert_eq!(sim.engine.status().dead_letters.len(), 1, "and its max_attempts");
+    let second = sim.last_fire();
+    assert_eq!((second.at, second.span.first_at), (1_100, 200), "due since 500 = 200 + the new wait");
+    sim.fail(second.window);
+    let Some((_, Action::RetryScheduled { at, .. })) = sim.log.last().copied() else { panic!("a retry") };
+    assert_eq!(at, 1_800, "a run started after the change runs the new retry");
+    sim.event_at(1_800);
+    sim.engine.set_policy(policy(old.clone()), 1_800);
+    assert!(sim.engine.pending_policy().is_some());
+    sim.engine.set_policy(policy(new.clone()), 1_800);
+    assert_eq!(sim.engine.pending_policy(), None, "setting the policy in force drops the pending one");
+}
+
+#[test]
 fn max_batch_fires_a_full_window_at_once() {
     let mut sim = Sim::new(PolicyConfig { max_batch: Some(3), ..debounce(100) }, Runs::Instant);
     for _ in 0..7 {

@@ -26,7 +26,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use lull_core::{Backlog, DeadLetter, Fire, QueuedWindow, Reason, Seq, Span, WindowId};
+use lull_core::{Backlog, DeadLetter, Fire, Policy, QueuedWindow, Reason, Seq, Span, WindowId};
 use serde_json::json;
 use serde_json::value::RawValue;
 
@@ -483,6 +483,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             l.retention_ms = topic.retention_ms;
             Ok(())
         })?;
+        self.follow(&topic.policy).await?;
         match request {
             Request::Event { body, idempotency_key } => self.accept(topic, body, idempotency_key).await,
             Request::Status => self.with(|l| {
@@ -527,6 +528,20 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 .await
             }
         }
+    }
+
+    /// Bring the key to its topic's policy (from its next burst), if it changed.
+    async fn follow(&self, policy: &Policy) -> Result<(), ApiError> {
+        if self.with(|l| Ok(l.ks.follows(policy)))? {
+            return Ok(());
+        }
+        self.op(|l, batch, now| {
+            let (topic, key) = (l.topic.clone(), l.key.clone());
+            let effects = l.ks.set_policy(policy.clone(), now, &Logger { topic: &topic, key: key.as_str() });
+            l.apply(effects, batch)?;
+            l.snapshot(batch)
+        })
+        .await
     }
 
     /// An operation other than an event: its effects, a snapshot, the status as the answer.
@@ -632,6 +647,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             self.store.erase().await.map_err(unavailable)?;
             self.host.log(&line);
             return Ok(());
+        }
+        let policy = self.with(|l| Ok(topics.get(&l.topic).map(|t| t.policy.clone())))?;
+        if let Some(policy) = policy {
+            self.follow(&policy).await?;
         }
         loop {
             // Take the next due fire, mark its delivery begun, guard it with the alarm.

@@ -185,6 +185,23 @@ impl KeyState {
         self.effects(log)
     }
 
+    /// Whether `policy` is what this key runs or is about to (a pending change).
+    pub fn follows(&self, policy: &Policy) -> bool {
+        self.engine.pending_policy().unwrap_or(self.engine.policy()) == policy
+    }
+
+    /// The topic's policy changed: it runs from the key's next burst (see
+    /// [`Debouncer::set_policy`]); a delivery in flight keeps its retry.
+    pub fn set_policy(&mut self, policy: Policy, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+        self.engine.set_policy(policy, now);
+        let mut effects = vec![Effect::Log(log.line(
+            "policy_changed",
+            json!({"pending": self.engine.pending_policy().is_some(), "policy": self.engine.pending_policy().unwrap_or(self.engine.policy())}),
+        ))];
+        self.drain(log, &mut effects);
+        effects
+    }
+
     /// Fire the open window as soon as possible.
     pub fn flush(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
         self.engine.flush(now);
@@ -315,6 +332,7 @@ impl KeyState {
             "incarnation": self.incarnation,
             "state": state,
             "wait_ms": e.wait_ms(),
+            "policy_pending": e.pending_policy().is_some(),
             "learned_gap_ms": e.learned_gap_ms(),
             "next_deadline": e.next_deadline(),
             "open": e.open_window(),

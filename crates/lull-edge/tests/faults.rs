@@ -238,6 +238,14 @@ const TOPICS: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 5
     "payload": "all", "max_batch": 3, "max_pending_windows": 6,
     "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#;
 
+/// Other settings the operator may switch the topic to (timing and retry).
+const RECONFIGURED: [&str; 2] = [
+    r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 120, "payload": "all", "max_batch": 5,
+        "max_pending_windows": 6, "leading": true, "retry": {"max_attempts": 3, "base_ms": 5, "cap_ms": 10}}}"#,
+    r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 10, "max_wait_ms": 30, "payload": "all",
+        "max_pending_windows": 6, "retry": {"max_attempts": 1, "base_ms": 0, "cap_ms": 0}}}"#,
+];
+
 /// One step of a random run.
 #[derive(Clone, Debug)]
 enum Op {
@@ -256,6 +264,8 @@ enum Op {
     Crash,
     CommitFault(Fault),
     AlarmFault(Fault),
+    /// The operator deploys other settings (0: the first ones).
+    Reconfigure(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -273,6 +283,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Crash),
         2 => fault.clone().prop_map(Op::CommitFault),
         1 => fault.prop_map(Op::AlarmFault),
+        1 => (0..=RECONFIGURED.len()).prop_map(Op::Reconfigure),
     ]
 }
 
@@ -292,6 +303,8 @@ struct Pair {
     life: u32,
     crashes: u32,
     unavailable: u32,
+    /// The largest `max_attempts` of every configuration deployed.
+    max_attempts: u32,
 }
 
 fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
@@ -317,6 +330,7 @@ impl Pair {
             life: 0,
             crashes: 0,
             unavailable: 0,
+            max_attempts: 2,
         }
     }
 
@@ -505,6 +519,11 @@ impl Pair {
             }
             Op::CommitFault(f) => self.world.borrow_mut().commit_fault = Some(*f),
             Op::AlarmFault(f) => self.world.borrow_mut().alarm_fault = Some(*f),
+            Op::Reconfigure(i) => {
+                self.topics = Topics::parse([TOPICS].iter().chain(&RECONFIGURED).nth(*i).unwrap()).unwrap();
+                let retry = self.topics.get("t").unwrap().policy.config().retry;
+                self.max_attempts = self.max_attempts.max(retry.max_attempts);
+            }
         }
     }
 
@@ -554,9 +573,10 @@ impl Pair {
                 windows.insert(key.clone(), (*attempt, body.clone()));
             }
         }
-        // Attempts count from 1 (again after a replay) up to the topic's max_attempts (2).
+        // Attempts count from 1 (again after a replay) up to the largest
+        // max_attempts the topic had (a run keeps the one it started with).
         for (key, tries) in &attempts {
-            assert!(tries.iter().all(|a| (1..=2).contains(a)), "{key}: attempts {tries:?}");
+            assert!(tries.iter().all(|a| (1..=self.max_attempts).contains(a)), "{key}: attempts {tries:?}");
         }
         // Each event travels in one window only (whatever its attempts' fates)…
         let mut sent_in: BTreeMap<u64, String> = BTreeMap::new();
