@@ -1,7 +1,9 @@
 // cargo xtask bench (edge): on one local workerd, in one run, lull-edge vs a
 // plain JavaScript Durable Object (fixtures/js-debounce.mjs) vs a no-op one
 // (fixtures/noop.mjs): accepted events/s and accept latency for 1 hot key and
-// for 1,000 keys, storage rows written per event, fire lateness.
+// for 1,000 keys, storage rows written per event, fire lateness; and a
+// backlog phase: one key whose target is down, accepting with 0 and with
+// 2,000 windows (JS: 2,000 undelivered events) already held.
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
 import { writeFileSync, mkdirSync } from "node:fs";
@@ -18,7 +20,11 @@ const SPREAD_EVENTS = 3_000;
 const WAIT = 200;
 const MAX_WAIT = 1_000;
 
-const rx = await startReceiver();
+const BACKLOG = 2_000;
+const BACKLOG_MEASURED = 500;
+
+// "/down" is a target that is down: every delivery fails.
+const rx = await startReceiver((d) => (d.path === "/down" ? 500 : 200));
 const state = stateDir();
 const fixtures = join(import.meta.dirname, "fixtures");
 const mf = new Miniflare(
@@ -34,6 +40,9 @@ const mf = new Miniflare(
         routes: ["lull.bench/*"],
         ...lullWorker({
           b: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
+          // One window per event, the first one's retry far off: every later window queues.
+          down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
+                  retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
         }),
       },
       {
@@ -44,6 +53,15 @@ const mf = new Miniflare(
         scriptPath: join(fixtures, "js-debounce.mjs"),
         durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
         bindings: { TARGET: `${rx.url}/js`, TOKEN: TOKENS.ingest },
+      },
+      {
+        name: "js-down",
+        routes: ["jsdown.bench/*"],
+        compatibilityDate: "2026-11-01",
+        modules: true,
+        scriptPath: join(fixtures, "js-debounce.mjs"),
+        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
+        bindings: { TARGET: `${rx.url}/down`, TOKEN: TOKENS.ingest },
       },
       {
         name: "noop",
@@ -90,7 +108,7 @@ const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** `total` events from `CONCURRENCY` clients; `keyOf(i)` picks the key of event i. */
-async function load(host, total, keyOf) {
+async function load(host, total, keyOf, topic = "b") {
   let next = 0;
   let errors = 0;
   const latencies = [];
@@ -100,7 +118,7 @@ async function load(host, total, keyOf) {
       for (let i = next++; i < total; i = next++) {
         const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
         const t = performance.now();
-        const res = await request(host, "POST", `/v1/topics/b/keys/${keyOf(i)}/events`, body);
+        const res = await request(host, "POST", `/v1/topics/${topic}/keys/${keyOf(i)}/events`, body);
         latencies.push(performance.now() - t);
         if (res.status !== 202) errors++;
       }
@@ -120,13 +138,13 @@ async function settle(path, expected) {
 }
 
 /** Sum storage counters over `keys` (lull: the status API; js: the fixture's /stats). */
-async function rows(host, keys) {
+async function rows(host, keys, topic = "b") {
   let sql = 0;
   let accept = 0;
   let alarms = 0;
   for (let i = 0; i < keys.length; i += CONCURRENCY) {
     const batch = await Promise.all(
-      keys.slice(i, i + CONCURRENCY).map((k) => request(host, "GET", `/v1/topics/b/keys/${k}`)),
+      keys.slice(i, i + CONCURRENCY).map((k) => request(host, "GET", `/v1/topics/${topic}/keys/${k}`)),
     );
     for (const r of batch) {
       const s = JSON.parse(r.body);
@@ -175,7 +193,32 @@ async function paced(t, round) {
   }
 }
 
+/**
+ * The backlog phase for one target (its target down): BACKLOG events build a
+ * backlog on one key; then BACKLOG_MEASURED events on a fresh key (0 held
+ * before) and BACKLOG_MEASURED more on the backlogged one (BACKLOG held before).
+ */
+async function backlog(host, round) {
+  const fresh = `fresh-${round}`;
+  const full = `backlog-${round}`;
+  // The backlog is built first, so both measured loads run on a warm isolate.
+  await load(host, BACKLOG, () => full, "down");
+  const empty = await load(host, BACKLOG_MEASURED, () => fresh, "down");
+  const held = await load(host, BACKLOG_MEASURED, () => full, "down");
+  const counters = await rows(host, [fresh, full], "down");
+  return { empty, held, counters, events: 2 * BACKLOG_MEASURED + BACKLOG };
+}
+const backlogTargets = [
+  { name: "lull-edge", host: "lull.bench" },
+  { name: "plain JS DO", host: "jsdown.bench" },
+];
+const backlogResults = Object.fromEntries(backlogTargets.map((t) => [t.name, []]));
+
 for (let round = 0; round < ROUNDS; round++) {
+  for (const t of round % 2 ? [...backlogTargets].reverse() : backlogTargets) {
+    backlogResults[t.name].push(await backlog(t.host, round));
+  }
+  process.stdout.write(`round ${round + 1}: backlog phase done\n`);
   const order = targets.map((_, i) => targets[(i + round) % targets.length]);
   for (const t of order) {
     const hotKey = `hot-${round}`;
@@ -229,6 +272,24 @@ const ratios = {
   spread_vs_noop: lull.spread.per_sec / summary["no-op DO"].spread.per_sec,
 };
 
+const backlogSummary = {};
+for (const t of backlogTargets) {
+  const r = backlogResults[t.name];
+  const m = (phase, k) => median(r.map((x) => x[phase][k]));
+  const events = r.reduce((n, x) => n + x.events, 0);
+  backlogSummary[t.name] = {
+    empty: { per_sec: m("empty", "per_sec"), p50_ms: m("empty", "p50_ms"), p99_ms: m("empty", "p99_ms") },
+    held: { per_sec: m("held", "per_sec"), p50_ms: m("held", "p50_ms"), p99_ms: m("held", "p99_ms") },
+    rows_per_event: r.reduce((n, x) => n + x.counters.sql, 0) / events,
+    errors: r.reduce((n, x) => n + x.empty.errors + x.held.errors, 0),
+  };
+}
+const bl = backlogSummary["lull-edge"];
+const bj = backlogSummary["plain JS DO"];
+ratios.backlog_held_vs_empty = bl.held.per_sec / bl.empty.per_sec;
+ratios.backlog_p99_held_vs_empty = bl.held.p99_ms / bl.empty.p99_ms;
+ratios.backlog_held_vs_js = bl.held.per_sec / bj.held.per_sec;
+
 const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
 console.log(
   `\nlull-edge on local workerd (Miniflare), ${CONCURRENCY} keep-alive clients, ${ROUNDS} interleaved rounds (median);` +
@@ -256,8 +317,43 @@ console.log(
   `ratios: lull-edge / JS object = ${f(ratios.hot_vs_js, 2)}x (1 key), ${f(ratios.spread_vs_js, 2)}x (1,000 keys);` +
     ` lull-edge / no-op ceiling = ${f(ratios.hot_vs_noop, 2)}x (1 key), ${f(ratios.spread_vs_noop, 2)}x (1,000 keys)`,
 );
+console.log(
+  `\nbacklog: one key, target down; ${BACKLOG_MEASURED} events with 0 held, then with ${BACKLOG} held` +
+    ` (lull-edge: windows of 1 event queued behind a failed run; JS: undelivered event rows)`,
+);
+console.log(
+  ["", "0 held ev/s", "p50 ms", "p99 ms", `${BACKLOG} held ev/s`, "p50 ms", "p99 ms", "rows/ev", "errors"]
+    .map((h, i) => (i === 0 ? h.padEnd(12) : h.padStart(i === 4 ? 17 : 13)))
+    .join(""),
+);
+for (const t of backlogTargets) {
+  const s = backlogSummary[t.name];
+  const cells = [
+    f(s.empty.per_sec), f(s.empty.p50_ms, 1), f(s.empty.p99_ms, 1),
+    f(s.held.per_sec), f(s.held.p50_ms, 1), f(s.held.p99_ms, 1), f(s.rows_per_event, 3), String(s.errors),
+  ];
+  console.log(t.name.padEnd(12) + cells.map((c, i) => c.padStart(i === 3 ? 17 : 13)).join(""));
+}
+console.log(
+  `ratios: lull-edge with ${BACKLOG} held / with 0 = ${f(ratios.backlog_held_vs_empty, 2)}x events/s,` +
+    ` ${f(ratios.backlog_p99_held_vs_empty, 2)}x p99; lull-edge / JS object with ${BACKLOG} held = ${f(ratios.backlog_held_vs_js, 2)}x`,
+);
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT }, summary, ratios, rounds: results }, null, 2));
+writeFileSync(
+  out,
+  JSON.stringify(
+    {
+      config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED },
+      summary,
+      backlog: backlogSummary,
+      ratios,
+      rounds: results,
+      backlog_rounds: backlogResults,
+    },
+    null,
+    2,
+  ),
+);
 console.log(`wrote ${out}`);
 await mf.dispose();
 agent.destroy();

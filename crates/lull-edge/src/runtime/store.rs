@@ -151,6 +151,35 @@ impl SqlStore {
     }
 }
 
+/// Carry out one write; the rows SQLite wrote for it.
+fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
+    let cursor = match write {
+        Write::Event { seq, at, body, reuse: Some(old) } => sql.exec(
+            "UPDATE events SET seq = ?, at = ?, body = ? WHERE seq = ?",
+            vec![int(seq.0), int(at), body.into(), int(old.0)],
+        )?,
+        Write::Event { seq, at, body, reuse: None } => {
+            sql.exec("INSERT INTO events (seq, at, body) VALUES (?, ?, ?)", vec![int(seq.0), int(at), body.into()])?
+        }
+        Write::Snapshot(json) => sql.exec(
+            "INSERT INTO snapshot (id, json) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET json = excluded.json",
+            vec![json.into()],
+        )?,
+        Write::Window(w) => sql.exec(
+            "INSERT INTO windows (win, ord, dead, json) VALUES (?, ?, ?, ?)
+             ON CONFLICT (win) DO UPDATE SET ord = excluded.ord, dead = excluded.dead, json = excluded.json",
+            vec![int(w.window), int(w.ord), int(u64::from(w.dead)), w.json.into()],
+        )?,
+        Write::ForgetWindow(window) => sql.exec("DELETE FROM windows WHERE win = ?", vec![int(window)])?,
+        Write::Dedupe(d) => sql.exec(
+            "INSERT INTO dedupe (slot, key, at, reply) VALUES (?, ?, ?, ?)
+             ON CONFLICT (slot) DO UPDATE SET key = excluded.key, at = excluded.at, reply = excluded.reply",
+            vec![int(u64::from(d.slot)), d.key.into(), int(d.at), d.reply.into()],
+        )?,
+    };
+    Ok(cursor.rows_written() as u64)
+}
+
 impl Store for SqlStore {
     fn load(&self) -> Result<Stored, StoreError> {
         self.prepare()?;
@@ -185,39 +214,12 @@ impl Store for SqlStore {
     }
 
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+        // One statement is atomic by itself: no transaction to open.
+        if let [one] = writes {
+            return apply(&self.sql(), one.clone()).map_err(error);
+        }
         let writes = writes.to_vec();
-        self.transaction(move |sql| {
-            let mut rows = 0;
-            for write in writes {
-                let cursor = match write {
-                    Write::Event { seq, at, body, reuse: Some(old) } => sql.exec(
-                        "UPDATE events SET seq = ?, at = ?, body = ? WHERE seq = ?",
-                        vec![int(seq.0), int(at), body.into(), int(old.0)],
-                    )?,
-                    Write::Event { seq, at, body, reuse: None } => sql.exec(
-                        "INSERT INTO events (seq, at, body) VALUES (?, ?, ?)",
-                        vec![int(seq.0), int(at), body.into()],
-                    )?,
-                    Write::Snapshot(json) => sql.exec(
-                        "INSERT INTO snapshot (id, json) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET json = excluded.json",
-                        vec![json.into()],
-                    )?,
-                    Write::Window(w) => sql.exec(
-                        "INSERT INTO windows (win, ord, dead, json) VALUES (?, ?, ?, ?)
-                         ON CONFLICT (win) DO UPDATE SET ord = excluded.ord, dead = excluded.dead, json = excluded.json",
-                        vec![int(w.window), int(w.ord), int(u64::from(w.dead)), w.json.into()],
-                    )?,
-                    Write::ForgetWindow(window) => sql.exec("DELETE FROM windows WHERE win = ?", vec![int(window)])?,
-                    Write::Dedupe(d) => sql.exec(
-                        "INSERT INTO dedupe (slot, key, at, reply) VALUES (?, ?, ?, ?)
-                         ON CONFLICT (slot) DO UPDATE SET key = excluded.key, at = excluded.at, reply = excluded.reply",
-                        vec![int(u64::from(d.slot)), d.key.into(), int(d.at), d.reply.into()],
-                    )?,
-                };
-                rows += cursor.rows_written() as u64;
-            }
-            Ok(rows)
-        })
+        self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
 
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
