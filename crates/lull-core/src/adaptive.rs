@@ -1,6 +1,7 @@
 //! Adaptive wait (`wait = auto`): a quiet period learned from a key's own rhythm.
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
@@ -89,8 +90,12 @@ impl Gaps {
         if self.recent.len() < MIN_GAPS {
             return None;
         }
-        let mut sorted: Vec<u64> = self.recent.iter().copied().collect();
-        sorted.sort_unstable();
-        Some(sorted[sorted.len() / 2])
+        // An insertion sort: at most GAP_WINDOW gaps, and far smaller in wasm than `sort_unstable`.
+        let mut sorted: Vec<u64> = Vec::with_capacity(self.recent.len());
+        for &gap in &self.recent {
+            let at = sorted.partition_point(|&g| g <= gap);
+            sorted.insert(at, gap);
+        }
+        sorted.get(sorted.len() / 2).copied()
     }
 }

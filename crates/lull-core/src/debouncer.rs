@@ -1,6 +1,6 @@
 //! [`Debouncer`]: one key's engine (one debounced function, one Durable Object).
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +11,15 @@ use crate::lane::{Env, Lane, Order, Reached};
 use crate::policy::Policy;
 use crate::stats::Stats;
 use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
+
+/// How far a driver may count events on its own (see [`Debouncer::horizon`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Horizon {
+    /// Events strictly before this time (ms)…
+    pub until: u64,
+    /// …and at most this many of them only add to the open window.
+    pub events: u64,
+}
 
 /// The engine for one key: told the time, asked what to do.
 ///
@@ -112,6 +121,23 @@ impl Debouncer {
             self.step(now, Order::DeadlinesFirst, |_, _, _| ());
         }
         self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
+    }
+
+    /// Until when further events need nothing but counting, if they do now.
+    /// A driver may keep events made before [`Horizon::until`] (at most
+    /// [`Horizon::events`] of them) on its side and hand them in later with
+    /// [`recorded`](Self::recorded), before any other call: nothing would
+    /// have fired and no deadline would have moved in between.
+    pub fn horizon(&self) -> Option<Horizon> {
+        let (until, events) = self.lane.horizon(self.clock, &self.policy)?;
+        Some(Horizon { until, events })
+    }
+
+    /// Hand in `count` events kept under the [`horizon`](Self::horizon), the
+    /// last one at `last`: the same as `count` calls of [`event`](Self::event)
+    /// at their own times. Returns the last one's [`Accepted`] (`None` for 0).
+    pub fn recorded(&mut self, count: u64, last: u64) -> Option<Accepted> {
+        (0..count).map(|_| self.event(last)).last()
     }
 
     /// The deadline from [`next_deadline`](Self::next_deadline) is reached.

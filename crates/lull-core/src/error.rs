@@ -21,7 +21,7 @@ impl fmt::Display for RunError {
     }
 }
 
-impl std::error::Error for RunError {}
+impl core::error::Error for RunError {}
 
 /// `replay` / `discard` named a window that is not a dead letter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,4 +38,4 @@ impl fmt::Display for DeadLetterError {
     }
 }
 
-impl std::error::Error for DeadLetterError {}
+impl core::error::Error for DeadLetterError {}

@@ -1,6 +1,7 @@
 //! [`Keyed`]: many keys' windows behind one deadline (one timer in a page).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

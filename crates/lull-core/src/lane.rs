@@ -15,7 +15,8 @@
 //! Wrappers clamp time to be monotonic and process deadlines strictly before
 //! `now` ahead of every operation, so a late timer never swallows a new burst.
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
@@ -136,6 +137,25 @@ impl Lane {
             self.gaps = Gaps::default();
             self.wait_ms = initial_wait(new);
         }
+    }
+
+    /// Until when (exclusive) and for how many more events an event only adds
+    /// to the open window: no fire, no deadline moved. `clock` is the latest time seen.
+    ///
+    /// Why it holds: before `last_event_at + wait` and `anchor + max_wait` an
+    /// event is neither a leading nor a `max_wait` edge; with a fixed wait the
+    /// lazy timer stays where it is (it is never later than `now + wait`);
+    /// before every deadline nothing is due; a full batch bounds the count.
+    pub(crate) fn horizon(&self, clock: u64, policy: &Policy) -> Option<(u64, u64)> {
+        let open = self.open.filter(|o| o.due.is_none())?;
+        if !matches!(policy.config().wait, Wait::Fixed(_)) {
+            return None; // an adaptive wait learns from each gap and may move the timer
+        }
+        let quiet = self.last_event_at?.saturating_add(self.wait_ms);
+        let bound = policy.config().max_wait.map_or(u64::MAX, |m| self.anchor.saturating_add(m));
+        let until = self.deadline()?.min(quiet).min(bound);
+        let events = policy.config().max_batch.map_or(u64::MAX, |m| m.saturating_sub(open.span.count() + 1));
+        (until > clock && events > 0 && self.timer.is_some()).then_some((until, events))
     }
 
     /// The terms of the run in flight.

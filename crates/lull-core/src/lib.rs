@@ -8,7 +8,13 @@
 //!   [`Debouncer::flush`], [`Debouncer::cancel`], [`Debouncer::run_succeeded`],
 //!   [`Debouncer::run_failed`], [`Debouncer::replay`];
 //! - outputs: [`Debouncer::poll_action`] ([`Action::Fire`] and friends) and
-//!   [`Debouncer::next_deadline`], the one timer to arm.
+//!   [`Debouncer::next_deadline`], the one timer to arm;
+//! - a fast path: [`Debouncer::horizon`] says until when events only add to
+//!   the open window, so a driver may count them on its side and hand them in
+//!   later in one step ([`Debouncer::recorded`]);
+//! - configuration: [`Debouncer::set_policy`] starts a new policy at the next burst.
+//!
+//! `no_std` (with `alloc`): the same engine runs in a Worker, a browser and natively.
 //!
 //! The engine numbers events ([`Seq`]) and never stores payloads; a [`Fire`]
 //! says which seqs it covers. [`Keyed`] holds many keys behind one deadline.
@@ -35,10 +41,13 @@
 //! assert_eq!((fire.reason, fire.span.count(), fire.at), (Reason::Quiet, 2, 400));
 //! engine.run_succeeded(fire.window, 450)?; // the driver did the work
 //! assert_eq!(engine.next_deadline(), None);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
+#![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
 
 mod action;
 mod adaptive;
@@ -53,7 +62,7 @@ mod status;
 
 pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
-pub use debouncer::Debouncer;
+pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
 pub use keyed::Keyed;
 pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};

@@ -305,4 +305,4 @@ impl fmt::Display for PolicyError {
     }
 }
 
-impl std::error::Error for PolicyError {}
+impl core::error::Error for PolicyError {}

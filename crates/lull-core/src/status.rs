@@ -1,6 +1,7 @@
 //! A key's state as a plain, serialisable view (for status APIs and debugging).
 
-use std::collections::VecDeque;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 

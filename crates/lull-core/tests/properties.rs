@@ -31,6 +31,9 @@ enum Op {
     Junk(u64),
     /// The operator changes the key's policy.
     SetPolicy(PolicyConfig),
+    /// Up to this many events before the horizon, one by one; a twin engine
+    /// gets them all at once with `recorded`.
+    UnderHorizon(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -46,6 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Replay),
         2 => any::<u64>().prop_map(Op::Junk),
         2 => policy().prop_map(Op::SetPolicy),
+        4 => (1..12u64).prop_map(Op::UnderHorizon),
     ]
 }
 
@@ -400,6 +404,29 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
                 assert!(engine.replay(stranger, model.now).is_err());
                 assert!(engine.discard(stranger).is_err());
                 assert_eq!(serde_json::to_string(&engine).unwrap(), before, "a refused call changed the state");
+            }
+            Op::UnderHorizon(n) => {
+                let Some(horizon) = engine.horizon() else { continue };
+                let start = model.now.max(model.clock);
+                if start >= horizon.until {
+                    continue;
+                }
+                let k = n.min(horizon.events);
+                let times: Vec<u64> = (0..k).map(|i| start + i * (horizon.until - 1 - start) / k.max(2)).collect();
+                let mut twin = engine.clone();
+                let deadline = engine.next_deadline();
+                for &t in &times {
+                    let before = log.len();
+                    let a = engine.event(model.tell(t));
+                    model.accepted(a, &engine);
+                    drain(&mut engine, &mut model, &mut log);
+                    assert_eq!(log.len(), before, "an event under the horizon fired nothing");
+                    assert_eq!(engine.next_deadline(), deadline, "an event under the horizon moved no deadline");
+                    model.now = model.now.max(t);
+                }
+                let last = twin.recorded(k, *times.last().unwrap()).unwrap();
+                assert_eq!(last.seq, engine.last_seq());
+                assert_eq!(twin, engine, "handing them in at once is the same");
             }
             Op::SetPolicy(ref next) => {
                 engine.set_policy(next.clone().build().expect("valid policy"), model.tell(model.now));

@@ -5,8 +5,8 @@
 mod support;
 
 use lull_core::{
-    Action, Adaptive, DeadLetterError, Debouncer, DropCause, JitterMode, Keyed, Overlap, PolicyConfig, PolicyError,
-    Reason, Retry, RunError, Seq, Wait, WindowId,
+    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Horizon, JitterMode, Keyed, Overlap, PolicyConfig,
+    PolicyError, Reason, Retry, RunError, Seq, Wait, WindowId,
 };
 use support::{Runs, Sim, policy};
 
@@ -368,6 +368,30 @@ fn a_new_policy_starts_with_the_next_burst_and_a_run_keeps_its_retry() {
     assert!(sim.engine.pending_policy().is_some());
     sim.engine.set_policy(policy(new.clone()), 1_800);
     assert_eq!(sim.engine.pending_policy(), None, "setting the policy in force drops the pending one");
+}
+
+#[test]
+fn the_horizon_says_until_when_events_only_add_to_the_window() {
+    let mut engine =
+        Debouncer::new(policy(PolicyConfig { max_wait: Some(130), max_batch: Some(10), ..debounce(100) }), 1);
+    assert_eq!(engine.horizon(), None, "no window open: the next event starts a burst");
+    engine.event(0);
+    assert_eq!(
+        engine.horizon(),
+        Some(Horizon { until: 100, events: 8 }),
+        "before the timer, and the batch stays under 10"
+    );
+    let last = engine.recorded(2, 60).unwrap();
+    assert_eq!((last.seq, engine.next_deadline(), engine.poll_action()), (Seq(3), Some(100), None));
+    engine.handle_timeout(100); // not quiet yet: re-armed for max_wait, at 130
+    assert_eq!(engine.horizon(), Some(Horizon { until: 130, events: 6 }), "max_wait bounds it");
+    engine.handle_timeout(130);
+    assert!(matches!(engine.poll_action(), Some(Action::Fire(_))));
+    assert_eq!(engine.horizon(), None, "the window fired: the next event opens one");
+    let adaptive = PolicyConfig { wait: Wait::Auto(Adaptive::default()), ..debounce(100) };
+    let mut engine = Debouncer::new(policy(adaptive), 1);
+    engine.event(0);
+    assert_eq!(engine.horizon(), None, "an adaptive wait learns from every gap");
 }
 
 #[test]

@@ -29,6 +29,10 @@ export function reportLater(error) {
  * the latest `this` and arguments, keeps its result, and returns whether it
  * threw (the error waits in `take()`); `invoke(false)` lets them go
  * (cancelled). It holds `func` and the slot, never the driver.
+ *
+ * Calls made before the engine's horizon (`until`, at most `room` of them)
+ * only add to the open window: they stay here (`kept`, the last at `keptAt`)
+ * and the driver takes them (`takeKept()`) before anything else it does.
  */
 export function syncSlot(func) {
   const slot = {
@@ -38,6 +42,19 @@ export function syncSlot(func) {
     error: undefined,
     nextSelf: undefined,
     nextArgs: undefined,
+    until: -1,
+    room: 0,
+    kept: 0,
+    keptAt: 0,
+  };
+  slot.horizon = (until, room) => {
+    slot.until = until;
+    slot.room = room;
+  };
+  slot.takeKept = () => {
+    const kept = slot.kept;
+    slot.kept = 0;
+    return kept;
   };
   // The call being made (`nextArgs` set): it becomes the latest call once the
   // engine has run (or let go) any older window it ended.
@@ -89,9 +106,17 @@ function now() {
 /** lodash's callable over a synchronous driver and its slot; errors of `func` are rethrown to the caller. */
 export function syncCallable(inner, slot) {
   const f = function (...args) {
+    const t = now();
+    if (t < slot.until && slot.kept < slot.room) {
+      slot.kept++;
+      slot.keptAt = t;
+      slot.self = this;
+      slot.args = args;
+      return slot.result;
+    }
     slot.nextSelf = this;
     slot.nextArgs = args;
-    const threw = inner.call(now());
+    const threw = inner.call(t);
     slot.accept();
     if (threw) throw slot.take();
     return slot.result;

@@ -18,6 +18,12 @@ use crate::shared::{self, Driver, Shell};
 
 struct State {
     engine: Debouncer,
+    /// The JS slot: the latest call, and the calls kept under the horizon.
+    slot: JsValue,
+    /// The slot's `takeKept()`: how many calls it kept (the last at `keptAt`).
+    take_kept: Function,
+    /// The slot's `horizon(until, room)`: where calls may be kept next.
+    set_horizon: Function,
     /// The slot's `invoke(run)`: runs the function with the latest call (returns
     /// whether it threw), or lets the call go.
     invoke: Function,
@@ -62,6 +68,8 @@ fn pump(rc: &Rc<RefCell<State>>, incoming: Option<lull_core::Seq>) -> bool {
     }
     let mut s = rc.borrow_mut();
     shared::follow(rc, &mut s, false);
+    let (until, room) = s.engine.horizon().map_or((-1.0, 0.0), |h| (h.until as f64, h.events as f64));
+    let _ = s.set_horizon.call2(&JsValue::UNDEFINED, &until.into(), &room.into());
     threw
 }
 
@@ -79,6 +87,14 @@ impl Driver for State {
     fn parts(&mut self) -> (&mut Debouncer, &mut Shell<Self>) {
         (&mut self.engine, &mut self.shell)
     }
+
+    fn catch_up(&mut self) {
+        let kept = self.take_kept.call0(&JsValue::UNDEFINED).ok().and_then(|k| k.as_f64()).unwrap_or(0.0);
+        if kept >= 1.0 {
+            let at = Reflect::get(&self.slot, &"keptAt".into()).ok().and_then(|t| t.as_f64()).unwrap_or(0.0);
+            self.engine.recorded(kept as u64, js::millis(at));
+        }
+    }
 }
 
 /// The driver behind a debounced function (see `debounce`).
@@ -92,19 +108,29 @@ impl Debounced {
     /// One call at `now` (`performance.now()`); the glue put `this` and the
     /// arguments in the slot. Returns whether the function threw (the glue rethrows).
     pub fn call(&self, now: f64) -> bool {
-        let accepted = self.state.borrow_mut().engine.event(js::millis(now));
+        let accepted = {
+            let mut state = self.state.borrow_mut();
+            state.catch_up();
+            state.engine.event(js::millis(now))
+        };
         pump(&self.state, Some(accepted.seq))
     }
 
     /// Drop the pending call, disarm the timer.
     pub fn cancel(&self, now: f64) {
-        self.state.borrow_mut().engine.cancel(js::millis(now));
+        let mut state = self.state.borrow_mut();
+        state.catch_up();
+        state.engine.cancel(js::millis(now));
+        drop(state);
         pump(&self.state, None);
     }
 
     /// Run the pending call now. Returns whether the function threw.
     pub fn flush(&self, now: f64) -> bool {
-        self.state.borrow_mut().engine.flush(js::millis(now));
+        let mut state = self.state.borrow_mut();
+        state.catch_up();
+        state.engine.flush(js::millis(now));
+        drop(state);
         pump(&self.state, None)
     }
 
@@ -118,9 +144,14 @@ fn make(func: Function, policy: Policy, flush_on_hide: bool) -> Result<Function,
     let slot = js::sync_slot(&func);
     let invoke: Function = Reflect::get(&slot, &"invoke".into())?.into();
     let take_error: Function = Reflect::get(&slot, &"take".into())?.into();
+    let take_kept: Function = Reflect::get(&slot, &"takeKept".into())?.into();
+    let set_horizon: Function = Reflect::get(&slot, &"horizon".into())?.into();
     let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
         RefCell::new(State {
             engine: Debouncer::new(policy, crate::seed()),
+            slot: slot.clone(),
+            take_kept,
+            set_horizon,
             invoke,
             take_error,
             shell: Shell::new(weak),

@@ -66,6 +66,9 @@ pub(crate) trait Driver: Sized + 'static {
     fn pump(rc: &Rc<RefCell<Self>>) -> Result<(), JsValue>;
     /// The engine and the shell.
     fn parts(&mut self) -> (&mut Self::Engine, &mut Shell<Self>);
+    /// Hand the engine what the JS side kept for it, before anything else
+    /// reaches the engine (see `syncSlot`'s horizon).
+    fn catch_up(&mut self) {}
 }
 
 impl<T: Driver> Shell<T> {
@@ -76,6 +79,7 @@ impl<T: Driver> Shell<T> {
             upgrade_then(&weak, |rc| {
                 {
                     let mut state = rc.borrow_mut();
+                    state.catch_up();
                     let (engine, shell) = state.parts();
                     shell.timer.went_off();
                     engine.deadline_reached(js::now());
@@ -103,7 +107,10 @@ pub(crate) fn hide_hook<T: Driver>(enabled: bool, weak: &Weak<RefCell<T>>) -> Op
         .then(|| {
             HideHook::new(move || {
                 upgrade_then(&weak, |rc| {
-                    rc.borrow_mut().parts().0.flush_everything(js::now());
+                    let mut state = rc.borrow_mut();
+                    state.catch_up();
+                    state.parts().0.flush_everything(js::now());
+                    drop(state);
                     T::pump(rc)
                 })
             })

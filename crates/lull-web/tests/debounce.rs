@@ -6,7 +6,10 @@
 mod support;
 
 use js_sys::{Array, Reflect};
-use support::{Rules, block, call, collect_garbage, method, object, recorder, sleep, thrown, until};
+use support::{
+    Rules, Schedule, block, call, collect_garbage, method, object, one_window, recorder, retrying, sleep, thrown,
+    timed, until,
+};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
 
@@ -118,6 +121,35 @@ async fn cancel_drops_the_pending_call() {
     assert!(!pending(&d));
     sleep(80).await;
     assert_eq!(r.count(), 0);
+}
+
+/// Calls before the engine's horizon stay on the JS side until the driver
+/// next reaches the engine: `cancel` drops them and `flush` runs them; none is
+/// handed in later (it would run the function with no call behind it).
+#[wasm_bindgen_test]
+async fn calls_kept_on_the_js_side_are_dropped_by_cancel_and_run_by_flush() {
+    retrying(|| async {
+        let r = recorder();
+        let d = debounce(&r, 40, JsValue::UNDEFINED);
+        let dropped: Vec<(f64, f64)> = (0..3).map(|_| timed(|| r.call_numbered(&d)).1).collect();
+        method(&d, "cancel", &[]);
+        assert!(!pending(&d));
+        sleep(80).await;
+        let flushed: Vec<(f64, f64)> = (3..5).map(|_| timed(|| r.call_numbered(&d)).1).collect();
+        if let Err(why) = one_window(&dropped, 40.0).and(one_window(&flushed, 40.0)) {
+            method(&d, "cancel", &[]);
+            return Schedule::Broke(why);
+        }
+        assert_eq!(method(&d, "flush", &[]), 4);
+        assert!(!pending(&d));
+        sleep(80).await;
+        r.call_numbered(&d); // 5
+        settle(&d).await;
+        sleep(80).await;
+        assert_eq!(r.firsts(), [4.0, 5.0], "one run per window, each with its last call's argument");
+        Schedule::Held
+    })
+    .await;
 }
 
 #[wasm_bindgen_test]
