@@ -162,9 +162,11 @@ impl Debouncer {
     }
 
     /// Drop the open window (and queued, never-fired windows) and end the
-    /// burst. A run in flight and queued replays are not touched.
+    /// burst, overdue or not (like lodash: a timer the event loop could not
+    /// serve in time does not fire inside `cancel`). A run in flight and
+    /// queued replays are not touched.
     pub fn cancel(&mut self, now: u64) {
-        self.step(now, Order::DeadlinesFirst, |lane, _, env| lane.cancel(env));
+        self.step(now, Order::OperationFirst, |lane, _, env| lane.cancel(env));
     }
 
     /// The run of `window` succeeded; the next due window may fire at once.

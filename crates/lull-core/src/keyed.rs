@@ -141,9 +141,9 @@ impl<K: Ord + Clone> Keyed<K> {
         }
     }
 
-    /// Drop `key`'s open and queued windows and end its burst.
+    /// Drop `key`'s open and queued windows and end its burst, overdue or not.
     pub fn cancel(&mut self, key: &K, now: u64) {
-        self.step(key, now, Order::DeadlinesFirst, |lane, _, env| lane.cancel(env));
+        self.step(key, now, Order::OperationFirst, |lane, _, env| lane.cancel(env));
     }
 
     /// [`cancel`](Self::cancel) every key.

@@ -152,6 +152,28 @@ async fn calls_kept_on_the_js_side_are_dropped_by_cancel_and_run_by_flush() {
     .await;
 }
 
+/// `d(x)`, the event loop blocked past `wait`, then `d.cancel()`: lodash drops
+/// the call without running it, and so does lull-web (the overdue window is
+/// not fired inside `cancel`).
+#[wasm_bindgen_test]
+async fn cancel_after_a_blocked_event_loop_drops_the_call_like_lodash() {
+    let lodash = support::lodash_debounce();
+    let mut runs = Vec::new();
+    for side in ["lodash", "lull"] {
+        let r = recorder();
+        let d: js_sys::Function = match side {
+            "lodash" => lodash.call2(&JsValue::UNDEFINED, &r.func, &20.into()).unwrap().unchecked_into(),
+            _ => debounce(&r, 20, JsValue::UNDEFINED),
+        };
+        r.call_numbered(&d);
+        block(40.0);
+        method(&d, "cancel", &[]);
+        sleep(60).await;
+        runs.push((side, r.count()));
+    }
+    assert_eq!(runs, [("lodash", 0), ("lull", 0)]);
+}
+
 #[wasm_bindgen_test]
 async fn flush_runs_now_and_disarms() {
     let r = recorder();

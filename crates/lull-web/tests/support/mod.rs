@@ -527,6 +527,17 @@ pub fn object(pairs: &[(&str, JsValue)]) -> JsValue {
     o.into()
 }
 
+/// `lodash.debounce` itself (npm `lodash.debounce` 4.0.8, installed with the
+/// web tooling by `cargo xtask setup`), for tests that run one script against
+/// lodash and lull-web side by side.
+pub fn lodash_debounce() -> Function {
+    const SOURCE: &str = include_str!("../../../../tests/web/node_modules/lodash.debounce/index.js");
+    let exports: JsValue = js_sys::Object::new().into();
+    let module = object(&[("exports", exports.clone())]);
+    Function::new_with_args("module, exports", SOURCE).call2(&JsValue::UNDEFINED, &module, &exports).unwrap();
+    Reflect::get(&module, &"exports".into()).unwrap().unchecked_into()
+}
+
 /// Busy-wait: the event loop is blocked, no timer can run.
 pub fn block(ms: f64) {
     let until = now() + ms;
