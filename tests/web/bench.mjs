@@ -1,11 +1,13 @@
 // lull-web benchmark: one headless Chromium page, same run, side by side with
 // lodash.debounce and es-toolkit's debounce. Per-call overhead (ns/call,
-// median of rounds), bytes on the wire (raw, gzip), module instantiation.
+// median of rounds), bytes on the wire (raw, gzip), module instantiation;
+// then consumer-app sizes under Vite, webpack and esbuild (consumer-sizes.mjs).
 // usage: node bench.mjs <lull-web package dir> <out.json>
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { launch } from './chromium.mjs';
+import { consumerGoals, consumerSizes, printConsumerSizes } from './consumer-sizes.mjs';
 import { serve } from './serve.mjs';
 
 const [pkg, out] = process.argv.slice(2).map((p) => resolve(p));
@@ -112,6 +114,7 @@ try {
   await browser.close();
   await server.close();
 }
+report.consumer_sizes = await consumerSizes(pkg);
 
 const lull = report.per_call_ns['lull-web'].median;
 const lodash = report.per_call_ns['lodash.debounce'].median;
@@ -121,6 +124,7 @@ report.ratios = { per_call_vs_lodash: lull / lodash, per_call_vs_es_toolkit: lul
 report.goals = {
   per_call_at_most_lodash: { goal: 1.0, actual: lull / lodash, met: lull <= lodash },
   wasm_and_glue_gzip_at_most_25kb: { goal: 25 * 1024, actual: sizes['lull-web'].gzip, met: sizes['lull-web'].gzip <= 25 * 1024 },
+  ...consumerGoals(report.consumer_sizes),
 };
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, JSON.stringify(report, null, 2));
@@ -134,7 +138,9 @@ row(['bytes gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debo
 row(['  of which wasm, gzip', kb(sizes['lull-web wasm'].gzip), '', '', '']);
 row([`instantiate, ms (median of ${LOADS})`, report.instantiate_ms.median.toFixed(1), '-', '-', '']);
 for (const [name, ns] of Object.entries(report.floors_ns)) row([`  floor: ${name}, ns`, ns.toFixed(1), '', '', '']);
+printConsumerSizes(report.consumer_sizes);
 for (const [name, g] of Object.entries(report.goals)) {
-  console.log(`goal ${name}: ${g.met ? 'met' : 'MISSED'} (actual ${typeof g.actual === 'number' && g.actual < 100 ? g.actual.toFixed(2) + 'x' : kb(g.actual)})`);
+  const actual = g.actual === null ? 'no build' : g.actual < 100 ? g.actual.toFixed(2) + 'x' : kb(g.actual);
+  console.log(`goal ${name}: ${g.met ? 'met' : 'MISSED'} (actual ${actual})`);
 }
 console.log(`wrote ${out}`);

@@ -167,8 +167,8 @@ fn make(func: Function, policy: Policy, flush_on_hide: bool) -> Result<Function,
 #[wasm_bindgen(skip_typescript)]
 pub fn debounce(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
-    let opts: TimingOptions = options::read(&options, "debounce options")?;
-    let config = options::debounce_policy(options::wait(&wait)?, &opts)?;
+    let opts = TimingOptions::read(&options)?;
+    let config = options::debounce_policy(options::wait(&wait), &opts);
     make(func, options::build(config)?, opts.flush_on_hide)
 }
 
@@ -176,7 +176,7 @@ pub fn debounce(func: JsValue, wait: JsValue, options: JsValue) -> Result<Functi
 #[wasm_bindgen(skip_typescript)]
 pub fn throttle(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
-    let opts: TimingOptions = options::read(&options, "throttle options")?;
-    let config = options::throttle_policy(options::millis(&wait, "wait")?, &opts);
+    let opts = TimingOptions::read(&options)?;
+    let config = options::throttle_policy(options::lodash_wait(&wait), &opts);
     make(func, options::build(config)?, opts.flush_on_hide)
 }

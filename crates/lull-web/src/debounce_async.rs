@@ -5,7 +5,6 @@ use std::rc::{Rc, Weak};
 
 use js_sys::{Array, Function, Promise, Reflect};
 use lull_core::{Action, Debouncer, Overlap, Policy, WindowId};
-use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::AbortSignal;
@@ -14,15 +13,6 @@ use crate::hide::HideHook;
 use crate::js;
 use crate::options::{self, TimingOptions};
 use crate::shared::{self, Driver, InFlight, Shell};
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct AsyncOptions {
-    #[serde(flatten)]
-    timing: TimingOptions,
-    /// `"latest"` (default): a newer run aborts the running one; `"queue"`: it waits.
-    mode: Option<String>,
-}
 
 type Settle = (Function, Function);
 
@@ -256,27 +246,28 @@ impl AsyncDebounced {
 #[wasm_bindgen(js_name = debounceAsync, skip_typescript)]
 pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
-    let opts: AsyncOptions = options::read(&options, "debounceAsync options")?;
-    let overlap = match opts.mode.as_deref() {
+    let timing = TimingOptions::read(&options)?;
+    let mode = match options::is_object(&options) {
+        true => options::get(&options, "mode")?.map(|m| m.as_string().unwrap_or_default()),
+        false => None,
+    };
+    let overlap = match mode.as_deref() {
         None | Some("latest") => Overlap::Supersede,
         Some("queue") => Overlap::Queue,
         Some(other) => {
             return Err(js::type_error(format!("`mode` must be \"latest\" or \"queue\", got {other:?}")));
         }
     };
-    let signal = if options.is_object() {
-        let value = Reflect::get(&options, &"signal".into())?;
-        if value.is_undefined() || value.is_null() {
-            None
-        } else {
-            Some(value.dyn_into::<AbortSignal>().map_err(|_| js::type_error("`signal` must be an AbortSignal"))?)
-        }
-    } else {
-        None
+    let signal = match options::is_object(&options) {
+        true => options::get(&options, "signal")?.filter(|s| !s.is_null()),
+        false => None,
     };
-    let mut config = options::debounce_policy(options::wait(&wait)?, &opts.timing)?;
+    let signal = signal
+        .map(|s| s.dyn_into::<AbortSignal>().map_err(|_| js::type_error("`signal` must be an AbortSignal")))
+        .transpose()?;
+    let mut config = options::debounce_policy(options::wait(&wait), &timing);
     config.overlap = overlap;
-    let driver = AsyncDebounced::new(func, options::build(config)?, opts.timing.flush_on_hide, signal);
+    let driver = AsyncDebounced::new(func, options::build(config)?, timing.flush_on_hide, signal);
     let methods = Array::of3(&"cancel".into(), &"flush".into(), &"pending".into());
     Ok(js::callable(driver.into(), methods))
 }

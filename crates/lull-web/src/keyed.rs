@@ -148,8 +148,8 @@ impl KeyedDebounced {
 #[wasm_bindgen(js_name = debounceKeyed, skip_typescript)]
 pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
-    let opts: TimingOptions = options::read(&options, "debounceKeyed options")?;
-    let config = options::debounce_policy(options::wait(&wait)?, &opts)?;
+    let opts = TimingOptions::read(&options)?;
+    let config = options::debounce_policy(options::wait(&wait), &opts);
     let policy = options::build(config)?;
     let state = Rc::new_cyclic(|weak: &Weak<RefCell<State>>| {
         RefCell::new(State {

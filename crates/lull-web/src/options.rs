@@ -1,23 +1,69 @@
-//! Reading JavaScript option objects: lodash's names and defaults, clear
-//! `TypeError`s for wrong types, unknown keys ignored (as lodash does).
+//! Reading JavaScript option objects. The timing options and `wait` are read
+//! as lodash reads them — never refused: a non-object `options` is ignored,
+//! flags are truthy or falsy, numbers go through `Number()` (`NaN` is 0), and
+//! unknown keys are ignored. One difference: a key present but `undefined`
+//! counts as missing (lodash takes `{ maxWait: undefined }` as `maxWait: 0`,
+//! lodash#5857). lull's own options get clear `TypeError`s.
 
+use js_sys::Reflect;
 use lull_core::{Adaptive, MAX_DURATION_MS, PolicyConfig, Wait};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::js::type_error;
 
-/// `{ leading, trailing, maxWait }`, as lodash reads them.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+/// `{ leading, trailing, maxWait, flushOnHide }`, as lodash reads them.
+#[derive(Default)]
 pub(crate) struct TimingOptions {
     pub(crate) leading: Option<bool>,
     pub(crate) trailing: Option<bool>,
     pub(crate) max_wait: Option<f64>,
-    #[serde(default)]
     pub(crate) flush_on_hide: bool,
+}
+
+impl TimingOptions {
+    /// Read them from `options` (anything: lodash ignores what is not an object).
+    pub(crate) fn read(options: &JsValue) -> Result<TimingOptions, JsValue> {
+        if !is_object(options) {
+            return Ok(TimingOptions::default());
+        }
+        let flag = |key| Ok::<_, JsValue>(get(options, key)?.map(|v| v.is_truthy()));
+        Ok(TimingOptions {
+            leading: flag("leading")?,
+            trailing: flag("trailing")?,
+            max_wait: get(options, "maxWait")?.map(|v| to_number(&v)),
+            flush_on_hide: flag("flushOnHide")?.unwrap_or(false),
+        })
+    }
+}
+
+/// lodash's `isObject`: an object or a function.
+pub(crate) fn is_object(value: &JsValue) -> bool {
+    (value.is_object() && !value.is_null()) || value.is_function()
+}
+
+/// `options[key]`, `None` when absent or `undefined`; a throwing getter throws.
+pub(crate) fn get(options: &JsValue, key: &str) -> Result<Option<JsValue>, JsValue> {
+    let value = Reflect::get(options, &key.into())?;
+    Ok((!value.is_undefined()).then_some(value))
+}
+
+/// lodash's `toNumber(value) || 0`: unary `+`'s reading, `NaN` (and symbols, bigints) as 0.
+fn to_number(value: &JsValue) -> f64 {
+    let n = if value.is_symbol() || value.is_bigint() { f64::NAN } else { value.unchecked_into_f64() };
+    if n.is_nan() { 0.0 } else { n }
+}
+
+/// A number lodash accepts as milliseconds: negative is 0, and at most
+/// [`MAX_DURATION_MS`] (~285,000 years).
+fn clamp_ms(ms: f64) -> u64 {
+    ms.clamp(0.0, MAX_DURATION_MS as f64).floor() as u64
+}
+
+/// `wait` as lodash reads it (`undefined` and non-numbers are 0).
+pub(crate) fn lodash_wait(value: &JsValue) -> u64 {
+    clamp_ms(to_number(value))
 }
 
 /// A function argument.
@@ -36,45 +82,25 @@ pub(crate) fn read<T: DeserializeOwned + Default>(value: &JsValue, what: &str) -
     serde_wasm_bindgen::from_value(value.clone()).map_err(|e| type_error(format!("{what}: {e}")))
 }
 
-/// A duration in ms: a finite, non-negative number (`undefined` is 0, like lodash).
-pub(crate) fn millis(value: &JsValue, name: &str) -> Result<u64, JsValue> {
-    if value.is_undefined() {
-        return Ok(0);
-    }
-    match value.as_f64() {
-        Some(ms) => number(ms, name),
-        None => Err(type_error(format!("`{name}` must be a number of milliseconds"))),
-    }
-}
-
-pub(crate) fn number(ms: f64, name: &str) -> Result<u64, JsValue> {
-    if ms.is_finite() && (0.0..=MAX_DURATION_MS as f64).contains(&ms) {
-        Ok(ms.floor() as u64)
-    } else {
-        // The number is not echoed back: float formatting would add kilobytes to the module.
-        Err(type_error(format!("`{name}` must be a finite number of milliseconds from 0 to {MAX_DURATION_MS}")))
-    }
-}
-
-/// `wait`: milliseconds, or `"auto"` for the learned quiet period.
-pub(crate) fn wait(value: &JsValue) -> Result<Wait, JsValue> {
+/// `wait`: milliseconds as lodash reads them, or `"auto"` for the learned quiet period.
+pub(crate) fn wait(value: &JsValue) -> Wait {
     if value.as_string().as_deref() == Some("auto") {
-        return Ok(Wait::Auto(Adaptive::default()));
+        return Wait::Auto(Adaptive::default());
     }
-    millis(value, "wait").map(Wait::Fixed)
+    Wait::Fixed(lodash_wait(value))
 }
 
 /// lodash's debounce defaults: trailing on, leading off, `maxWait` raised to `wait`.
-pub(crate) fn debounce_policy(wait: Wait, opts: &TimingOptions) -> Result<PolicyConfig, JsValue> {
-    let max_wait = opts.max_wait.map(|m| number(m, "maxWait")).transpose()?;
-    Ok(PolicyConfig {
+pub(crate) fn debounce_policy(wait: Wait, opts: &TimingOptions) -> PolicyConfig {
+    let max_wait = opts.max_wait.map(clamp_ms);
+    PolicyConfig {
         wait,
         max_wait,
         leading: opts.leading.unwrap_or(false),
         trailing: opts.trailing.unwrap_or(true),
         ..PolicyConfig::debounce(0)
     }
-    .clamp_max_wait())
+    .clamp_max_wait()
 }
 
 /// lodash's throttle: leading and trailing on, `maxWait = wait`.

@@ -311,9 +311,9 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
     }
     let opts: SearchOptions = options::read(&options, "bindSearch options")?;
     let wait = js_sys::Reflect::get(&options, &"wait".into())?;
-    let wait = if wait.is_undefined() { lull_core::Wait::Fixed(250) } else { options::wait(&wait)? };
+    let wait = if wait.is_undefined() { lull_core::Wait::Fixed(250) } else { options::wait(&wait) };
     let timing = TimingOptions { max_wait: opts.max_wait, ..TimingOptions::default() };
-    let mut config = options::debounce_policy(wait, &timing)?;
+    let mut config = options::debounce_policy(wait, &timing);
     config.overlap = Overlap::Supersede;
     let policy = options::build(config)?;
     let Some(search) = callback(&options, "search", true)? else {

@@ -1,0 +1,185 @@
+// Consumer-app sizes: what an app pays to ship lull-web, next to its peers,
+// built the way users build (Vite, webpack 5, esbuild; production builds,
+// tree-shaken and minified). Every file a build emits except the HTML counts:
+// raw bytes, and gzip -9 per file, summed. Builds run offline, one at a time,
+// in a temporary directory holding a copy of the package.
+import { build as esbuild } from 'esbuild';
+import { build as vite } from 'vite';
+import webpack from 'webpack';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, relative, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
+
+const modules = new URL('node_modules/', import.meta.url).pathname;
+const version = (dir) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version;
+
+const DEBOUNCE_THROTTLE = 'debounce + throttle';
+const EVERYTHING = 'everything';
+
+// The peers, each with the import line that brings `debounce` and `throttle`
+// into scope and how it writes a wait in its own call style.
+const PEERS = [
+  {
+    name: 'lodash.debounce + lodash.throttle',
+    packages: ['lodash.debounce', 'lodash.throttle'],
+    imports: "import debounce from 'lodash.debounce';\nimport throttle from 'lodash.throttle';",
+    wait: (ms) => ms,
+  },
+  { name: '@tanstack/pacer', packages: ['@tanstack/pacer'], imports: "import { debounce, throttle } from '@tanstack/pacer';", wait: (ms) => `{ wait: ${ms} }` },
+  { name: 'es-toolkit', packages: ['es-toolkit'], imports: "import { debounce, throttle } from 'es-toolkit';", wait: (ms) => ms },
+];
+
+// The "debounce + throttle" app's body: a debounced click handler and a throttled scroll handler.
+const wireButton = (wait) => `const button = document.querySelector('button');
+button.addEventListener('click', debounce(() => console.log('saved'), ${wait(300)}));
+addEventListener('scroll', throttle(() => console.log('scrolled'), ${wait(100)}));`;
+
+// A lull-web app: imports `init` and `named`, runs `body` once `init()` has loaded the wasm.
+const lullApp = (named, body) => `import init, { ${named.join(', ')} } from 'lull-web';\ninit().then(() => {\n${body}\n});\n`;
+
+// Each bundler's production build of `dir/main.js` (Vite: of `dir/index.html`) into `out`,
+// with nothing configured beyond the entry, the output directory and production mode.
+const BUNDLERS = {
+  vite: (dir, out) => vite({ root: dir, configFile: false, logLevel: 'error', build: { outDir: out } }),
+  webpack: (dir, out) =>
+    new Promise((done, fail) => {
+      const compiler = webpack({ mode: 'production', context: dir, entry: './main.js', output: { path: out } });
+      compiler.run((error, stats) => {
+        compiler.close(() => {
+          if (error || stats.hasErrors()) fail(error ?? new Error(stats.toJson({ all: false, errors: true }).errors[0].message));
+          else done();
+        });
+      });
+    }),
+  esbuild: (dir, out) => esbuild({ absWorkingDir: dir, entryPoints: ['main.js'], outdir: out, bundle: true, minify: true, format: 'esm', logLevel: 'silent' }),
+};
+
+// Every file under `dir` a page would download: all of them but the HTML.
+const emitted = (dir) =>
+  readdirSync(dir, { recursive: true })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f).isFile() && !f.endsWith('.html'));
+
+// Raw and gzip -9 bytes of each file, and their sums.
+const measure = (dir) => {
+  const files = Object.fromEntries(
+    emitted(dir).map((f) => {
+      const bytes = readFileSync(f);
+      return [relative(dir, f), { raw: bytes.length, gzip: gzipSync(bytes, { level: 9 }).length }];
+    }),
+  );
+  const sum = (key) => Object.values(files).reduce((n, f) => n + f[key], 0);
+  return { raw: sum('raw'), gzip: sum('gzip'), files };
+};
+
+// The export names of the package's JS entry, and the files its code fetches at
+// run time (`new URL("x", import.meta.url)`), which a build must emit for the app to work.
+async function inspectEntry(root) {
+  const { metafile } = await esbuild({ absWorkingDir: root, entryPoints: ['lull-web'], bundle: true, format: 'esm', write: false, metafile: true, outdir: 'out', logLevel: 'silent' });
+  const assets = Object.keys(metafile.inputs).flatMap((input) => {
+    const source = readFileSync(join(root, input), 'utf8');
+    return [...source.matchAll(/new URL\(\s*(['"`])([^'"`]+)\1\s*,\s*import\.meta\.url\s*\)/g)].map((m) => resolve(root, dirname(input), m[2]));
+  });
+  return { exports: Object.values(metafile.outputs)[0].exports, assets };
+}
+
+// One app built by one bundler with the least configuration that works: a plain
+// build, then any run-time asset the bundler did not emit copied beside the
+// bundle by hand, as a user must; `config` names that ceremony.
+async function buildApp(bundler, dir, assets) {
+  const out = join(dir, 'dist', bundler);
+  try {
+    await BUNDLERS[bundler](dir, out);
+  } catch (error) {
+    return { error: String(error.message ?? error).split('\n')[0], config: 'cannot build' };
+  }
+  const outputs = emitted(out).map((f) => readFileSync(f));
+  const missing = assets.filter((asset) => !outputs.some((bytes) => bytes.equals(readFileSync(asset))));
+  for (const asset of missing) cpSync(asset, join(out, basename(asset)));
+  const config = missing.map((asset) => `${basename(asset)} not emitted: copied beside the bundle by hand`).join('; ');
+  return { ...measure(out), config: config || 'none' };
+}
+
+// The consumer apps: lull-web's two (its full export list for "everything"), one per peer.
+function apps(lull) {
+  const everything = lull.exports.filter((name) => name !== 'default');
+  return [
+    { library: 'lull-web', app: DEBOUNCE_THROTTLE, assets: lull.assets, source: lullApp(['debounce', 'throttle'], wireButton((ms) => ms)) },
+    { library: 'lull-web', app: EVERYTHING, assets: lull.assets, source: lullApp(everything, `globalThis.lull = { init, ${everything.join(', ')} };`) },
+    ...PEERS.map((peer) => ({ library: peer.name, app: DEBOUNCE_THROTTLE, assets: [], source: `${peer.imports}\n${wireButton(peer.wait)}\n` })),
+  ];
+}
+
+// Sizes of every consumer app under every bundler, plus versions and ratios, for the JSON report.
+export async function consumerSizes(pkg) {
+  const root = mkdtempSync(join(tmpdir(), 'lull-consumer-sizes-'));
+  try {
+    cpSync(pkg, join(root, 'node_modules/lull-web'), { recursive: true });
+    for (const name of PEERS.flatMap((peer) => peer.packages)) {
+      mkdirSync(dirname(join(root, 'node_modules', name)), { recursive: true });
+      symlinkSync(join(modules, name), join(root, 'node_modules', name), 'dir');
+    }
+    const lull = await inspectEntry(root);
+    const results = {};
+    for (const [i, { library, app, assets, source }] of apps(lull).entries()) {
+      const dir = join(root, `app-${i}`);
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'main.js'), source);
+      writeFileSync(join(dir, 'index.html'), '<!doctype html><meta charset="utf-8"><button>save</button><script type="module" src="./main.js"></script>\n');
+      results[library] ??= {};
+      results[library][app] = {};
+      for (const bundler of Object.keys(BUNDLERS)) results[library][app][bundler] = await buildApp(bundler, dir, assets);
+    }
+    const lullGzip = results['lull-web'][DEBOUNCE_THROTTLE].vite.gzip;
+    return {
+      method: 'production builds (tree-shaken, minified) of tiny ES module apps; every emitted file but the HTML, gzip -9 per file, summed',
+      apps: {
+        [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once (lull-web: after init())',
+        [EVERYTHING]: `lull-web only: imports and references every export of its JS entry (${lull.exports.join(', ')}); peers are compared on debounce + throttle`,
+      },
+      versions: {
+        vite: version(join(modules, 'vite')),
+        webpack: version(join(modules, 'webpack')),
+        esbuild: version(join(modules, 'esbuild')),
+        'lull-web': version(join(root, 'node_modules/lull-web')),
+        ...Object.fromEntries(PEERS.flatMap((peer) => peer.packages).map((name) => [name, version(join(modules, name))])),
+      },
+      results,
+      vite_gzip_ratio_lull_web_to_peer: Object.fromEntries(PEERS.map((peer) => [peer.name, lullGzip / results[peer.name][DEBOUNCE_THROTTLE].vite.gzip])),
+    };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+// The size goals for lull-web's Vite builds, in the report's goal format.
+export function consumerGoals(sizes) {
+  const goal = (app, kb) => {
+    const actual = sizes.results['lull-web'][app].vite.gzip ?? null;
+    return { goal: kb * 1024, actual, met: actual !== null && actual <= kb * 1024 };
+  };
+  return {
+    consumer_debounce_throttle_vite_gzip_at_most_6kb: goal(DEBOUNCE_THROTTLE, 6),
+    consumer_everything_vite_gzip_at_most_20kb: goal(EVERYTHING, 20),
+  };
+}
+
+// The size table (library × app by bundler), the configuration each needed, and the Vite ratios.
+export function printConsumerSizes(sizes) {
+  const kb = (n) => (n === undefined ? 'failed' : `${(n / 1024).toFixed(1)} KB`);
+  const v = sizes.versions;
+  const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? c.padEnd(56) : i === cells.length - 1 ? `  ${c}` : c.padStart(14))).join(''));
+  console.log(`\nconsumer apps, production builds (Vite ${v.vite}, webpack ${v.webpack}, esbuild ${v.esbuild}): every emitted file but the HTML, gzip -9 per file`);
+  row(['library / app', 'Vite gzip', 'webpack gzip', 'esbuild gzip', 'Vite raw', 'configuration needed']);
+  for (const [library, byApp] of Object.entries(sizes.results)) {
+    for (const [app, { vite, webpack, esbuild }] of Object.entries(byApp)) {
+      const needed = Object.entries({ vite, webpack, esbuild }).filter(([, r]) => r.config !== 'none');
+      const config = needed.map(([bundler, r]) => `${bundler}: ${r.config}${r.error ? ` (${r.error})` : ''}`).join('; ') || 'none';
+      row([`${library} / ${app}`, kb(vite.gzip), kb(webpack.gzip), kb(esbuild.gzip), kb(vite.raw), config]);
+    }
+  }
+  console.log(`  ${EVERYTHING}: ${sizes.apps[EVERYTHING]}`);
+  const ratios = Object.entries(sizes.vite_gzip_ratio_lull_web_to_peer).map(([peer, r]) => `${peer} ${r.toFixed(1)}x`);
+  console.log(`lull-web / peer, Vite gzip, ${DEBOUNCE_THROTTLE}: ${ratios.join(', ')}`);
+}
