@@ -123,6 +123,17 @@ impl Debouncer {
         self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
     }
 
+    /// Accept one event at `now` made in the same turn of the event loop as the
+    /// driver's previous call (say, a synchronous loop of calls): deadlines
+    /// that passed since could not have been served — the driver's timer
+    /// cannot run before the turn ends — so none is served first, and the
+    /// event joins the burst as in lodash. The timer serves them when it runs.
+    /// ([`event`](Self::event) serves them first: after the event loop was
+    /// free, an overdue timer counts as fired, lodash#6003.)
+    pub fn event_in_turn(&mut self, now: u64) -> Accepted {
+        self.step(now, Order::Unserved, |lane, now, env| lane.event(now, env))
+    }
+
     /// Until when further events need nothing but counting, if they do now.
     /// A driver may keep events made before [`Horizon::until`] (at most
     /// [`Horizon::events`] of them) on its side and hand them in later with

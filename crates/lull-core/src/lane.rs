@@ -55,6 +55,9 @@ pub(crate) enum Order {
     /// The operation first: a run's end is applied to the run it names, before
     /// an overdue deadline could fire (or supersede) another.
     OperationFirst,
+    /// The operation alone: the event loop has not been free since the
+    /// deadlines passed, so (as in lodash) they wait for the driver's timer.
+    Unserved,
 }
 
 /// Which deadlines [`Lane::expire`] processes.

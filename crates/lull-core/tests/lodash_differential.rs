@@ -44,9 +44,18 @@ struct Options {
 #[derive(Serialize, Clone, Copy)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Op {
-    Call { arg: u64 },
-    Advance { ms: u64 },
-    Stall { ms: u64 },
+    /// A call; `turn`: made in the same turn of the event loop as the op before
+    /// it (a synchronous loop of calls), so no timer could have run in between.
+    Call {
+        arg: u64,
+        turn: bool,
+    },
+    Advance {
+        ms: u64,
+    },
+    Stall {
+        ms: u64,
+    },
     Flush,
     Cancel,
 }
@@ -83,10 +92,12 @@ fn generate(rng: &mut Rng) -> Trace {
     let mut arg = 0;
     for _ in 0..5 + rng.below(75) {
         let roll = rng.below(100);
+        // Only after a call or a stall can the next call be in the same turn.
+        let may_share_turn = matches!(ops.last(), Some(Op::Call { .. } | Op::Stall { .. }));
         let step = match roll {
             0..45 => {
                 arg += 1;
-                Op::Call { arg }
+                Op::Call { arg, turn: may_share_turn && rng.chance(40) }
             }
             45..77 => Op::Advance {
                 ms: match rng.below(6) {
@@ -163,7 +174,7 @@ fn run_lull(trace: &Trace, horizon: bool, kept_calls: &mut usize) -> Outcome {
     };
     let mut kept = Kept::default();
     for op in &trace.ops {
-        if let Op::Call { arg } = *op
+        if let Op::Call { arg, .. } = *op
             && horizon
             && let Some(h) = sim.engine.horizon()
             && sim.now < h.until
@@ -183,8 +194,8 @@ fn run_lull(trace: &Trace, horizon: bool, kept_calls: &mut usize) -> Outcome {
             kept = Kept::default();
         }
         match *op {
-            Op::Call { arg } => {
-                let accepted = sim.engine.event(sim.now);
+            Op::Call { arg, turn } => {
+                let accepted = if turn { sim.engine.event_in_turn(sim.now) } else { sim.engine.event(sim.now) };
                 args.insert(accepted.seq, arg);
                 sim.drain(); // after the arg is known: a fire at `now` may cover this call
             }

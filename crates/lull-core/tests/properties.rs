@@ -17,6 +17,9 @@ enum Op {
     Event,
     /// An event whose `now` is earlier than the clock (a wall-clock jump back).
     EventBackwards(u64),
+    /// An event in the same turn of the event loop as the previous call:
+    /// deadlines passed meanwhile are left to the timer.
+    EventInTurn,
     /// Time passes and every deadline is served on time.
     Advance(u64),
     /// Time passes with the event loop blocked: no deadline is served.
@@ -40,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => Just(Op::Event),
         2 => (0..500u64).prop_map(Op::EventBackwards),
+        6 => Just(Op::EventInTurn),
         25 => prop_oneof![Just(0u64), 1..50u64, 50..400u64, 400..3_000u64].prop_map(Op::Advance),
         5 => (1..400u64).prop_map(Op::Stall),
         4 => Just(Op::Flush),
@@ -344,6 +348,11 @@ fn run(config: &PolicyConfig, ops: &[Op], restore: bool) -> Vec<(u64, Action)> {
         match *op {
             Op::Event => {
                 let a = engine.event(model.tell(model.now));
+                model.accepted(a, &engine);
+                fresh = Some(a.seq.0);
+            }
+            Op::EventInTurn => {
+                let a = engine.event_in_turn(model.tell(model.now));
                 model.accepted(a, &engine);
                 fresh = Some(a.seq.0);
             }

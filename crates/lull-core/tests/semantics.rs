@@ -156,6 +156,28 @@ fn difference_a_call_after_a_missed_deadline_starts_a_new_window() {
 /// lodash returns the previous call's (stale) result; lull tells each caller
 /// which window it joined, so every caller of a window gets that window's result.
 #[test]
+fn events_in_one_turn_of_the_event_loop_leave_passed_deadlines_to_the_timer() {
+    // debounce(fn) with lodash's 0 ms wait, called in a synchronous loop: no
+    // timer can run inside the loop, so the calls coalesce into one run after it.
+    let mut engine = Debouncer::new(policy(debounce(0)), 1);
+    engine.event(0);
+    for t in 1..=20 {
+        engine.event_in_turn(t);
+    }
+    assert_eq!(engine.poll_action(), None, "nothing ran inside the loop");
+    engine.handle_timeout(21); // the timer, once the turn is over
+    let Some(Action::Fire(fire)) = engine.poll_action() else { panic!("one run after the loop") };
+    assert_eq!((fire.at, fire.span.count()), (21, 21));
+    // The same calls in separate turns: each finds the last one's timer missed
+    // (lodash#6003's fix, right there, would make the loop a 1 ms throttle).
+    let mut sim = Sim::new(debounce(0), Runs::Instant);
+    for t in 0..=20 {
+        sim.event_at(t);
+    }
+    assert_eq!(sim.fires().len(), 20);
+}
+
+#[test]
 fn difference_every_event_knows_the_window_that_covers_it() {
     let mut sim = Sim::new(PolicyConfig { max_wait: Some(250), ..leading(100) }, Runs::Instant);
     let mut joined = Vec::new();

@@ -46,6 +46,7 @@ export function syncSlot(func) {
     room: 0,
     kept: 0,
     keptAt: 0,
+    turn: -1,
   };
   slot.horizon = (until, room) => {
     slot.until = until;
@@ -103,6 +104,22 @@ function now() {
   return monotonicMs;
 }
 
+// The event loop's turn: a number that changes once the task running now (and
+// its microtasks) has ended. Two calls in one turn (a synchronous loop) had no
+// chance to let a timer run between them.
+let turn = 0;
+let turnEnding = false;
+function thisTurn() {
+  if (!turnEnding) {
+    turnEnding = true;
+    queueMicrotask(() => {
+      turnEnding = false;
+      turn++;
+    });
+  }
+  return turn;
+}
+
 /** lodash's callable over a synchronous driver and its slot; errors of `func` are rethrown to the caller. */
 export function syncCallable(inner, slot) {
   const f = function (...args) {
@@ -116,7 +133,10 @@ export function syncCallable(inner, slot) {
     }
     slot.nextSelf = this;
     slot.nextArgs = args;
-    const threw = inner.call(t);
+    const current = thisTurn();
+    const sameTurn = slot.turn === current;
+    slot.turn = current;
+    const threw = inner.call(t, sameTurn);
     slot.accept();
     if (threw) throw slot.take();
     return slot.result;

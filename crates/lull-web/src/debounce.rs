@@ -105,13 +105,15 @@ pub struct Debounced {
 
 #[wasm_bindgen]
 impl Debounced {
-    /// One call at `now` (`performance.now()`); the glue put `this` and the
-    /// arguments in the slot. Returns whether the function threw (the glue rethrows).
-    pub fn call(&self, now: f64) -> bool {
+    /// One call at `now` (`performance.now()`), in the same turn of the event
+    /// loop as the previous one or not; the glue put `this` and the arguments
+    /// in the slot. Returns whether the function threw (the glue rethrows).
+    pub fn call(&self, now: f64, same_turn: bool) -> bool {
         let accepted = {
             let mut state = self.state.borrow_mut();
             state.catch_up();
-            state.engine.event(js::millis(now))
+            let now = js::millis(now);
+            if same_turn { state.engine.event_in_turn(now) } else { state.engine.event(now) }
         };
         pump(&self.state, Some(accepted.seq))
     }

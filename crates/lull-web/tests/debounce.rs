@@ -177,6 +177,33 @@ async fn cancel_after_a_blocked_event_loop_drops_the_call_like_lodash() {
     assert_eq!(runs, [("lodash", 0), ("lull", 0)]);
 }
 
+/// `debounce(f)` (a 0 ms wait, lodash's default) called in a 20 ms synchronous
+/// loop: lodash runs `f` once, after the loop; lull-web too (no timer could run
+/// inside the loop, so none is taken as missed), not once per millisecond.
+#[wasm_bindgen_test]
+async fn a_zero_wait_debounce_in_a_synchronous_loop_runs_once_after_it_like_lodash() {
+    let lodash = support::lodash_debounce();
+    let mut runs = Vec::new();
+    for lull in [false, true] {
+        let r = recorder();
+        let d: js_sys::Function = if lull {
+            lull_web::debounce(r.func.clone().into(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap()
+        } else {
+            lodash.call1(&JsValue::UNDEFINED, &r.func).unwrap().unchecked_into()
+        };
+        let start = support::now();
+        while support::now() - start < 20.0 {
+            r.call_numbered(&d);
+            block(0.2);
+        }
+        let inside = r.count();
+        sleep(50).await;
+        let last = (r.calls.borrow().len() - 1) as f64;
+        runs.push((inside, r.firsts() == [last]));
+    }
+    assert_eq!(runs, [(0, true), (0, true)], "(runs inside the loop, one run after it with the last call)");
+}
+
 #[wasm_bindgen_test]
 async fn flush_runs_now_and_disarms() {
     let r = recorder();
@@ -219,7 +246,8 @@ async fn a_call_after_a_blocked_event_loop_starts_a_new_burst() {
     let r = recorder();
     let d = debounce(&r, 20, object(&[("leading", true.into())]));
     call(&d, &[1.into()]);
-    block(60.0); // the timer is overdue but cannot run
+    block(60.0); // the timer is overdue but cannot run…
+    support::end_turn().await; // …and the next call comes in a later turn, before it
     call(&d, &[2.into()]);
     assert_eq!(r.firsts(), [1.0, 2.0], "lodash#6003 would fold call 2 into the old burst");
     settle(&d).await;
@@ -234,7 +262,8 @@ async fn after_a_blocked_event_loop_the_old_burst_runs_with_its_own_arguments() 
     let r = recorder();
     let d = debounce(&r, 20, JsValue::UNDEFINED);
     r.call_numbered(&d);
-    block(60.0); // the timer is overdue but cannot run
+    block(60.0); // the timer is overdue but cannot run…
+    support::end_turn().await; // …and the next call comes in a later turn, before it
     r.call_numbered(&d);
     settle(&d).await;
     let runs: Vec<String> = r.runs.borrow().iter().map(|(_, args)| format!("{args:?}")).collect();

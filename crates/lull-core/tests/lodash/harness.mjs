@@ -8,7 +8,9 @@
 // time and together:
 //   flush: `flush()` disarms the timer (lodash leaves it armed: lodash#4648);
 //   stall: timers already overdue run before the next call or flush (lodash
-//          lets a call after a blocked event loop run first: lodash#6003);
+//          lets a call after a blocked event loop run first: lodash#6003) —
+//          but not before a call made in the same turn as the op before it
+//          (`turn`: a synchronous loop, where no timer could have run);
 //          `cancel` drops what is pending, overdue or not, as lodash does.
 // lull must equal `both` exactly; where `raw` differs, the harness shows which fix mattered.
 import { readFileSync } from 'node:fs';
@@ -69,7 +71,7 @@ function run(trace, fixFlush, fixStall) {
   const returns = [];
   const value = (v) => (v === undefined ? null : v);
   for (const step of trace.ops) {
-    if (fixStall && (step.op === 'call' || step.op === 'flush')) {
+    if (fixStall && ((step.op === 'call' && !step.turn) || step.op === 'flush')) {
       runDue(now, true);
     }
     switch (step.op) {

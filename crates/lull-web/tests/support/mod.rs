@@ -538,6 +538,13 @@ pub fn lodash_debounce() -> Function {
     Reflect::get(&module, &"exports".into()).unwrap().unchecked_into()
 }
 
+/// End the current turn of the event loop without letting a timer run: what a
+/// page sees when a long task ends and the browser runs an input task before
+/// the overdue timer (lodash#6003). Microtasks run; timers do not.
+pub async fn end_turn() {
+    JsFuture::from(Promise::resolve(&JsValue::UNDEFINED)).await.unwrap();
+}
+
 /// Busy-wait: the event loop is blocked, no timer can run.
 pub fn block(ms: f64) {
     let until = now() + ms;
