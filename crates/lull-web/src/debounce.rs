@@ -55,16 +55,18 @@ fn pump(rc: &Rc<RefCell<State>>, incoming: Option<lull_core::Seq>) -> bool {
                 continue;
             }
         };
+        if let Some(window) = window {
+            // A synchronous run ends with the call that makes it, whatever it
+            // throws (lodash rethrows too): the slot is free while it runs, so a
+            // `flush()` inside the function runs the call made inside it at once.
+            let _ = rc.borrow_mut().engine.run_succeeded(window, js::now());
+        }
         let invoke = rc.borrow().invoke.clone();
         threw |= invoke
             .call2(&JsValue::UNDEFINED, &run.into(), &fresh.into())
             .ok()
             .and_then(|t| t.as_bool())
             .unwrap_or(false);
-        if let Some(window) = window {
-            // A synchronous call has ended, whatever it threw (lodash rethrows too).
-            let _ = rc.borrow_mut().engine.run_succeeded(window, js::now());
-        }
     }
     let mut s = rc.borrow_mut();
     shared::follow(rc, &mut s, false);

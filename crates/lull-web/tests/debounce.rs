@@ -5,12 +5,13 @@
 
 mod support;
 
-use js_sys::{Array, Reflect};
+use js_sys::{Array, Function, Promise, Reflect};
 use support::{
     Rules, Schedule, block, call, collect_garbage, method, object, one_window, recorder, retrying, sleep, thrown,
     timed, until,
 };
 use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -202,6 +203,60 @@ async fn a_zero_wait_debounce_in_a_synchronous_loop_runs_once_after_it_like_loda
         runs.push((inside, r.firsts() == [last]));
     }
     assert_eq!(runs, [(0, true), (0, true)], "(runs inside the loop, one run after it with the last call)");
+}
+
+/// Run a JS `script` (the body of `async (make) => …`, returning what it saw)
+/// with `make` = lodash.debounce and with lull-web's `debounce`; both outcomes, as JSON.
+async fn lodash_then_lull(script: &str) -> [String; 2] {
+    let run = Function::new_with_args("make", &format!("return (async () => {{ {script} }})();"));
+    let lull = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Result<JsValue, JsValue>>::new(|f, wait, options| {
+        lull_web::debounce(f, wait, options).map(Into::into)
+    });
+    let mut out = Vec::new();
+    for make in [support::lodash_debounce().into(), lull.as_ref().clone()] {
+        let seen = JsFuture::from(Promise::from(run.call1(&JsValue::UNDEFINED, &make).unwrap())).await.unwrap();
+        out.push(js_sys::JSON::stringify(&seen).unwrap().as_string().unwrap());
+    }
+    [out.remove(0), out.remove(0)]
+}
+
+/// Re-entrancy, side by side with lodash: the debounced function called, cancelled
+/// and flushed from inside its own callback, and a callback that throws.
+#[wasm_bindgen_test]
+async fn reentrant_calls_cancel_flush_and_throws_behave_as_in_lodash() {
+    let scripts = [
+        // called from inside its own callback: each run schedules the next
+        "const runs = []; let d;
+         d = make((x) => { runs.push(x); if (x < 3) d(x + 1); return x; }, 20);
+         d(0);
+         await new Promise((ok) => setTimeout(ok, 400));
+         return runs;",
+        // cancel() from inside the callback
+        "const runs = []; let d;
+         d = make((x) => { runs.push(x); d.cancel(); return x; }, 30, { leading: true });
+         runs.push(['returned', d(1), d(2), d(3)]);
+         await new Promise((ok) => setTimeout(ok, 150));
+         return runs;",
+        // flush() from inside the callback runs the call made inside it, at once
+        "const runs = []; let d;
+         d = make((x) => { runs.push(x); if (x === 1) { d(5); runs.push(['flushed', d.flush()]); } return x; }, 50, { leading: true });
+         runs.push(['returned', d(1)]);
+         await new Promise((ok) => setTimeout(ok, 250));
+         return runs;",
+        // a callback that throws: the caller gets the error, the debouncer goes on
+        "const runs = []; let d;
+         d = make((x) => { runs.push(x); if (x === 1) throw new Error('boom ' + x); return x; }, 30, { leading: true });
+         try { d(1); } catch (e) { runs.push(['caught', e.message]); }
+         d(2);
+         await new Promise((ok) => setTimeout(ok, 150));
+         runs.push(['returned', d(3)]);
+         await new Promise((ok) => setTimeout(ok, 150));
+         return runs;",
+    ];
+    for (i, script) in scripts.iter().enumerate() {
+        let [lodash, lull] = lodash_then_lull(script).await;
+        assert_eq!(lull, lodash, "script {i}: lull-web (left) vs lodash (right)");
+    }
 }
 
 #[wasm_bindgen_test]
