@@ -72,6 +72,12 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     };
     let tarball = Rc::new(OnceCell::new());
     let packed = tarball.clone();
+    let for_fake_timers = tarball.clone();
+    // The package built by the `package` suite, or built now when it did not run.
+    let built = |tarball: &OnceCell<std::path::PathBuf>| match tarball.get() {
+        Some(t) => Ok(t.clone()),
+        None => crate::package::web(root),
+    };
     vec![
         command("format", "format", root, cargo(&["fmt", "--all", "--check"])),
         command(
@@ -101,13 +107,23 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             id: "consumer",
             name: "consumer test (tarball in a fresh Vite app, in Chromium)",
             run: Box::new(move || {
-                let tarball = match tarball.get() {
-                    Some(t) => t.clone(),
-                    None => crate::package::web(root)?,
-                };
                 let mut cmd = Command::new(&tools.node);
-                cmd.arg(root.join("tests/web/consumer.mjs")).arg(tarball).arg(root.join("target"));
+                cmd.arg(root.join("tests/web/consumer.mjs")).arg(built(&tarball)?).arg(root.join("target"));
                 run("consumer test", root, &mut cmd)
+            }),
+        },
+        Suite {
+            id: "fake-timers",
+            name: "fake timers (Vitest + jsdom: lull-web in lockstep with lodash)",
+            run: Box::new(move || {
+                let package = built(&for_fake_timers)?.with_file_name("lull-web");
+                // Node 22: jsdom's fetch (undici) needs it.
+                let mut cmd = Command::new(&tools.node22);
+                cmd.arg(root.join("tests/web/node_modules/vitest/vitest.mjs"))
+                    .args(["run", "--root"])
+                    .arg(root.join("tests/web/fake-timers"))
+                    .env("LULL_WEB_PKG", package);
+                run("fake timers", root, &mut cmd)
             }),
         },
         Suite {
@@ -120,7 +136,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
 
 /// The suite ids, for usage messages.
 pub fn suite_ids() -> &'static str {
-    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit doc browser package consumer edge"
+    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit doc browser package consumer fake-timers edge"
 }
 
 /// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.
