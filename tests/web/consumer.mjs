@@ -1,8 +1,12 @@
 // Consumer test: the packed lull-web tarball as a real dependency of a fresh
-// Vite + TypeScript app; type-checked, built, and run in headless Chromium.
+// Vite + TypeScript app; type-checked, built, and run in headless Chromium —
+// with a plain import, no `init()`. The same package through webpack 5 and
+// esbuild (no configuration) in Chromium, and imported by Node with no DOM
+// (the shape of server-side rendering).
 // usage: node consumer.mjs <lull-web.tgz> <scratch dir>
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { launch } from './chromium.mjs';
 import { serve } from './serve.mjs';
@@ -98,9 +102,53 @@ try {
     { got, ...shout },
   );
   check('no page errors', errors.length === 0, errors);
+
+  // webpack 5 and esbuild, production builds with nothing configured: the app runs, no `init()`.
+  const require = createRequire(join(app, 'package.json'));
+  const builds = {
+    webpack: (out) =>
+      new Promise((done, fail) => {
+        const webpack = require('webpack');
+        webpack({ mode: 'production', context: app, entry: './src/plain.js', output: { path: out, filename: 'plain.js' } }, (e, stats) =>
+          e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done(),
+        );
+      }),
+    esbuild: (out) =>
+      require('esbuild').build({ absWorkingDir: app, entryPoints: ['src/plain.js'], outdir: out, bundle: true, minify: true, format: 'esm', logLevel: 'warning' }),
+  };
+  for (const [bundler, build] of Object.entries(builds)) {
+    const out = join(app, `dist-${bundler}`);
+    await build(out);
+    writeFileSync(join(out, 'index.html'), '<!doctype html><script type="module" src="./plain.js"></script>');
+    const served = await serve(out);
+    try {
+      const page = await browser.newPage();
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      await page.goto(served.url, { timeout: 30_000 });
+      await page.waitForFunction(() => window.lull?.done, null, { timeout: 15_000 }).catch(() => {});
+      const runs = await page.evaluate(() => window.lull?.runs);
+      check(`${bundler}: debounce and throttle run with no init() and no configuration`, JSON.stringify(runs) === '["t1",2]' && errors.length === 0, { runs, errors });
+    } finally {
+      await served.close();
+    }
+  }
 } finally {
   await browser.close();
   await server.close();
 }
+// Server-side rendering's shape: Node imports the package and calls it, no DOM, no `init()`.
+const ssr = `
+  import { debounce, throttle } from 'lull-web';
+  const runs = [];
+  const save = debounce((x) => runs.push(x), 20);
+  save(1);
+  save(2);
+  throttle((x) => runs.push('t' + x), 50)(1);
+  setTimeout(() => console.log(JSON.stringify({ runs, window: typeof window, document: typeof document })), 200);
+`;
+const printed = execFileSync(process.execPath, ['--input-type=module', '-e', ssr], { cwd: app, timeout: 60_000 }).toString();
+check('Node (SSR shape): imports and runs with no DOM and no init()', printed.trim() === '{"runs":["t1",2],"window":"undefined","document":"undefined"}', printed);
+
 console.log(`consumer: ${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

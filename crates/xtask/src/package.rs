@@ -1,10 +1,37 @@
-//! The npm package `lull-web`: wasm-pack builds for `web` and `bundler`,
-//! the package.json and README from `crates/lull-web`, then `npm pack`.
+//! The npm package `lull-web`: wasm-pack builds for `web` and `bundler`, the
+//! ready-on-import entry (`index.js`, the `web` build's wasm embedded), the
+//! package.json and README from `crates/lull-web`, then `npm pack`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use base64::Engine;
+
 use crate::steps;
+
+/// The package's main entry, `index.js`: the `web` build's glue with its wasm
+/// embedded (base64) and instantiated synchronously at import, so no `init()`
+/// is needed anywhere (browsers, bundlers with no configuration, Node for SSR,
+/// jsdom). The glue's fallback that fetches the `.wasm` file is cut, so no
+/// bundler emits that file beside it; `init()` still resolves (at once).
+fn ready_entry(glue: &str, wasm: &[u8]) -> Result<String, String> {
+    const FETCH: &str = "module_or_path = new URL('lull_web_bg.wasm', import.meta.url);";
+    const SNIPPETS: &str = "from \"./snippets/";
+    if glue.matches(FETCH).count() != 1 || !glue.contains(SNIPPETS) {
+        return Err("the wasm-bindgen glue changed shape: update `ready_entry` (crates/xtask/src/package.rs)".into());
+    }
+    let glue = glue
+        .replace(
+            FETCH,
+            "throw new Error('lull-web: the wasm is embedded; import \"lull-web/manual\" to load it yourself');",
+        )
+        .replace(SNIPPETS, "from \"./web/snippets/");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
+    Ok(format!(
+        "{glue}\n// Ready on import: the engine's wasm, embedded, instantiated synchronously.\n\
+         initSync({{ module: Uint8Array.from(atob('{encoded}'), (c) => c.charCodeAt(0)) }});\n"
+    ))
+}
 
 /// Build and pack; returns the tarball.
 pub fn web(root: &Path) -> Result<PathBuf, String> {
@@ -25,6 +52,10 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
             .env("PATH", &path);
         steps::run(&format!("wasm-pack build ({target})"), root, &mut build)?;
     }
+    let read = |name: &str| std::fs::read(out.join(name)).map_err(|e| format!("{name}: {e}"));
+    let glue = String::from_utf8(read("web/lull_web.js")?).map_err(|e| format!("web/lull_web.js: {e}"))?;
+    let entry = ready_entry(&glue, &read("web/lull_web_bg.wasm")?)?;
+    std::fs::write(out.join("index.js"), entry).map_err(|e| format!("index.js: {e}"))?;
     for (from, name) in [(krate.join("js/package.json"), "package.json"), (krate.join("README.md"), "README.md")] {
         std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
     }

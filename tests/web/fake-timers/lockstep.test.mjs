@@ -5,7 +5,6 @@
 // (which fakes Date, setTimeout and performance), and every run must happen
 // at the same fake time with the same argument. The package under test is the
 // built one (LULL_WEB_PKG: the directory `cargo xtask package` writes).
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, expect, test, vi } from 'vitest';
@@ -17,8 +16,8 @@ let lull;
 
 beforeAll(async () => {
   if (!pkg) throw new Error('LULL_WEB_PKG must name the built package directory');
-  lull = await import(/* @vite-ignore */ pathToFileURL(join(pkg, 'web/lull_web.js')).href);
-  await lull.default({ module_or_path: readFileSync(join(pkg, 'web/lull_web_bg.wasm')) });
+  // The package's main entry, as an app imports it: ready on import, no `init()`.
+  lull = await import(/* @vite-ignore */ pathToFileURL(join(pkg, 'index.js')).href);
 });
 
 afterEach(() => vi.useRealTimers());

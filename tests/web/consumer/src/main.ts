@@ -1,6 +1,5 @@
-import init, { debounce, debounceAsync, throttle, type DebouncedFunc } from 'lull-web';
-
-await init();
+// A plain import: lull-web is ready on import, no `init()`.
+import { debounce, debounceAsync, throttle, type DebouncedFunc } from 'lull-web';
 
 // When each call began and ended (performance.now(), the engine's clock): the
 // test judges the outcome by the times that happened, not the ones meant.
