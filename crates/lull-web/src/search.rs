@@ -50,10 +50,23 @@ impl Lru {
 }
 
 struct Callbacks {
-    search: Function,
-    on_results: Option<Function>,
-    on_error: Option<Function>,
-    on_pending: Option<Function>,
+    search: Method,
+    on_results: Option<Method>,
+    on_error: Option<Method>,
+    on_pending: Option<Method>,
+}
+
+/// A callback from the options, called like a method: `this` is the options object.
+#[derive(Clone)]
+struct Method {
+    f: Function,
+    this: JsValue,
+}
+
+impl Method {
+    fn call2(&self, a: &JsValue, b: &JsValue) -> Result<JsValue, JsValue> {
+        self.f.call2(&self.this, a, b)
+    }
 }
 
 /// An event type and the closure listening to it on the input.
@@ -82,6 +95,10 @@ struct State {
 
 impl Drop for State {
     fn drop(&mut self) {
+        // Let go without `destroy()`: the listeners go with the state.
+        for (kind, listener) in &self.listeners {
+            let _ = self.input.remove_event_listener_with_callback(kind, listener.as_ref().unchecked_ref());
+        }
         crate::live::dropped();
     }
 }
@@ -92,9 +109,9 @@ pub struct SearchBinding {
     state: Rc<RefCell<State>>,
 }
 
-fn call(f: Option<&Function>, a: &JsValue, b: &JsValue) {
+fn call(f: Option<&Method>, a: &JsValue, b: &JsValue) {
     if let Some(f) = f
-        && let Err(error) = f.call2(&JsValue::UNDEFINED, a, b)
+        && let Err(error) = f.call2(a, b)
     {
         js::report_later(&error);
     }
@@ -206,7 +223,7 @@ fn start(rc: &Rc<RefCell<State>>, window: WindowId) {
         s.callbacks.search.clone()
     };
     let signal = signal.map_or(JsValue::UNDEFINED, JsValue::from);
-    shared::await_run(rc, window, search.call2(&JsValue::UNDEFINED, &query.as_str().into(), &signal), finish);
+    shared::await_run(rc, window, search.call2(&query.as_str().into(), &signal), finish);
 }
 
 /// A request settled: deliver it only if it is still the latest.
@@ -229,9 +246,15 @@ fn finish(rc: &Rc<RefCell<State>>, window: WindowId, outcome: Result<JsValue, Js
     pump(rc);
 }
 
+/// Listen for `kind` on the input. The listener holds the state weakly: the
+/// input does not keep a binding alive that nothing else holds.
 fn listen(rc: &Rc<RefCell<State>>, kind: &'static str, handle: fn(&Rc<RefCell<State>>, Event)) -> Result<(), JsValue> {
-    let target = rc.clone();
-    let listener: Closure<dyn FnMut(Event)> = Closure::new(move |event: Event| handle(&target, event));
+    let target = Rc::downgrade(rc);
+    let listener: Closure<dyn FnMut(Event)> = Closure::new(move |event: Event| {
+        if let Some(rc) = target.upgrade() {
+            handle(&rc, event);
+        }
+    });
     rc.borrow().input.add_event_listener_with_callback(kind, listener.as_ref().unchecked_ref())?;
     rc.borrow_mut().listeners.push((kind, listener));
     Ok(())
@@ -294,12 +317,12 @@ impl SearchBinding {
     }
 }
 
-fn callback(options: &JsValue, name: &str, required: bool) -> Result<Option<Function>, JsValue> {
+fn callback(options: &JsValue, name: &str, required: bool) -> Result<Option<Method>, JsValue> {
     let value = js_sys::Reflect::get(options, &name.into())?;
     if value.is_undefined() && !required {
         return Ok(None);
     }
-    options::function(value, name).map(Some)
+    Ok(Some(Method { f: options::function(value, name)?, this: options.clone() }))
 }
 
 /// `bindSearch(input, { search, wait, maxWait, minLength, cache, onResults, onError, onPending })`.

@@ -285,6 +285,54 @@ async fn destroy_leaves_no_timer_listener_or_state() {
     assert_eq!(lull_web::live_objects(), before, "the binding's state and closures were freed");
 }
 
+/// A binding let go without `destroy()` is freed like every other driver once
+/// it is idle: its listeners hold it weakly, and go with it.
+#[wasm_bindgen_test]
+async fn a_binding_let_go_without_destroy_is_freed_and_stops_listening() {
+    collect_garbage().await;
+    let before = lull_web::live_objects();
+    let p = page(&[], true);
+    {
+        let binding = p.bind(&[("wait", 10.into())]);
+        p.type_text("first");
+        until("the search to finish", || !binding.pending()).await;
+    }
+    collect_garbage().await;
+    assert_eq!(lull_web::live_objects(), before, "the binding's state was freed");
+    let seen = p.events().len();
+    p.type_text("after");
+    p.key("Enter");
+    sleep(80).await;
+    assert_eq!(p.events().len(), seen, "no listener left: {:?}", p.events());
+}
+
+/// `search`, `onResults` and `onPending` are called as methods of the options
+/// object (`this` is it), as an object literal with methods expects.
+#[wasm_bindgen_test]
+async fn callbacks_are_called_with_the_options_as_this() {
+    let p = page(&[], true);
+    let options: JsValue = Function::new_no_args(
+        "return {
+            searched: [], shown: [], busy: [],
+            search(q) { this.searched.push(q); return Promise.resolve([q.toUpperCase()]); },
+            onResults(results) { this.shown.push(results[0]); },
+            onPending(busy) { this.busy.push(busy); },
+            wait: 10,
+        };",
+    )
+    .call0(&JsValue::UNDEFINED)
+    .unwrap();
+    let binding = lull_web::bind_search(p.input.clone().into(), options.clone()).unwrap();
+    p.type_text("ab");
+    until("the results", || Reflect::get(&options, &"shown".into()).unwrap().unchecked_into::<Array>().length() == 1)
+        .await;
+    let seen = |k: &str| js_sys::JSON::stringify(&Reflect::get(&options, &k.into()).unwrap()).unwrap();
+    assert_eq!([seen("searched"), seen("shown")], ["[\"ab\"]", "[\"AB\"]"]);
+    until("not pending", || !binding.pending()).await;
+    assert_eq!(seen("busy"), "[true,false]");
+    binding.destroy();
+}
+
 #[wasm_bindgen_test]
 fn bad_search_options_throw_type_errors() {
     let p = page(&[], true);
