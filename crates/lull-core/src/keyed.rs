@@ -22,8 +22,10 @@ use crate::status::Status;
 /// (ties by key order). Actions come out tagged with their key.
 ///
 /// A key with nothing left to do (no window, run or dead letter, burst over,
-/// fixed wait) is forgotten, so idle keys cost no memory; an adaptive key
-/// keeps its learned rhythm until [`remove`](Self::remove)d.
+/// fixed wait) is forgotten, so idle keys cost no memory. An idle adaptive key
+/// keeps its learned rhythm, up to [`MAX_IDLE_KEYS`] of them: past that the
+/// one idle longest is forgotten (it starts again from the initial wait), or
+/// [`remove`](Self::remove) one yourself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Keyed<K: Ord> {
     policy: Policy,
@@ -32,8 +34,13 @@ pub struct Keyed<K: Ord> {
     jitter: Jitter,
     lanes: BTreeMap<K, Lane>,
     index: BTreeSet<(u64, K)>,
+    /// Idle keys still held (adaptive ones), by when they went idle.
+    idle: BTreeSet<(u64, K)>,
     actions: VecDeque<(K, Action)>,
 }
+
+/// Idle adaptive keys a [`Keyed`] group keeps at most (each holds its learned gaps).
+pub const MAX_IDLE_KEYS: usize = 1_000;
 
 impl<K: Ord + Clone> Keyed<K> {
     /// A new group. `seed` feeds the retry jitter.
@@ -45,6 +52,7 @@ impl<K: Ord + Clone> Keyed<K> {
             jitter: Jitter::new(seed),
             lanes: BTreeMap::new(),
             index: BTreeSet::new(),
+            idle: BTreeSet::new(),
             actions: VecDeque::new(),
         }
     }
@@ -71,7 +79,10 @@ impl<K: Ord + Clone> Keyed<K> {
     ) -> R {
         let now = self.tick(now);
         let before = lane.deadline();
-        let Keyed { policy, next_window, jitter, lanes, index, actions, .. } = self;
+        if let Some(since) = lane.idle_since() {
+            self.idle.remove(&(since, key.clone()));
+        }
+        let Keyed { policy, next_window, jitter, lanes, index, idle, actions, .. } = self;
         let mut push = |action| actions.push_back((key.clone(), action));
         let mut env = Env { policy, next_window, jitter, out: &mut push };
         let result = lane.apply(now, order, &mut env, op);
@@ -85,7 +96,15 @@ impl<K: Ord + Clone> Keyed<K> {
             }
         }
         if !lane.is_dormant(now, policy) {
+            if let Some(since) = lane.idle_since() {
+                idle.insert((since, key.clone()));
+            }
             lanes.insert(key.clone(), lane);
+        }
+        while idle.len() > MAX_IDLE_KEYS {
+            if let Some((_, oldest)) = idle.pop_first() {
+                lanes.remove(&oldest);
+            }
         }
         result
     }
@@ -219,14 +238,17 @@ impl<K: Ord + Clone> Keyed<K> {
             let status = lane.status();
             !lane.pending() && status.run.is_none() && status.dead_letters.is_empty()
         });
-        if idle {
-            self.lanes.remove(key);
+        if idle
+            && let Some(lane) = self.lanes.remove(key)
+            && let Some(since) = lane.idle_since()
+        {
+            self.idle.remove(&(since, key.clone()));
         }
         idle
     }
 }
 
-/// The serialised form; the deadline index is rebuilt on load.
+/// The serialised form; the deadline and idle indexes are rebuilt on load.
 #[derive(Serialize)]
 struct SnapshotRef<'a, K> {
     policy: &'a Policy,
@@ -265,6 +287,7 @@ impl<'de, K: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Keyed<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = Snapshot::<K>::deserialize(deserializer)?;
         let index = s.lanes.iter().filter_map(|(k, lane)| lane.deadline().map(|d| (d, k.clone()))).collect();
+        let idle = s.lanes.iter().filter_map(|(k, lane)| lane.idle_since().map(|t| (t, k.clone()))).collect();
         Ok(Keyed {
             policy: s.policy,
             clock: s.clock,
@@ -272,6 +295,7 @@ impl<'de, K: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Keyed<K> {
             jitter: s.jitter,
             lanes: s.lanes.into_iter().collect(),
             index,
+            idle,
             actions: s.actions,
         })
     }

@@ -331,6 +331,14 @@ impl Lane {
         self.timer.is_some() || self.open.is_some() || !self.queue.is_empty()
     }
 
+    /// Since when the lane has had nothing to do (no timer, window, run or dead
+    /// letter): the time of its last event. An adaptive lane keeps what it
+    /// learned while idle; a fixed one is [dormant](Self::is_dormant) and goes.
+    pub(crate) fn idle_since(&self) -> Option<u64> {
+        let idle = !self.pending() && self.run.is_none() && self.dead.is_empty();
+        idle.then(|| self.last_event_at.unwrap_or(0))
+    }
+
     /// True when the lane holds nothing a fresh lane would not: it can be forgotten.
     pub(crate) fn is_dormant(&self, now: u64, policy: &Policy) -> bool {
         let burst_over = self.last_event_at.is_none_or(|last| now.saturating_sub(last) >= self.wait_ms);

@@ -64,7 +64,7 @@ pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason,
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
-pub use keyed::Keyed;
+pub use keyed::{Keyed, MAX_IDLE_KEYS};
 pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 pub use stats::Stats;
 pub use status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};

@@ -5,8 +5,8 @@
 mod support;
 
 use lull_core::{
-    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Horizon, JitterMode, Keyed, Overlap, PolicyConfig,
-    PolicyError, Reason, Retry, RunError, Seq, Wait, WindowId,
+    Action, Adaptive, DeadLetterError, Debouncer, DropCause, Horizon, JitterMode, Keyed, MAX_IDLE_KEYS, Overlap,
+    PolicyConfig, PolicyError, Reason, Retry, RunError, Seq, Wait, WindowId,
 };
 use support::{Runs, Sim, policy};
 
@@ -642,4 +642,26 @@ fn keyed_snapshot_restores_the_deadline_index() {
     let restored: Keyed<String> = serde_json::from_str(&json).unwrap();
     assert_eq!(restored, keyed);
     assert_eq!(restored.next_deadline(), Some(100));
+}
+
+#[test]
+fn a_keyed_group_keeps_at_most_max_idle_keys_and_forgets_the_one_idle_longest() {
+    let mut keyed: Keyed<u64> = Keyed::new(policy(adaptive()), 1);
+    let extra = 10;
+    for k in 0..(MAX_IDLE_KEYS as u64 + extra) {
+        let t = 1_000 + k;
+        keyed.event(k, t);
+        keyed.flush(&k, t);
+        while let Some((key, action)) = keyed.poll_action() {
+            if let Action::Fire(fire) = action {
+                keyed.run_succeeded(&key, fire.window, t).unwrap();
+            }
+        }
+    }
+    assert_eq!(keyed.len(), MAX_IDLE_KEYS, "idle adaptive keys are bounded");
+    assert!(keyed.keys().copied().eq(extra..MAX_IDLE_KEYS as u64 + extra), "the ones idle longest went first");
+    // A forgotten key comes back as new: a window opens at its first event again.
+    let again = keyed.event(0, 5_000);
+    assert_eq!(keyed.status(&0).and_then(|s| s.open).map(|o| o.window), Some(again.window));
+    assert_eq!(keyed.len(), MAX_IDLE_KEYS + 1, "a key with work to do is never forgotten for the bound");
 }

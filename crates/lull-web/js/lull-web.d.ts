@@ -78,6 +78,12 @@ export interface KeyedDebouncedFunc<K extends string | number, A extends unknown
   flush(key?: K): void;
   /** Whether `key` (or any key) has a call pending. */
   pending(key?: K): boolean;
+  /**
+   * Forget `key`: drop its pending call and what it learned. Idle keys are
+   * forgotten on their own (with `wait: "auto"`, past 1,000 idle keys the one
+   * idle longest goes first).
+   */
+  remove(key: K): void;
 }
 
 /** Debounce per key (e.g. autosave per form field): `func(key, ...latestArgs)`. */

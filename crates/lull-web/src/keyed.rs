@@ -112,6 +112,17 @@ impl KeyedDebounced {
         self.on_key_or_all(&key, Keyed::flush, Keyed::flush_all)
     }
 
+    /// Forget `key`: drop its pending call (as `cancel`) and what it learned
+    /// (an adaptive wait starts again). Idle adaptive keys are also forgotten
+    /// on their own past `lull_core::MAX_IDLE_KEYS`, the one idle longest first.
+    pub fn remove(&self, key: JsValue) -> Result<(), JsValue> {
+        let key = key_of(&key)?;
+        self.state.borrow_mut().engine.cancel(&key, js::now());
+        let result = State::pump(&self.state);
+        self.state.borrow_mut().engine.remove(&key);
+        result
+    }
+
     /// Whether `key` (or any key) has a call pending.
     pub fn pending(&self, key: JsValue) -> Result<bool, JsValue> {
         let s = self.state.borrow();
@@ -144,7 +155,8 @@ impl KeyedDebounced {
 
 /// `debounceKeyed(fn, wait, { leading, trailing, maxWait, flushOnHide })`:
 /// `f(key, ...args)` debounces per key, with one timer for all keys; `fn` is
-/// called as `fn(key, ...latestArgs)`. `cancel(key?)`, `flush(key?)`, `pending(key?)`.
+/// called as `fn(key, ...latestArgs)`. `cancel(key?)`, `flush(key?)`, `pending(key?)`,
+/// `remove(key)`.
 #[wasm_bindgen(js_name = debounceKeyed, skip_typescript)]
 pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
@@ -161,6 +173,6 @@ pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<
         })
     });
     crate::live::created();
-    let methods = Array::of3(&"cancel".into(), &"flush".into(), &"pending".into());
+    let methods = Array::of4(&"cancel".into(), &"flush".into(), &"pending".into(), &"remove".into());
     Ok(js::callable(KeyedDebounced { state }.into(), methods))
 }

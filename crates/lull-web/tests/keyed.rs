@@ -84,3 +84,19 @@ async fn flush_and_cancel_act_on_one_key_or_all() {
     let bad = save.call2(&JsValue::UNDEFINED, &js_sys::Object::new(), &1.into());
     assert!(bad.is_err(), "an object is not a key");
 }
+
+/// `remove(key)` drops the key's pending call and forgets the key (the bound
+/// on idle keys with the learned wait is tested in lull-core, at the bound).
+#[wasm_bindgen_test]
+async fn remove_drops_a_keys_pending_call_and_forgets_it() {
+    let r = recorder();
+    let save = lull_web::debounce_keyed(r.func.clone().into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
+    call(&save, &["a".into(), 1.into()]);
+    call(&save, &["b".into(), 2.into()]);
+    method(&save, "remove", &["a".into()]);
+    assert!(!method(&save, "pending", &["a".into()]).as_bool().unwrap());
+    assert!(method(&save, "pending", &["b".into()]).as_bool().unwrap(), "other keys are untouched");
+    method(&save, "flush", &[]);
+    let runs: Vec<Vec<JsValue>> = r.runs.borrow().iter().map(|(_, args)| args.clone()).collect();
+    assert_eq!(runs, [vec![JsValue::from("b"), 2.into()]], "only b ran: a's call was dropped");
+}
