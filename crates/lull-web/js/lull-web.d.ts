@@ -43,6 +43,12 @@ export interface DebounceAsyncOptions extends DebounceOptions {
    * run waits until the running one settles; never two at once.
    */
   mode?: "latest" | "queue";
+  /**
+   * A run not settled after this many ms is over: its callers reject with a
+   * `TimeoutError` and its signal aborts, so a promise that never settles
+   * cannot hold the queue (`mode: "queue"`).
+   */
+  timeout?: number;
   /** Aborting it cancels: pending callers reject, later calls reject at once. */
   signal?: AbortSignal;
 }

@@ -105,7 +105,20 @@ fn pump(rc: &Rc<RefCell<State>>) {
                 // The callers already got the error; a page keeps no dead letters.
                 let _ = rc.borrow_mut().engine.discard(letter.window);
             }
-            Action::RetryScheduled { .. } | Action::TimedOut { .. } | Action::Queued(_) => {}
+            Action::TimedOut { window, .. } => {
+                // A run that did not settle in time: its callers reject, its
+                // signal aborts, and the next window may run (it cannot pin the queue).
+                let (run, waiters) = {
+                    let mut s = rc.borrow_mut();
+                    (s.running.take_if(|r| r.window == window), s.waiters.take(window))
+                };
+                let error = js::timeout_error("lull: the run did not settle within `timeout`");
+                if let Some(run) = run {
+                    run.abort(&error);
+                }
+                reject_all(waiters, &error);
+            }
+            Action::RetryScheduled { .. } | Action::Queued(_) => {}
         }
     }
     let mut s = rc.borrow_mut();
@@ -238,11 +251,14 @@ impl AsyncDebounced {
     }
 }
 
-/// `debounceAsync(fn, wait, { leading, trailing, maxWait, mode, signal, flushOnHide })`.
+/// `debounceAsync(fn, wait, { leading, trailing, maxWait, mode, timeout, signal, flushOnHide })`.
 ///
 /// `fn` receives the latest call's arguments and then an `AbortSignal`,
 /// aborted when a newer run supersedes it (`mode: "latest"`, the default);
-/// with `mode: "queue"` a newer run waits for it instead.
+/// with `mode: "queue"` a newer run waits for it instead. With `timeout` (ms),
+/// a run that has not settled by then is over: its callers reject with a
+/// `TimeoutError` and its signal aborts, so a promise that never settles cannot
+/// hold the queue.
 #[wasm_bindgen(js_name = debounceAsync, skip_typescript)]
 pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
@@ -267,6 +283,7 @@ pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<
         .transpose()?;
     let mut config = options::debounce_policy(options::wait(&wait), &timing);
     config.overlap = overlap;
+    config.run_timeout = options::duration(&options, "timeout")?;
     let driver = AsyncDebounced::new(func, options::build(config)?, timing.flush_on_hide, signal);
     let methods = Array::of3(&"cancel".into(), &"flush".into(), &"pending".into());
     Ok(js::callable(driver.into(), methods))

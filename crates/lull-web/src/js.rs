@@ -54,5 +54,14 @@ pub(crate) fn type_error(message: impl AsRef<str>) -> JsValue {
 
 /// A `DOMException` named `AbortError`, as `fetch` rejects with.
 pub(crate) fn abort_error(message: &str) -> JsValue {
-    web_sys::DomException::new_with_message_and_name(message, "AbortError").map(JsValue::from).unwrap_or_else(|e| e)
+    dom_exception(message, "AbortError")
+}
+
+/// A `DOMException` named `TimeoutError`, as `AbortSignal.timeout` aborts with.
+pub(crate) fn timeout_error(message: &str) -> JsValue {
+    dom_exception(message, "TimeoutError")
+}
+
+fn dom_exception(message: &str, name: &str) -> JsValue {
+    web_sys::DomException::new_with_message_and_name(message, name).map(JsValue::from).unwrap_or_else(|e| e)
 }

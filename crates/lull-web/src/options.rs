@@ -82,6 +82,18 @@ pub(crate) fn read<T: DeserializeOwned + Default>(value: &JsValue, what: &str) -
     serde_wasm_bindgen::from_value(value.clone()).map_err(|e| type_error(format!("{what}: {e}")))
 }
 
+/// lull's own duration option `key` (not lodash's: strict): absent, or a
+/// number of milliseconds from 0 to [`MAX_DURATION_MS`].
+pub(crate) fn duration(options: &JsValue, key: &str) -> Result<Option<u64>, JsValue> {
+    let Some(value) = (if is_object(options) { get(options, key)? } else { None }) else {
+        return Ok(None);
+    };
+    match value.as_f64() {
+        Some(ms) if (0.0..=MAX_DURATION_MS as f64).contains(&ms) => Ok(Some(ms.floor() as u64)),
+        _ => Err(type_error(format!("`{key}` must be a number of milliseconds from 0 to {MAX_DURATION_MS}"))),
+    }
+}
+
 /// `wait`: milliseconds as lodash reads them, or `"auto"` for the learned quiet period.
 pub(crate) fn wait(value: &JsValue) -> Wait {
     if value.as_string().as_deref() == Some("auto") {

@@ -205,3 +205,27 @@ fn a_bad_mode_is_a_type_error() {
     let error = lull_web::debounce_async(f.into(), 5.into(), object(&[("mode", "race".into())])).unwrap_err();
     assert_eq!(error_name(&error), "TypeError");
 }
+
+/// `mode: "queue"` with `timeout`: a run whose promise never settles is over
+/// after `timeout` (its callers reject with a `TimeoutError`, its signal
+/// aborts), and the window queued behind it runs — nothing pins the debouncer.
+#[wasm_bindgen_test]
+async fn a_run_that_never_settles_times_out_and_frees_the_queue() {
+    let (f, log, _release) = slow_holding(5, &[1]); // run 1 is held: it never settles on its own
+    let options = object(&[("mode", "queue".into()), ("timeout", 60.into())]);
+    let d = lull_web::debounce_async(f.into(), 0.into(), options).unwrap();
+    let started = support::now(); // no later than the run's start
+    let first = promise(call(&d, &[1.into()]));
+    method(&d, "flush", &[]);
+    let second = promise(call(&d, &[2.into()])); // queued behind the held run
+    let error = first.await.unwrap_err();
+    assert_eq!(error_name(&error), "TimeoutError");
+    assert!(support::now() - started >= 60.0 - CLOCK_SLACK_MS, "not before the timeout");
+    assert_eq!(second.await.unwrap(), "r2", "the queued window ran after the timeout");
+    let entries: Vec<String> = log.iter().map(|e| e.as_string().unwrap()).collect();
+    assert_eq!(entries, ["start 1", "abort 1", "start 2", "end 2"], "the timed-out run's signal aborted");
+    assert!(!method(&d, "pending", &[]).as_bool().unwrap());
+    let bad =
+        lull_web::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", "soon".into())]));
+    assert!(bad.is_err(), "a timeout that is not a number of ms is refused");
+}
