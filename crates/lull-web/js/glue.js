@@ -40,6 +40,7 @@ export function syncSlot(func) {
     args: undefined,
     result: undefined,
     error: undefined,
+    failed: false,
     nextSelf: undefined,
     nextArgs: undefined,
     until: -1,
@@ -76,13 +77,20 @@ export function syncSlot(func) {
       slot.result = func.apply(self, args);
       return false;
     } catch (error) {
-      slot.error = error;
+      // The first error of a step goes to its caller; a later one is reported, never lost.
+      if (slot.failed) {
+        reportLater(error);
+      } else {
+        slot.failed = true;
+        slot.error = error;
+      }
       return true;
     }
   };
   slot.take = () => {
     const error = slot.error;
     slot.error = undefined;
+    slot.failed = false;
     return error;
   };
   return slot;

@@ -46,7 +46,11 @@ impl Driver for State {
                     if let Some((given, this, args)) = call {
                         args.unshift(&given);
                         if let Err(thrown) = Reflect::apply(&func, &this, &args) {
-                            error = error.or(Some(thrown));
+                            // The first error goes to the caller; a later one is reported, never lost.
+                            match error {
+                                None => error = Some(thrown),
+                                Some(_) => js::report_later(&thrown),
+                            }
                         }
                     }
                     let _ = rc.borrow_mut().engine.run_succeeded(&key, fire.window, js::now());

@@ -479,3 +479,21 @@ async fn flush_on_hide_runs_pending_work_when_the_tab_is_hidden() {
     assert_eq!(r.count(), 1);
     method(&d, "cancel", &[]);
 }
+
+/// One call that runs two windows (the overdue one, then its own leading
+/// edge), both throwing: the caller gets the first error, the second is
+/// reported (`reportError`), none is lost — as `debounceKeyed` does.
+#[wasm_bindgen_test]
+async fn every_error_of_a_call_reaches_the_caller_or_is_reported() {
+    let reported = support::catch_reported();
+    let boom = Function::new_with_args("x", "throw new Error('boom ' + x);");
+    let d = lull_web::debounce(boom.into(), 20.into(), object(&[("leading", true.into())])).unwrap();
+    assert!(d.call1(&JsValue::UNDEFINED, &1.into()).is_err(), "the leading run threw");
+    let _ = d.call1(&JsValue::UNDEFINED, &2.into()); // joins the burst: pending
+    block(40.0);
+    support::end_turn().await; // a later turn: the overdue window runs first, then 3's leading edge
+    let thrown = d.call1(&JsValue::UNDEFINED, &3.into()).unwrap_err();
+    assert_eq!(Reflect::get(&thrown, &"message".into()).unwrap(), "boom 2");
+    until("the second error to be reported", || reported.messages() == ["boom 3"]).await;
+    method(&d, "cancel", &[]);
+}

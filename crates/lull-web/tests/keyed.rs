@@ -100,3 +100,19 @@ async fn remove_drops_a_keys_pending_call_and_forgets_it() {
     let runs: Vec<Vec<JsValue>> = r.runs.borrow().iter().map(|(_, args)| args.clone()).collect();
     assert_eq!(runs, [vec![JsValue::from("b"), 2.into()]], "only b ran: a's call was dropped");
 }
+
+/// When one step runs several keys' functions and more than one throws, the
+/// first error goes to the caller and every later one is reported
+/// (`reportError`), as `debounce` does: none is lost.
+#[wasm_bindgen_test]
+async fn every_error_of_a_step_reaches_the_caller_or_is_reported() {
+    let reported = support::catch_reported();
+    let boom = js_sys::Function::new_with_args("k", "throw new Error('boom ' + k);");
+    let save = lull_web::debounce_keyed(boom.into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
+    call(&save, &["a".into()]);
+    call(&save, &["b".into()]);
+    let flush: js_sys::Function = js_sys::Reflect::get(&save, &"flush".into()).unwrap().unchecked_into();
+    let thrown = flush.call0(&save).unwrap_err();
+    assert_eq!(js_sys::Reflect::get(&thrown, &"message".into()).unwrap(), "boom a");
+    support::until("the second error to be reported", || reported.messages() == ["boom b"]).await;
+}

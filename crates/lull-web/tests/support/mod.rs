@@ -545,6 +545,33 @@ pub async fn end_turn() {
     JsFuture::from(Promise::resolve(&JsValue::UNDEFINED)).await.unwrap();
 }
 
+/// Catch what lull-web reports (`reportError`: window `error` events) while it
+/// lives, keeping each error's message; the events are not let through.
+pub struct Reported(Function);
+
+pub fn catch_reported() -> Reported {
+    let on_error =
+        Function::new_with_args("e", "e.preventDefault(); (globalThis.__lullReported ||= []).push(e.error?.message);");
+    Reflect::set(&js_sys::global(), &"__lullReported".into(), &Array::new()).unwrap();
+    let add: Function = Reflect::get(&js_sys::global(), &"addEventListener".into()).unwrap().unchecked_into();
+    add.call2(&JsValue::UNDEFINED, &"error".into(), &on_error).unwrap();
+    Reported(on_error)
+}
+
+impl Reported {
+    pub fn messages(&self) -> Vec<String> {
+        let list: Array = Reflect::get(&js_sys::global(), &"__lullReported".into()).unwrap().unchecked_into();
+        list.iter().map(|m| m.as_string().unwrap_or_default()).collect()
+    }
+}
+
+impl Drop for Reported {
+    fn drop(&mut self) {
+        let remove: Function = Reflect::get(&js_sys::global(), &"removeEventListener".into()).unwrap().unchecked_into();
+        let _ = remove.call2(&JsValue::UNDEFINED, &"error".into(), &self.0);
+    }
+}
+
 /// Busy-wait: the event loop is blocked, no timer can run.
 pub fn block(ms: f64) {
     let until = now() + ms;
