@@ -9,6 +9,24 @@ use base64::Engine;
 
 use crate::steps;
 
+/// UTF-8 for the glue where the environment has no `TextDecoder`/`TextEncoder`
+/// (Jest's jsdom): the glue constructs both as it loads.
+const TEXT_CODEC: &str =
+    "// Jest's jsdom environment has no TextDecoder/TextEncoder: UTF-8 for the few strings that cross.
+const TextDecoder = globalThis.TextDecoder ?? class {
+  decode(bytes = new Uint8Array()) {
+    let s = '';
+    for (let i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]);
+    return decodeURIComponent(escape(s));
+  }
+};
+const TextEncoder = globalThis.TextEncoder ?? class {
+  encode(s = '') {
+    return Uint8Array.from(unescape(encodeURIComponent(s)), (c) => c.charCodeAt(0));
+  }
+};
+";
+
 /// The package's main entry, `index.js`: the `web` build's glue with its wasm
 /// embedded (base64) and instantiated synchronously at import, so no `init()`
 /// is needed anywhere (browsers, bundlers with no configuration, Node for SSR,
@@ -25,10 +43,11 @@ fn ready_entry(glue: &str, wasm: &[u8]) -> Result<String, String> {
             FETCH,
             "throw new Error('lull-web: the wasm is embedded; import \"lull-web/manual\" to load it yourself');",
         )
-        .replace(SNIPPETS, "from \"./web/snippets/");
+        .replace(SNIPPETS, "from \"./web/snippets/")
+        .replace("@ts-self-types=\"./lull_web.d.ts\"", "@ts-self-types=\"./web/lull_web.d.ts\"");
     let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
     Ok(format!(
-        "{glue}\n// Ready on import: the engine's wasm, embedded, instantiated synchronously.\n\
+        "{TEXT_CODEC}{glue}\n// Ready on import: the engine's wasm, embedded, instantiated synchronously.\n\
          initSync({{ module: Uint8Array.from(atob('{encoded}'), (c) => c.charCodeAt(0)) }});\n"
     ))
 }

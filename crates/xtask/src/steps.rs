@@ -114,16 +114,22 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         },
         Suite {
             id: "fake-timers",
-            name: "fake timers (Vitest + jsdom: lull-web in lockstep with lodash)",
+            name: "fake timers (Vitest and Jest, jsdom: lull-web in lockstep with lodash)",
             run: Box::new(move || {
                 let package = built(&for_fake_timers)?.with_file_name("lull-web");
+                let dir = root.join("tests/web/fake-timers");
+                let modules = root.join("tests/web/node_modules");
                 // Node 22: jsdom's fetch (undici) needs it.
-                let mut cmd = Command::new(&tools.node22);
-                cmd.arg(root.join("tests/web/node_modules/vitest/vitest.mjs"))
-                    .args(["run", "--root"])
-                    .arg(root.join("tests/web/fake-timers"))
-                    .env("LULL_WEB_PKG", package);
-                run("fake timers", root, &mut cmd)
+                let mut vitest = Command::new(&tools.node22);
+                vitest.arg(modules.join("vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
+                vitest.env("LULL_WEB_PKG", &package);
+                run("fake timers (Vitest)", root, &mut vitest)?;
+                // Jest runs the package's ES modules as they are (Node's VM modules),
+                // from its folder: it finds jest.config.mjs there.
+                let mut jest = Command::new(&tools.node22);
+                jest.arg("--experimental-vm-modules").arg(modules.join("jest/bin/jest.js"));
+                jest.env("LULL_WEB_PKG", &package);
+                run("fake timers (Jest)", &dir, &mut jest)
             }),
         },
         Suite {

@@ -3,5 +3,5 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   server: { fs: { allow: ['.', process.env.LULL_WEB_PKG ?? '.'] } },
-  test: { include: ['*.test.mjs'] },
+  test: { include: ['vitest.test.mjs'] },
 });

@@ -1,29 +1,10 @@
-// @vitest-environment jsdom
-// Fake timers drive lull-web exactly as they drive lodash: the same script of
-// calls and clock advances goes to lodash.debounce / lodash.throttle and to
-// lull-web's debounce / throttle / debounceAsync under `vi.useFakeTimers()`
-// (which fakes Date, setTimeout and performance), and every run must happen
-// at the same fake time with the same argument. The package under test is the
-// built one (LULL_WEB_PKG: the directory `cargo xtask package` writes).
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { afterEach, beforeAll, expect, test, vi } from 'vitest';
+// The scripts both fake-timer tests run (Vitest and Jest): calls and clock
+// advances, each sent to lodash and to lull-web in lockstep.
 import lodashDebounce from 'lodash.debounce';
 import lodashThrottle from 'lodash.throttle';
 
-const pkg = process.env.LULL_WEB_PKG;
-let lull;
-
-beforeAll(async () => {
-  if (!pkg) throw new Error('LULL_WEB_PKG must name the built package directory');
-  // The package's main entry, as an app imports it: ready on import, no `init()`.
-  lull = await import(/* @vite-ignore */ pathToFileURL(join(pkg, 'index.js')).href);
-});
-
-afterEach(() => vi.useRealTimers());
-
 /** A small seeded generator, so every run checks the same scripts. */
-function rng(seed) {
+export function rng(seed) {
   let s = seed >>> 0;
   return (n) => {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
@@ -32,7 +13,7 @@ function rng(seed) {
 }
 
 /** A script: calls (`x` = their index) and clock advances, with a wait and options. */
-function script(seed) {
+export function script(seed) {
   const r = rng(seed);
   const wait = [0, 20, 50, 100][r(4)];
   const options = [undefined, { leading: true }, { maxWait: wait * 2 + 10 }, { leading: true, trailing: false }][r(4)];
@@ -48,7 +29,7 @@ function script(seed) {
 }
 
 /** Run `steps` through `a` and `b` (made by `make(func)`) in lockstep; the runs each saw. */
-async function lockstep(makeA, makeB, steps, advance) {
+export async function lockstep(makeA, makeB, steps, advance) {
   const seen = [[], []];
   const fns = [makeA, makeB].map((make, i) => make((x) => (seen[i].push([Date.now(), x]), x)));
   for (const step of steps) {
@@ -59,32 +40,33 @@ async function lockstep(makeA, makeB, steps, advance) {
   return seen;
 }
 
-test('debounce and throttle: every run at the same fake time with the same argument as lodash', async () => {
-  let runs = 0;
+
+/**
+ * Run the debounce/throttle scripts (seeds 1..300) and the debounceAsync ones
+ * (1..100) through lodash and `lull` in lockstep under a test framework's fake
+ * timers (`fake`: install at a time, advance, advance letting promises run,
+ * uninstall). Returns, per script, [what it was, lodash's runs, lull-web's runs].
+ */
+export async function allScripts(lull, fake) {
+  const out = [];
   for (let seed = 1; seed <= 300; seed++) {
     const { wait, options, steps } = script(seed);
     const throttle = seed % 3 === 0;
-    vi.useFakeTimers({ now: 1_000_000 });
-    const [lodash, lullRuns] = await lockstep(
+    fake.install(1_000_000);
+    const [lodash, mine] = await lockstep(
       (f) => (throttle ? lodashThrottle(f, wait, options) : lodashDebounce(f, wait, options)),
       (f) => (throttle ? lull.throttle(f, wait, options) : lull.debounce(f, wait, options)),
       steps,
-      (ms) => vi.advanceTimersByTime(ms),
+      fake.advance,
     );
-    vi.useRealTimers();
-    expect(lullRuns, `seed ${seed}: ${throttle ? 'throttle' : 'debounce'}(${wait}, ${JSON.stringify(options)})`).toEqual(lodash);
-    runs += lodash.length;
+    fake.uninstall();
+    out.push([`seed ${seed}: ${throttle ? 'throttle' : 'debounce'}(${wait}, ${JSON.stringify(options)})`, lodash, mine]);
   }
-  expect(runs).toBeGreaterThan(300); // the scripts really run the functions
-});
-
-test('debounceAsync: invoked at the same fake times with the same arguments as lodash.debounce', async () => {
-  let runs = 0;
   for (let seed = 1; seed <= 100; seed++) {
     const { wait, options, steps } = script(seed);
     if (options?.trailing === false) continue; // a promise per call: every window settles
-    vi.useFakeTimers({ now: 1_000_000 });
-    const [lodash, lullRuns] = await lockstep(
+    fake.install(1_000_000);
+    const [lodash, mine] = await lockstep(
       (f) => lodashDebounce(f, wait, options),
       (f) => {
         const d = lull.debounceAsync(async (x) => f(x), wait, options);
@@ -93,11 +75,19 @@ test('debounceAsync: invoked at the same fake times with the same arguments as l
         return call;
       },
       steps,
-      (ms) => vi.advanceTimersByTimeAsync(ms),
+      fake.advanceAsync,
     );
-    vi.useRealTimers();
-    expect(lullRuns, `seed ${seed}: debounceAsync(${wait}, ${JSON.stringify(options)})`).toEqual(lodash);
-    runs += lodash.length;
+    fake.uninstall();
+    out.push([`seed ${seed}: debounceAsync(${wait}, ${JSON.stringify(options)})`, lodash, mine]);
   }
-  expect(runs).toBeGreaterThan(100);
-});
+  return out;
+}
+
+/** The built package's main entry (LULL_WEB_PKG: the directory `cargo xtask package` writes), as an app imports it. */
+export async function importPackage() {
+  const pkg = process.env.LULL_WEB_PKG;
+  if (!pkg) throw new Error('LULL_WEB_PKG must name the built package directory');
+  const { pathToFileURL } = await import('node:url');
+  const { join } = await import('node:path');
+  return import(/* @vite-ignore */ pathToFileURL(join(pkg, 'index.js')).href);
+}
