@@ -150,5 +150,19 @@ const ssr = `
 const printed = execFileSync(process.execPath, ['--input-type=module', '-e', ssr], { cwd: app, timeout: 60_000 }).toString();
 check('Node (SSR shape): imports and runs with no DOM and no init()', printed.trim() === '{"runs":["t1",2],"window":"undefined","document":"undefined"}', printed);
 
+// `lull-web/manual`: the wasm loaded when the app says, with `init()`.
+const manual = `
+  import { readFileSync } from 'node:fs';
+  import init, { debounce } from 'lull-web/manual';
+  let early;
+  try { debounce(() => {}, 1); } catch (e) { early = 'not ready'; }
+  await init({ module_or_path: readFileSync('node_modules/lull-web/web/lull_web_bg.wasm') });
+  const runs = [];
+  debounce((x) => runs.push(x), 5)(7);
+  setTimeout(() => console.log(JSON.stringify({ early, runs })), 100);
+`;
+const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', manual], { cwd: app, timeout: 60_000 }).toString();
+check('lull-web/manual: not ready before init(), runs after it', loaded.trim() === '{"early":"not ready","runs":[7]}', loaded);
+
 console.log(`consumer: ${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);
