@@ -7,7 +7,6 @@
 
 use js_sys::Reflect;
 use lull_core::{Adaptive, MAX_DURATION_MS, PolicyConfig, Wait};
-use serde::de::DeserializeOwned;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -71,15 +70,15 @@ pub(crate) fn function(value: JsValue, name: &str) -> Result<js_sys::Function, J
     value.dyn_into().map_err(|_| type_error(format!("`{name}` must be a function")))
 }
 
-/// Read an options object; `undefined`/`null` give the defaults.
-pub(crate) fn read<T: DeserializeOwned + Default>(value: &JsValue, what: &str) -> Result<T, JsValue> {
-    if value.is_undefined() || value.is_null() {
-        return Ok(T::default());
+/// lull's own count option `key` (strict): absent, or a whole number from 0 to `u32::MAX`.
+pub(crate) fn count(options: &JsValue, key: &str) -> Result<Option<u32>, JsValue> {
+    let Some(value) = (if is_object(options) { get(options, key)? } else { None }) else {
+        return Ok(None);
+    };
+    match value.as_f64() {
+        Some(n) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => Ok(Some(n as u32)),
+        _ => Err(type_error(format!("`{key}` must be a whole number from 0 to {}", u32::MAX))),
     }
-    if !value.is_object() {
-        return Err(type_error(format!("{what} must be an object")));
-    }
-    serde_wasm_bindgen::from_value(value.clone()).map_err(|e| type_error(format!("{what}: {e}")))
 }
 
 /// lull's own duration option `key` (not lodash's: strict): absent, or a

@@ -7,7 +7,6 @@ use std::rc::{Rc, Weak};
 
 use js_sys::Function;
 use lull_core::{Action, Debouncer, Overlap, WindowId};
-use serde::Deserialize;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{Event, HtmlInputElement, KeyboardEvent};
@@ -15,14 +14,6 @@ use web_sys::{Event, HtmlInputElement, KeyboardEvent};
 use crate::js;
 use crate::options::{self, TimingOptions};
 use crate::shared::{self, Driver, InFlight, Shell};
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct SearchOptions {
-    max_wait: Option<f64>,
-    min_length: Option<u32>,
-    cache: Option<u32>,
-}
 
 /// The last `capacity` results by query, most recent first.
 struct Lru {
@@ -332,10 +323,12 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
     if !options.is_object() {
         return Err(js::type_error("bindSearch options must be an object with a `search` function"));
     }
-    let opts: SearchOptions = options::read(&options, "bindSearch options")?;
+    let timing = TimingOptions::read(&options)?;
+    let min_length = options::count(&options, "minLength")?;
+    let cache = options::count(&options, "cache")?;
     let wait = js_sys::Reflect::get(&options, &"wait".into())?;
     let wait = if wait.is_undefined() { lull_core::Wait::Fixed(250) } else { options::wait(&wait) };
-    let timing = TimingOptions { max_wait: opts.max_wait, ..TimingOptions::default() };
+    let timing = TimingOptions { max_wait: timing.max_wait, ..TimingOptions::default() };
     let mut config = options::debounce_policy(wait, &timing);
     config.overlap = Overlap::Supersede;
     let policy = options::build(config)?;
@@ -353,13 +346,13 @@ pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, Js
             engine: Debouncer::new(policy, crate::seed()),
             input,
             callbacks,
-            min_length: opts.min_length.unwrap_or(1) as usize,
+            min_length: min_length.unwrap_or(1) as usize,
             composing: false,
             latest: String::new(),
             queries: Vec::new(),
             scheduled: None,
             running: None,
-            cache: Lru { capacity: opts.cache.unwrap_or(0) as usize, entries: VecDeque::new() },
+            cache: Lru { capacity: cache.unwrap_or(0) as usize, entries: VecDeque::new() },
             reported_pending: false,
             listeners: Vec::new(),
             shell: Shell::new(weak),

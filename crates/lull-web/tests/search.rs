@@ -340,6 +340,13 @@ fn bad_search_options_throw_type_errors() {
     assert!(no_search.is_err());
     let not_input = lull_web::bind_search(Object::new().into(), p.options.clone().into());
     assert!(not_input.is_err());
+    for (key, bad) in [("minLength", JsValue::from(-1)), ("cache", 2.5.into()), ("cache", "20".into())] {
+        let options = Object::assign(&Object::new(), &p.options);
+        Reflect::set(&options, &key.into(), &bad).unwrap();
+        let error = lull_web::bind_search(p.input.clone().into(), options.into()).err().expect("refused");
+        let message = Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
+        assert_eq!(message, format!("lull: `{key}` must be a whole number from 0 to 4294967295"));
+    }
 }
 
 /// lull's learned quiet period (`wait: "auto"`, default settings) after these
