@@ -29,9 +29,9 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     chromium()?;
     let node = node()?;
     npm(root, "crates/lull-core/tests/lodash", "lodash (differential test)", Npm::Ci)?;
-    npm(root, "tests/web", "web tooling (wasm-opt, playwright, peers)", Npm::Ci)?;
-    // `npm install` with the committed lock: this lock leaves out other
-    // platforms' optional packages (workerd, esbuild), which `npm ci` refuses.
+    // `npm install` with the committed lock: these locks leave out other
+    // platforms' optional packages (workerd, esbuild, Jest's resolver), which `npm ci` refuses.
+    npm(root, "tests/web", "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest)", Npm::Install)?;
     npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;
     let node22 = node22(root)?;
     Ok(Tools { node, node22 })
