@@ -279,6 +279,24 @@ pub enum PolicyError {
     AutoZeroFactor,
 }
 
+impl PolicyError {
+    /// The rule broken, without the values: static text (no formatting
+    /// machinery needed, for drivers where every byte is shipped).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            PolicyError::TooLarge { .. } => "a duration is over the limit of 2^53 - 1 ms",
+            PolicyError::MaxWaitBelowWait { .. } => "max_wait must be at least wait",
+            PolicyError::ZeroMaxBatch => "max_batch must be at least 1",
+            PolicyError::ZeroMaxAttempts => "retry.max_attempts must be at least 1 (1 = no retries)",
+            PolicyError::RetryBaseAboveCap { .. } => "retry.base_ms must not exceed retry.cap_ms",
+            PolicyError::ZeroRunTimeout => "run_timeout must be at least 1 ms",
+            PolicyError::AutoMinAboveMax { .. } => "auto wait: min_ms must not exceed max_ms",
+            PolicyError::AutoInitialOutOfRange { .. } => "auto wait: initial_ms must lie within [min_ms, max_ms]",
+            PolicyError::AutoZeroFactor => "auto wait: factor_percent must be at least 1",
+        }
+    }
+}
+
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

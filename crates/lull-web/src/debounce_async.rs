@@ -270,9 +270,7 @@ pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<
     let overlap = match mode.as_deref() {
         None | Some("latest") => Overlap::Supersede,
         Some("queue") => Overlap::Queue,
-        Some(other) => {
-            return Err(js::type_error(format!("`mode` must be \"latest\" or \"queue\", got {other:?}")));
-        }
+        Some(_) => return Err(js::type_error("`mode` must be \"latest\" or \"queue\"")),
     };
     let signal = match options::is_object(&options) {
         true => options::get(&options, "signal")?.filter(|s| !s.is_null()),

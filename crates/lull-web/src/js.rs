@@ -49,7 +49,9 @@ pub(crate) fn millis(ms: f64) -> u64 {
 
 /// A `TypeError` with lull's prefix.
 pub(crate) fn type_error(message: impl AsRef<str>) -> JsValue {
-    js_sys::TypeError::new(&format!("lull: {}", message.as_ref())).into()
+    let mut text = String::from("lull: ");
+    text.push_str(message.as_ref());
+    js_sys::TypeError::new(&text).into()
 }
 
 /// A `DOMException` named `AbortError`, as `fetch` rejects with.

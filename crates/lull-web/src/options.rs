@@ -37,6 +37,20 @@ impl TimingOptions {
     }
 }
 
+// The limit as the messages spell it.
+const _: () = assert!(MAX_DURATION_MS == 9_007_199_254_740_991);
+
+/// "`name` rule": an error message about an option, built without `format!`
+/// (the formatting machinery would cost kilobytes of wasm).
+fn about(name: &str, rule: &str) -> String {
+    let mut text = String::with_capacity(name.len() + rule.len() + 3);
+    text.push('`');
+    text.push_str(name);
+    text.push_str("` ");
+    text.push_str(rule);
+    text
+}
+
 /// lodash's `isObject`: an object or a function.
 pub(crate) fn is_object(value: &JsValue) -> bool {
     (value.is_object() && !value.is_null()) || value.is_function()
@@ -67,7 +81,7 @@ pub(crate) fn lodash_wait(value: &JsValue) -> u64 {
 
 /// A function argument.
 pub(crate) fn function(value: JsValue, name: &str) -> Result<js_sys::Function, JsValue> {
-    value.dyn_into().map_err(|_| type_error(format!("`{name}` must be a function")))
+    value.dyn_into().map_err(|_| type_error(about(name, "must be a function")))
 }
 
 /// lull's own count option `key` (strict): absent, or a whole number from 0 to `u32::MAX`.
@@ -77,7 +91,7 @@ pub(crate) fn count(options: &JsValue, key: &str) -> Result<Option<u32>, JsValue
     };
     match value.as_f64() {
         Some(n) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => Ok(Some(n as u32)),
-        _ => Err(type_error(format!("`{key}` must be a whole number from 0 to {}", u32::MAX))),
+        _ => Err(type_error(about(key, "must be a whole number from 0 to 4294967295"))),
     }
 }
 
@@ -89,7 +103,7 @@ pub(crate) fn duration(options: &JsValue, key: &str) -> Result<Option<u64>, JsVa
     };
     match value.as_f64() {
         Some(ms) if (0.0..=MAX_DURATION_MS as f64).contains(&ms) => Ok(Some(ms.floor() as u64)),
-        _ => Err(type_error(format!("`{key}` must be a number of milliseconds from 0 to {MAX_DURATION_MS}"))),
+        _ => Err(type_error(about(key, "must be a number of milliseconds from 0 to 9007199254740991"))),
     }
 }
 
@@ -125,5 +139,5 @@ pub(crate) fn throttle_policy(wait: u64, opts: &TimingOptions) -> PolicyConfig {
 
 /// Build a policy; a refusal becomes a `TypeError` naming the rule.
 pub(crate) fn build(config: PolicyConfig) -> Result<lull_core::Policy, JsValue> {
-    config.build().map_err(|e| type_error(e.to_string()))
+    config.build().map_err(|e| type_error(e.rule()))
 }

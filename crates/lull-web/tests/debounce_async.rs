@@ -228,4 +228,7 @@ async fn a_run_that_never_settles_times_out_and_frees_the_queue() {
     let bad =
         lull_web::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", "soon".into())]));
     assert!(bad.is_err(), "a timeout that is not a number of ms is refused");
+    let zero = lull_web::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", 0.into())]));
+    let message = Reflect::get(&zero.expect_err("refused"), &"message".into()).unwrap();
+    assert_eq!(message, "lull: run_timeout must be at least 1 ms");
 }

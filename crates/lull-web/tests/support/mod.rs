@@ -216,17 +216,21 @@ pub struct Rules {
     pub max_wait: Option<f64>,
     pub leading: bool,
     pub trailing: bool,
+    /// Every call is made in one turn of the event loop (a synchronous loop):
+    /// no timer could run between them, so a call never finds a passed
+    /// deadline served first — lodash's own rule, with no lull difference.
+    pub one_turn: bool,
 }
 
 impl Rules {
     /// lodash's defaults: trailing only.
     pub fn debounce(wait: f64) -> Self {
-        Rules { wait, max_wait: None, leading: false, trailing: true }
+        Rules { wait, max_wait: None, leading: false, trailing: true, one_turn: false }
     }
 
     /// lodash's throttle: leading and trailing, `maxWait = wait`.
     pub fn throttle(wait: f64) -> Self {
-        Rules { wait, max_wait: Some(wait), leading: true, trailing: true }
+        Rules { wait, max_wait: Some(wait), leading: true, trailing: true, one_turn: false }
     }
 }
 
@@ -320,7 +324,8 @@ impl Rules {
     /// one entry per outcome the recorded times allow.
     fn call(&self, m: Model, j: usize, now: When) -> Vec<(Model, Vec<usize>)> {
         let mut expired = Vec::new();
-        for &overdue in m.timer.map_or(&[false][..], |t| past(now, t)) {
+        let passed = |t| if self.one_turn { &[false][..] } else { past(now, t) };
+        for &overdue in m.timer.map_or(&[false][..], passed) {
             if !overdue {
                 expired.push((m, Vec::new()));
                 continue;
