@@ -1,6 +1,7 @@
 //! [`Keyed`]: many keys' windows behind one deadline (one timer in a page).
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -10,6 +11,7 @@ use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
 use crate::lane::{Env, Lane, Order, Reached};
 use crate::policy::Policy;
+use crate::sorted::{SortedMap, SortedSet};
 use crate::status::Status;
 
 /// One policy, many keys, one timer: e.g. autosave per form field.
@@ -32,10 +34,10 @@ pub struct Keyed<K: Ord> {
     clock: u64,
     next_window: u64,
     jitter: Jitter,
-    lanes: BTreeMap<K, Lane>,
-    index: BTreeSet<(u64, K)>,
+    lanes: SortedMap<K, Box<Lane>>,
+    index: SortedSet<(u64, K)>,
     /// Idle keys still held (adaptive ones), by when they went idle.
-    idle: BTreeSet<(u64, K)>,
+    idle: SortedSet<(u64, K)>,
     actions: VecDeque<(K, Action)>,
 }
 
@@ -50,9 +52,9 @@ impl<K: Ord + Clone> Keyed<K> {
             clock: 0,
             next_window: 0,
             jitter: Jitter::new(seed),
-            lanes: BTreeMap::new(),
-            index: BTreeSet::new(),
-            idle: BTreeSet::new(),
+            lanes: SortedMap::new(),
+            index: SortedSet::new(),
+            idle: SortedSet::new(),
             actions: VecDeque::new(),
         }
     }
@@ -72,7 +74,7 @@ impl<K: Ord + Clone> Keyed<K> {
     fn with_lane<R>(
         &mut self,
         key: &K,
-        mut lane: Lane,
+        mut lane: Box<Lane>,
         now: u64,
         order: Order,
         op: impl FnOnce(&mut Lane, u64, &mut Env<'_>) -> R,
@@ -123,7 +125,7 @@ impl<K: Ord + Clone> Keyed<K> {
 
     /// Accept one event for `key` at `now`.
     pub fn event(&mut self, key: K, now: u64) -> Accepted {
-        let lane = self.lanes.remove(&key).unwrap_or_else(|| Lane::new(&self.policy));
+        let lane = self.lanes.remove(&key).unwrap_or_else(|| Box::new(Lane::new(&self.policy)));
         self.with_lane(&key, lane, now, Order::DeadlinesFirst, |lane, now, env| lane.event(now, env))
     }
 
@@ -208,12 +210,12 @@ impl<K: Ord + Clone> Keyed<K> {
 
     /// Whether `key` has a timer armed or a window waiting.
     pub fn pending(&self, key: &K) -> bool {
-        self.lanes.get(key).is_some_and(Lane::pending)
+        self.lanes.get(key).is_some_and(|lane| lane.pending())
     }
 
     /// `key`'s full state, if the group holds it.
     pub fn status(&self, key: &K) -> Option<Status> {
-        self.lanes.get(key).map(Lane::status)
+        self.lanes.get(key).map(|lane| lane.status())
     }
 
     /// The keys the group holds, in order.
@@ -276,7 +278,7 @@ impl<K: Ord + Serialize> Serialize for Keyed<K> {
             clock: self.clock,
             next_window: self.next_window,
             jitter: &self.jitter,
-            lanes: self.lanes.iter().collect(),
+            lanes: self.lanes.iter().map(|(k, lane)| (k, &**lane)).collect(),
             actions: &self.actions,
         }
         .serialize(serializer)
@@ -293,7 +295,7 @@ impl<'de, K: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Keyed<K> {
             clock: s.clock,
             next_window: s.next_window,
             jitter: s.jitter,
-            lanes: s.lanes.into_iter().collect(),
+            lanes: s.lanes.into_iter().map(|(k, lane)| (k, Box::new(lane))).collect(),
             index,
             idle,
             actions: s.actions,

@@ -57,6 +57,7 @@ mod jitter;
 mod keyed;
 mod lane;
 mod policy;
+mod sorted;
 mod stats;
 mod status;
 
