@@ -12,6 +12,14 @@ export function callable(inner, methods) {
   return f;
 }
 
+/** Settle what user code returned (a value, a promise, or a throw) and call `done(ok, value)` once, later. */
+export function settle(value, threw, done) {
+  (threw ? Promise.reject(value) : Promise.resolve(value)).then(
+    (v) => done(true, v),
+    (e) => done(false, e),
+  );
+}
+
 /** Report an error thrown by user code inside a timer, as an uncaught error would be. */
 export function reportLater(error) {
   if (typeof globalThis.reportError === 'function') {

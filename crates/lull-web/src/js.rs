@@ -32,6 +32,10 @@ extern "C" {
     #[wasm_bindgen(js_name = syncCallable)]
     pub(crate) fn sync_callable(inner: JsValue, slot: &JsValue) -> Function;
 
+    /// Settle what user code returned (`threw`: it threw `value`), then call
+    /// `done(ok, value)` once, in a microtask — a promise's `then`, without Rust futures.
+    pub(crate) fn settle(value: &JsValue, threw: bool, done: &JsValue);
+
     /// Report an error from user code run by a timer (`reportError`), without unwinding Rust.
     #[wasm_bindgen(js_name = reportLater)]
     pub(crate) fn report_later(error: &JsValue);

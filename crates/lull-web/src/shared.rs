@@ -5,10 +5,8 @@
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use js_sys::Promise;
 use lull_core::{Debouncer, Keyed, WindowId};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::{AbortController, AbortSignal};
 
 use crate::hide::HideHook;
@@ -163,17 +161,17 @@ pub(crate) fn await_run<T: 'static>(
     returned: Result<JsValue, JsValue>,
     finish: fn(&Rc<RefCell<T>>, WindowId, Result<JsValue, JsValue>),
 ) {
-    let promise = match returned {
-        Ok(value) => Promise::resolve(&value),
-        Err(thrown) => Promise::reject(&thrown),
+    let (value, threw) = match returned {
+        Ok(value) => (value, false),
+        Err(thrown) => (thrown, true),
     };
     let weak = Rc::downgrade(rc);
-    spawn_local(async move {
-        let outcome = JsFuture::from(promise).await;
+    let done = Closure::once_into_js(move |ok: bool, value: JsValue| {
         if let Some(rc) = weak.upgrade() {
-            finish(&rc, window, outcome);
+            finish(&rc, window, if ok { Ok(value) } else { Err(value) });
         }
     });
+    js::settle(&value, threw, &done);
 }
 
 /// Tell the engine how `window`'s run ended.
