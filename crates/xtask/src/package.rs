@@ -34,16 +34,19 @@ const TextEncoder = globalThis.TextEncoder ?? class {
 /// bundler emits that file beside it; `init()` still resolves (at once).
 fn ready_entry(glue: &str, wasm: &[u8]) -> Result<String, String> {
     const FETCH: &str = "module_or_path = new URL('lull_web_bg.wasm', import.meta.url);";
-    const SNIPPETS: &str = "from \"./snippets/";
-    if glue.matches(FETCH).count() != 1 || !glue.contains(SNIPPETS) {
+    // The glue imports its snippets (our JS) relative to itself, in either quote style.
+    const SNIPPETS: [(&str, &str); 2] =
+        [("from \"./snippets/", "from \"./web/snippets/"), ("from './snippets/", "from './web/snippets/")];
+    if glue.matches(FETCH).count() != 1 || !SNIPPETS.iter().any(|(from, _)| glue.contains(from)) {
         return Err("the wasm-bindgen glue changed shape: update `ready_entry` (crates/xtask/src/package.rs)".into());
     }
-    let glue = glue
+    let glue = SNIPPETS
+        .iter()
+        .fold(glue.to_string(), |glue, (from, to)| glue.replace(from, to))
         .replace(
             FETCH,
             "throw new Error('lull-web: the wasm is embedded; import \"lull-web/manual\" to load it yourself');",
         )
-        .replace(SNIPPETS, "from \"./web/snippets/")
         .replace("@ts-self-types=\"./lull_web.d.ts\"", "@ts-self-types=\"./web/lull_web.d.ts\"");
     let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
     Ok(format!(
