@@ -236,17 +236,15 @@ impl<K: Ord + Clone> Keyed<K> {
     /// Forget `key` if it has no timer, window, run or dead letter (its learned
     /// rhythm and counters go with it). Returns whether it is gone.
     pub fn remove(&mut self, key: &K) -> bool {
-        let idle = self.lanes.get(key).is_none_or(|lane| {
-            let status = lane.status();
-            !lane.pending() && status.run.is_none() && status.dead_letters.is_empty()
-        });
-        if idle
-            && let Some(lane) = self.lanes.remove(key)
-            && let Some(since) = lane.idle_since()
-        {
-            self.idle.remove(&(since, key.clone()));
+        match self.lanes.get(key).map(|lane| lane.idle_since()) {
+            None => true, // not held
+            Some(None) => false,
+            Some(Some(since)) => {
+                self.lanes.remove(key);
+                self.idle.remove(&(since, key.clone()));
+                true
+            }
         }
-        idle
     }
 }
 

@@ -342,13 +342,7 @@ impl Lane {
     /// True when the lane holds nothing a fresh lane would not: it can be forgotten.
     pub(crate) fn is_dormant(&self, now: u64, policy: &Policy) -> bool {
         let burst_over = self.last_event_at.is_none_or(|last| now.saturating_sub(last) >= self.wait_ms);
-        matches!(policy.config().wait, Wait::Fixed(_))
-            && burst_over
-            && self.timer.is_none()
-            && self.open.is_none()
-            && self.queue.is_empty()
-            && self.run.is_none()
-            && self.dead.is_empty()
+        matches!(policy.config().wait, Wait::Fixed(_)) && burst_over && self.idle_since().is_some()
     }
 
     pub(crate) fn stats(&self) -> &Stats {
