@@ -187,17 +187,21 @@ impl KeyState {
 
     /// Whether `policy` is what this key runs or is about to (a pending change).
     pub fn follows(&self, policy: &Policy) -> bool {
-        self.engine.pending_policy().unwrap_or(self.engine.policy()) == policy
+        self.target_policy() == policy
+    }
+
+    /// The policy this key runs, or the one it is about to run.
+    fn target_policy(&self) -> &Policy {
+        self.engine.pending_policy().unwrap_or(self.engine.policy())
     }
 
     /// The topic's policy changed: it runs from the key's next burst (see
     /// [`Debouncer::set_policy`]); a delivery in flight keeps its retry.
     pub fn set_policy(&mut self, policy: Policy, now: u64, log: &Logger<'_>) -> Vec<Effect> {
         self.engine.set_policy(policy, now);
-        let mut effects = vec![Effect::Log(log.line(
-            "policy_changed",
-            json!({"pending": self.engine.pending_policy().is_some(), "policy": self.engine.pending_policy().unwrap_or(self.engine.policy())}),
-        ))];
+        let pending = self.engine.pending_policy().is_some();
+        let line = log.line("policy_changed", json!({"pending": pending, "policy": self.target_policy()}));
+        let mut effects = vec![Effect::Log(line)];
         self.drain(log, &mut effects);
         effects
     }
