@@ -112,8 +112,7 @@ impl Debounced {
     /// in the slot. Returns whether the function threw (the glue rethrows).
     pub fn call(&self, now: f64, same_turn: bool) -> bool {
         let accepted = {
-            let mut state = self.state.borrow_mut();
-            state.catch_up();
+            let mut state = shared::caught_up(&self.state);
             let now = js::millis(now);
             if same_turn { state.engine.event_in_turn(now) } else { state.engine.event(now) }
         };
@@ -122,19 +121,13 @@ impl Debounced {
 
     /// Drop the pending call, disarm the timer.
     pub fn cancel(&self, now: f64) {
-        let mut state = self.state.borrow_mut();
-        state.catch_up();
-        state.engine.cancel(js::millis(now));
-        drop(state);
+        shared::caught_up(&self.state).engine.cancel(js::millis(now));
         pump(&self.state, None);
     }
 
     /// Run the pending call now. Returns whether the function threw.
     pub fn flush(&self, now: f64) -> bool {
-        let mut state = self.state.borrow_mut();
-        state.catch_up();
-        state.engine.flush(js::millis(now));
-        drop(state);
+        shared::caught_up(&self.state).engine.flush(js::millis(now));
         pump(&self.state, None)
     }
 

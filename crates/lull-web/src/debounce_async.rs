@@ -263,20 +263,14 @@ impl AsyncDebounced {
 pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue> {
     let func = options::function(func, "func")?;
     let timing = TimingOptions::read(&options)?;
-    let mode = match options::is_object(&options) {
-        true => options::get(&options, "mode")?.map(|m| m.as_string().unwrap_or_default()),
-        false => None,
-    };
+    let mode = options::get(&options, "mode")?.map(|m| m.as_string().unwrap_or_default());
     let overlap = match mode.as_deref() {
         None | Some("latest") => Overlap::Supersede,
         Some("queue") => Overlap::Queue,
         Some(_) => return Err(js::type_error("`mode` must be \"latest\" or \"queue\"")),
     };
-    let signal = match options::is_object(&options) {
-        true => options::get(&options, "signal")?.filter(|s| !s.is_null()),
-        false => None,
-    };
-    let signal = signal
+    let signal = options::get(&options, "signal")?
+        .filter(|s| !s.is_null())
         .map(|s| s.dyn_into::<AbortSignal>().map_err(|_| js::type_error("`signal` must be an AbortSignal")))
         .transpose()?;
     let mut config = options::debounce_policy(options::wait(&wait), &timing);

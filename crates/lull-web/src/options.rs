@@ -24,9 +24,6 @@ pub(crate) struct TimingOptions {
 impl TimingOptions {
     /// Read them from `options` (anything: lodash ignores what is not an object).
     pub(crate) fn read(options: &JsValue) -> Result<TimingOptions, JsValue> {
-        if !is_object(options) {
-            return Ok(TimingOptions::default());
-        }
         let flag = |key| Ok::<_, JsValue>(get(options, key)?.map(|v| v.is_truthy()));
         Ok(TimingOptions {
             leading: flag("leading")?,
@@ -52,12 +49,16 @@ fn about(name: &str, rule: &str) -> String {
 }
 
 /// lodash's `isObject`: an object or a function.
-pub(crate) fn is_object(value: &JsValue) -> bool {
+fn is_object(value: &JsValue) -> bool {
     (value.is_object() && !value.is_null()) || value.is_function()
 }
 
-/// `options[key]`, `None` when absent or `undefined`; a throwing getter throws.
+/// `options[key]`, `None` when absent or `undefined`, or when `options` is not
+/// an object (lodash ignores those); a throwing getter throws.
 pub(crate) fn get(options: &JsValue, key: &str) -> Result<Option<JsValue>, JsValue> {
+    if !is_object(options) {
+        return Ok(None);
+    }
     let value = Reflect::get(options, &key.into())?;
     Ok((!value.is_undefined()).then_some(value))
 }
@@ -86,9 +87,7 @@ pub(crate) fn function(value: JsValue, name: &str) -> Result<js_sys::Function, J
 
 /// lull's own count option `key` (strict): absent, or a whole number from 0 to `u32::MAX`.
 pub(crate) fn count(options: &JsValue, key: &str) -> Result<Option<u32>, JsValue> {
-    let Some(value) = (if is_object(options) { get(options, key)? } else { None }) else {
-        return Ok(None);
-    };
+    let Some(value) = get(options, key)? else { return Ok(None) };
     match value.as_f64() {
         Some(n) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => Ok(Some(n as u32)),
         _ => Err(type_error(about(key, "must be a whole number from 0 to 4294967295"))),
@@ -98,9 +97,7 @@ pub(crate) fn count(options: &JsValue, key: &str) -> Result<Option<u32>, JsValue
 /// lull's own duration option `key` (not lodash's: strict): absent, or a
 /// number of milliseconds from 0 to [`MAX_DURATION_MS`].
 pub(crate) fn duration(options: &JsValue, key: &str) -> Result<Option<u64>, JsValue> {
-    let Some(value) = (if is_object(options) { get(options, key)? } else { None }) else {
-        return Ok(None);
-    };
+    let Some(value) = get(options, key)? else { return Ok(None) };
     match value.as_f64() {
         Some(ms) if (0.0..=MAX_DURATION_MS as f64).contains(&ms) => Ok(Some(ms.floor() as u64)),
         _ => Err(type_error(about(key, "must be a number of milliseconds from 0 to 9007199254740991"))),

@@ -2,7 +2,7 @@
 //! hold it weakly, its timer, its keepalive and its page-hide hook; and, for
 //! the async drivers, a run in flight and how its outcome comes back.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::rc::{Rc, Weak};
 
 use lull_core::{Debouncer, Keyed, WindowId};
@@ -76,8 +76,7 @@ impl<T: Driver> Shell<T> {
         let timer = Timer::new(move || {
             upgrade_then(&weak, |rc| {
                 {
-                    let mut state = rc.borrow_mut();
-                    state.catch_up();
+                    let mut state = caught_up(rc);
                     let (engine, shell) = state.parts();
                     shell.timer.went_off();
                     engine.deadline_reached(js::now());
@@ -87,6 +86,14 @@ impl<T: Driver> Shell<T> {
         });
         Shell { timer, keepalive: None }
     }
+}
+
+/// The driver's state, borrowed, with what the JS side kept handed to the
+/// engine first: every way into the engine goes through here.
+pub(crate) fn caught_up<T: Driver>(rc: &Rc<RefCell<T>>) -> RefMut<'_, T> {
+    let mut state = rc.borrow_mut();
+    state.catch_up();
+    state
 }
 
 /// Run `f` on the state if it is still alive; report what user code threw.
@@ -105,10 +112,7 @@ pub(crate) fn hide_hook<T: Driver>(enabled: bool, weak: &Weak<RefCell<T>>) -> Op
         .then(|| {
             HideHook::new(move || {
                 upgrade_then(&weak, |rc| {
-                    let mut state = rc.borrow_mut();
-                    state.catch_up();
-                    state.parts().0.flush_everything(js::now());
-                    drop(state);
+                    caught_up(rc).parts().0.flush_everything(js::now());
                     T::pump(rc)
                 })
             })
