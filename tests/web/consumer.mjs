@@ -105,25 +105,21 @@ try {
 
   // webpack 5 and esbuild, production builds with nothing configured: the app runs, no `init()`.
   const require = createRequire(join(app, 'package.json'));
+  // A webpack production build of the app into `out`, with `extra` configuration.
+  const webpack = (out, extra = {}) =>
+    new Promise((done, fail) =>
+      require('webpack')(
+        { mode: 'production', context: app, entry: './src/plain.js', output: { path: out, filename: 'plain.js' }, ...extra },
+        (e, stats) => (e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done()),
+      ),
+    );
   const builds = {
-    webpack: (out) =>
-      new Promise((done, fail) => {
-        const webpack = require('webpack');
-        webpack({ mode: 'production', context: app, entry: './src/plain.js', output: { path: out, filename: 'plain.js' } }, (e, stats) =>
-          e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done(),
-        );
-      }),
+    webpack: (out) => webpack(out),
     esbuild: (out) =>
       require('esbuild').build({ absWorkingDir: app, entryPoints: ['src/plain.js'], outdir: out, bundle: true, minify: true, format: 'esm', logLevel: 'warning' }),
-    // `lull-web/bundler`: webpack with WebAssembly ES module integration (its only setting).
+    // The same app on `lull-web/bundler`: webpack with WebAssembly ES module integration.
     'webpack, lull-web/bundler': (out) =>
-      new Promise((done, fail) => {
-        const webpack = require('webpack');
-        const options = { mode: 'production', context: app, entry: './src/bundler.js', output: { path: out, filename: 'plain.js' } };
-        webpack({ ...options, experiments: { asyncWebAssembly: true } }, (e, stats) =>
-          e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done(),
-        );
-      }),
+      webpack(out, { resolve: { alias: { 'lull-web$': 'lull-web/bundler' } }, experiments: { asyncWebAssembly: true } }),
   };
   for (const [bundler, build] of Object.entries(builds)) {
     const out = join(app, `dist-${bundler.replace(/\W+/g, '-')}`);

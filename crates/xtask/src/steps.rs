@@ -73,10 +73,10 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let tarball = Rc::new(OnceCell::new());
     let packed = tarball.clone();
     let for_fake_timers = tarball.clone();
-    // The package built by the `package` suite, or built now when it did not run.
+    // The package built by the `package` suite, or built now (once) when it did not run.
     let built = |tarball: &OnceCell<std::path::PathBuf>| match tarball.get() {
         Some(t) => Ok(t.clone()),
-        None => crate::package::web(root),
+        None => crate::package::web(root).inspect(|t| drop(tarball.set(t.clone()))),
     };
     vec![
         command("format", "format", root, cargo(&["fmt", "--all", "--check"])),

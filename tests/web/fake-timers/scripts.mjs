@@ -4,7 +4,7 @@ import lodashDebounce from 'lodash.debounce';
 import lodashThrottle from 'lodash.throttle';
 
 /** A small seeded generator, so every run checks the same scripts. */
-export function rng(seed) {
+function rng(seed) {
   let s = seed >>> 0;
   return (n) => {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
@@ -13,7 +13,7 @@ export function rng(seed) {
 }
 
 /** A script: calls (`x` = their index) and clock advances, with a wait and options. */
-export function script(seed) {
+function script(seed) {
   const r = rng(seed);
   const wait = [0, 20, 50, 100][r(4)];
   const options = [undefined, { leading: true }, { maxWait: wait * 2 + 10 }, { leading: true, trailing: false }][r(4)];
@@ -29,7 +29,7 @@ export function script(seed) {
 }
 
 /** Run `steps` through `a` and `b` (made by `make(func)`) in lockstep; the runs each saw. */
-export async function lockstep(makeA, makeB, steps, advance) {
+async function lockstep(makeA, makeB, steps, advance) {
   const seen = [[], []];
   const fns = [makeA, makeB].map((make, i) => make((x) => (seen[i].push([Date.now(), x]), x)));
   for (const step of steps) {
