@@ -1,7 +1,8 @@
 // lull-web benchmark: one headless Chromium page, same run, side by side with
 // lodash.debounce and es-toolkit's debounce. Per-call overhead (ns/call,
-// median of rounds), bytes on the wire (raw, gzip), module instantiation;
-// then consumer-app sizes under Vite, webpack and esbuild (consumer-sizes.mjs).
+// median of rounds), bytes on the wire (raw, gzip), each engine's
+// instantiation and where its bytes go (wasm-sizes.mjs); then consumer-app
+// sizes under Vite, webpack and esbuild (consumer-sizes.mjs).
 // usage: node bench.mjs <lull-web package dir> <out.json>
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -9,6 +10,7 @@ import { gzipSync } from 'node:zlib';
 import { launch } from './chromium.mjs';
 import { consumerGoals, consumerSizes, printConsumerSizes } from './consumer-sizes.mjs';
 import { serve } from './serve.mjs';
+import { demangle, wasmSizes } from './wasm-sizes.mjs';
 
 const [pkg, out] = process.argv.slice(2).map((p) => resolve(p));
 const here = new URL('.', import.meta.url).pathname;
@@ -16,7 +18,7 @@ const modules = join(here, 'node_modules');
 const page = join(dirname(out), 'web-page');
 rmSync(page, { recursive: true, force: true });
 mkdirSync(page, { recursive: true });
-cpSync(join(pkg, 'web'), join(page, 'lull'), { recursive: true });
+cpSync(pkg, join(page, 'lull'), { recursive: true });
 cpSync(join(modules, 'lodash.debounce/index.js'), join(page, 'lodash.debounce.js'));
 cpSync(join(modules, 'es-toolkit/dist/function/debounce.mjs'), join(page, 'es-toolkit-debounce.mjs'));
 
@@ -27,11 +29,16 @@ writeFileSync(join(page, 'index.html'), '<!doctype html><meta charset="utf-8"><s
 writeFileSync(
   join(page, 'bench.js'),
   `
-import init, { debounce as lull, liveObjects } from './lull/lull_web.js';
+import { debounce as lull } from './lull/index.js';
+import { lite } from './lull/lite.js';
+import { full } from './lull/full.js';
 import { debounce as esToolkit } from './es-toolkit-debounce.mjs';
+// Each engine compiles on first use: time that first use.
 const t0 = performance.now();
-await init();
-const instantiateMs = performance.now() - t0;
+const engine = lite();
+const t1 = performance.now();
+full();
+const instantiateMs = { lite: t1 - t0, full: performance.now() - t1 };
 const source = await (await fetch('./lodash.debounce.js')).text();
 const module = { exports: {} };
 new Function('module', 'exports', source)(module, module.exports);
@@ -63,7 +70,7 @@ const floor = (body) => {
 const floors = {
   'performance.now()': floor(() => performance.now()),
   'Date.now() (what lodash reads)': floor(() => Date.now()),
-  'empty call into wasm': floor(() => liveObjects()),
+  'empty call into wasm': floor(() => engine.live()),
 };
 window.bench = { instantiateMs, perCall, floors, userAgent: navigator.userAgent };
 `,
@@ -81,9 +88,12 @@ const size = (paths) => {
   const bytes = paths.map((p) => readFileSync(p));
   return { raw: bytes.reduce((n, b) => n + b.length, 0), gzip: bytes.reduce((n, b) => n + gzipSync(b, { level: 9 }).length, 0) };
 };
+// The engines as built by `cargo xtask package`, beside the package directory.
+const engines = { lite: join(pkg, '../lite.wasm'), full: join(pkg, '../full.wasm') };
 const sizes = {
   'lull-web': size(files(join(page, 'lull'))),
-  'lull-web wasm': size([join(page, 'lull/lull_web_bg.wasm')]),
+  'lite engine wasm': size([engines.lite]),
+  'full engine wasm': size([engines.full]),
   'lodash.debounce': size([join(page, 'lodash.debounce.js')]),
   'es-toolkit': size([join(page, 'es-toolkit-debounce.mjs')]),
 };
@@ -107,7 +117,9 @@ try {
     rounds: ROUNDS,
     per_call_ns: Object.fromEntries(Object.entries(last.perCall).map(([k, v]) => [k, { median: median(v), rounds: v }])),
     bytes: sizes,
-    instantiate_ms: { median: median(loads), loads },
+    instantiate_ms: Object.fromEntries(
+      Object.keys(engines).map((name) => [name, { median: median(loads.map((l) => l[name])), loads: loads.map((l) => l[name]) }]),
+    ),
     floors_ns: Object.fromEntries(Object.entries(last.floors).map(([k, v]) => [k, median(v)])),
   };
 } finally {
@@ -115,6 +127,13 @@ try {
   await server.close();
 }
 report.consumer_sizes = await consumerSizes(pkg);
+// Where each engine's bytes go, from the builds that keep function names.
+report.wasm_breakdown = Object.fromEntries(
+  Object.entries(engines).map(([name, path]) => {
+    const { sections, functions } = wasmSizes(path.replace(/\.wasm$/, '.names.wasm'));
+    return [name, { sections, largest_functions: functions.slice(0, 12).map((f) => ({ name: demangle(f.name), bytes: f.bytes })) }];
+  }),
+);
 
 const lull = report.per_call_ns['lull-web'].median;
 const lodash = report.per_call_ns['lodash.debounce'].median;
@@ -135,10 +154,16 @@ row(['metric', 'lull-web', 'lodash.debounce', 'es-toolkit', 'lull/lodash']);
 row([`per call, ns (median of ${ROUNDS})`, lull.toFixed(1), lodash.toFixed(1), es.toFixed(1), `${(lull / lodash).toFixed(2)}x`]);
 row(['bytes raw (wasm + JS)', kb(sizes['lull-web'].raw), kb(sizes['lodash.debounce'].raw), kb(sizes['es-toolkit'].raw), `${(sizes['lull-web'].raw / sizes['lodash.debounce'].raw).toFixed(1)}x`]);
 row(['bytes gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debounce'].gzip), kb(sizes['es-toolkit'].gzip), `${report.ratios.gzip_vs_lodash.toFixed(1)}x`]);
-row(['  of which wasm, gzip', kb(sizes['lull-web wasm'].gzip), '', '', '']);
-row([`instantiate, ms (median of ${LOADS})`, report.instantiate_ms.median.toFixed(1), '-', '-', '']);
+row(['  lite engine (debounce, throttle), wasm gzip', kb(sizes['lite engine wasm'].gzip), '', '', '']);
+row(['  full engine (the rest), wasm gzip', kb(sizes['full engine wasm'].gzip), '', '', '']);
+for (const name of Object.keys(engines)) row([`instantiate ${name}, ms (median of ${LOADS})`, report.instantiate_ms[name].median.toFixed(1), '-', '-', '']);
 for (const [name, ns] of Object.entries(report.floors_ns)) row([`  floor: ${name}, ns`, ns.toFixed(1), '', '', '']);
 printConsumerSizes(report.consumer_sizes);
+for (const [name, { sections, largest_functions }] of Object.entries(report.wasm_breakdown)) {
+  const parts = Object.entries(sections).map(([k, v]) => `${k} ${v}`).join(', ');
+  console.log(`\n${name} engine, bytes by section (names kept): ${parts}; largest functions:`);
+  for (const f of largest_functions) console.log(`  ${String(f.bytes).padStart(6)}  ${f.name}`);
+}
 for (const [name, g] of Object.entries(report.goals)) {
   const actual = g.actual === null ? 'no build' : g.actual < 100 ? g.actual.toFixed(2) + 'x' : kb(g.actual);
   console.log(`goal ${name}: ${g.met ? 'met' : 'MISSED'} (actual ${actual})`);

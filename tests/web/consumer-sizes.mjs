@@ -35,8 +35,8 @@ const wireButton = (wait) => `const button = document.querySelector('button');
 button.addEventListener('click', debounce(() => console.log('saved'), ${wait(300)}));
 addEventListener('scroll', throttle(() => console.log('scrolled'), ${wait(100)}));`;
 
-// A lull-web app: imports `init` and `named`, runs `body` once `init()` has loaded the wasm.
-const lullApp = (named, body) => `import init, { ${named.join(', ')} } from 'lull-web';\ninit().then(() => {\n${body}\n});\n`;
+// A lull-web app: a plain import of `named`, then `body`.
+const lullApp = (named, body) => `import { ${named.join(', ')} } from 'lull-web';\n${body}\n`;
 
 // Each bundler's production build of `dir/main.js` (Vite: of `dir/index.html`) into `out`,
 // with nothing configured beyond the entry, the output directory and production mode.
@@ -106,7 +106,7 @@ function apps(lull) {
   const everything = lull.exports.filter((name) => name !== 'default');
   return [
     { library: 'lull-web', app: DEBOUNCE_THROTTLE, assets: lull.assets, source: lullApp(['debounce', 'throttle'], wireButton((ms) => ms)) },
-    { library: 'lull-web', app: EVERYTHING, assets: lull.assets, source: lullApp(everything, `globalThis.lull = { init, ${everything.join(', ')} };`) },
+    { library: 'lull-web', app: EVERYTHING, assets: lull.assets, source: lullApp(everything, `globalThis.lull = { ${everything.join(', ')} };`) },
     ...PEERS.map((peer) => ({ library: peer.name, app: DEBOUNCE_THROTTLE, assets: [], source: `${peer.imports}\n${wireButton(peer.wait)}\n` })),
   ];
 }
@@ -135,7 +135,7 @@ export async function consumerSizes(pkg) {
     return {
       method: 'production builds (tree-shaken, minified) of tiny ES module apps; every emitted file but the HTML, gzip -9 per file, summed',
       apps: {
-        [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once (lull-web: after init())',
+        [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once',
         [EVERYTHING]: `lull-web only: imports and references every export of its JS entry (${lull.exports.join(', ')}); peers are compared on debounce + throttle`,
       },
       versions: {

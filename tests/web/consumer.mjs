@@ -105,37 +105,44 @@ try {
 
   // webpack 5 and esbuild, production builds with nothing configured: the app runs, no `init()`.
   const require = createRequire(join(app, 'package.json'));
-  // A webpack production build of the app into `out`, with `extra` configuration.
-  const webpack = (out, extra = {}) =>
-    new Promise((done, fail) =>
-      require('webpack')(
-        { mode: 'production', context: app, entry: './src/plain.js', output: { path: out, filename: 'plain.js' }, ...extra },
-        (e, stats) => (e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done()),
-      ),
-    );
+  // Production builds of `src/<entry>.js` into `out` as `<entry>.js`.
   const builds = {
-    webpack: (out) => webpack(out),
-    esbuild: (out) =>
-      require('esbuild').build({ absWorkingDir: app, entryPoints: ['src/plain.js'], outdir: out, bundle: true, minify: true, format: 'esm', logLevel: 'warning' }),
-    // The same app on `lull-web/bundler`: webpack with WebAssembly ES module integration.
-    'webpack, lull-web/bundler': (out) =>
-      webpack(out, { resolve: { alias: { 'lull-web$': 'lull-web/bundler' } }, experiments: { asyncWebAssembly: true } }),
+    webpack: (entry, out) =>
+      new Promise((done, fail) =>
+        require('webpack')(
+          { mode: 'production', context: app, entry: `./src/${entry}.js`, output: { path: out, filename: `${entry}.js` } },
+          (e, stats) => (e || stats.hasErrors() ? fail(e ?? new Error(stats.toString('errors-only'))) : done()),
+        ),
+      ),
+    esbuild: (entry, out) =>
+      require('esbuild').build({ absWorkingDir: app, entryPoints: [`src/${entry}.js`], outdir: out, bundle: true, minify: true, format: 'esm', logLevel: 'warning' }),
+  };
+  // What each app must have done once it says it is done.
+  const apps = {
+    plain: ['debounce and throttle run with no init()', '{"runs":["t1",2],"done":true}'],
+    everything: [
+      // live: five drivers, each holding an engine until it is collected (destroy() unbinds, collection frees)
+      'every export runs (debounceAsync, debounceKeyed, bindSearch too)',
+      '{"runs":["t1",2],"shouted":["AB","AB"],"keyed":["x3","y2"],"found":[["abc",3]],"live":5,"done":true}',
+    ],
   };
   for (const [bundler, build] of Object.entries(builds)) {
-    const out = join(app, `dist-${bundler.replace(/\W+/g, '-')}`);
-    await build(out);
-    writeFileSync(join(out, 'index.html'), '<!doctype html><script type="module" src="./plain.js"></script>');
-    const served = await serve(out);
-    try {
-      const page = await browser.newPage();
-      const errors = [];
-      page.on('pageerror', (e) => errors.push(String(e)));
-      await page.goto(served.url, { timeout: 30_000 });
-      await page.waitForFunction(() => window.lull?.done, null, { timeout: 15_000 }).catch(() => {});
-      const runs = await page.evaluate(() => window.lull?.runs);
-      check(`${bundler}: debounce and throttle run with no init()`, JSON.stringify(runs) === '["t1",2]' && errors.length === 0, { runs, errors });
-    } finally {
-      await served.close();
+    for (const [entry, [claim, expected]] of Object.entries(apps)) {
+      const out = join(app, `dist-${bundler}-${entry}`);
+      await build(entry, out);
+      writeFileSync(join(out, 'index.html'), `<!doctype html><script type="module" src="./${entry}.js"></script>`);
+      const served = await serve(out);
+      try {
+        const page = await browser.newPage();
+        const errors = [];
+        page.on('pageerror', (e) => errors.push(String(e)));
+        await page.goto(served.url, { timeout: 30_000 });
+        await page.waitForFunction(() => window.lull?.done, null, { timeout: 15_000 }).catch(() => {});
+        const got = JSON.stringify(await page.evaluate(() => window.lull));
+        check(`${bundler}, ${entry}: ${claim}`, got === expected && errors.length === 0, { got, errors });
+      } finally {
+        await served.close();
+      }
     }
   }
 } finally {
@@ -155,19 +162,16 @@ const ssr = `
 const printed = execFileSync(process.execPath, ['--input-type=module', '-e', ssr], { cwd: app, timeout: 60_000 }).toString();
 check('Node (SSR shape): imports and runs with no DOM and no init()', printed.trim() === '{"runs":["t1",2],"window":"undefined","document":"undefined"}', printed);
 
-// `lull-web/manual`: the wasm loaded when the app says, with `init()`.
-const manual = `
-  import { readFileSync } from 'node:fs';
-  import init, { debounce } from 'lull-web/manual';
-  let early;
-  try { debounce(() => {}, 1); } catch (e) { early = 'not ready'; }
-  await init({ module_or_path: readFileSync('node_modules/lull-web/web/lull_web_bg.wasm') });
+// Code written for earlier releases awaits `init()` first: it still works.
+const early = `
+  import { init, debounce } from 'lull-web';
+  const ready = await init();
   const runs = [];
   debounce((x) => runs.push(x), 5)(7);
-  setTimeout(() => console.log(JSON.stringify({ early, runs })), 100);
+  setTimeout(() => console.log(JSON.stringify({ ready: ready === undefined, runs })), 100);
 `;
-const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', manual], { cwd: app, timeout: 60_000 }).toString();
-check('lull-web/manual: not ready before init(), runs after it', loaded.trim() === '{"early":"not ready","runs":[7]}', loaded);
+const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', early], { cwd: app, timeout: 60_000 }).toString();
+check('init(), as earlier releases needed: resolves, and the package runs after it', loaded.trim() === '{"ready":true,"runs":[7]}', loaded);
 
 console.log(`consumer: ${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

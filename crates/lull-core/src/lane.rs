@@ -97,7 +97,8 @@ pub(crate) struct RunTerms {
 
 impl RunTerms {
     fn of(policy: &Policy) -> Self {
-        RunTerms { retry: policy.config().retry, run_timeout: policy.config().run_timeout }
+        let (retry, run_timeout) = policy.run_terms();
+        RunTerms { retry, run_timeout }
     }
 }
 
@@ -157,7 +158,7 @@ impl Lane {
         let quiet = self.last_event_at?.saturating_add(self.wait_ms);
         let bound = policy.config().max_wait.map_or(u64::MAX, |m| self.anchor.saturating_add(m));
         let until = self.deadline()?.min(quiet).min(bound);
-        let events = policy.config().max_batch.map_or(u64::MAX, |m| m.saturating_sub(open.span.count() + 1));
+        let events = policy.max_batch().map_or(u64::MAX, |m| m.saturating_sub(open.span.count() + 1));
         (until > clock && events > 0 && self.timer.is_some()).then_some((until, events))
     }
 
@@ -175,6 +176,9 @@ impl Lane {
     }
 
     fn run_deadline(&self) -> Option<u64> {
+        if crate::policy::LITE {
+            return None; // no retries, no timeouts
+        }
         self.run.as_ref().and_then(|r| r.retry_at.or(r.timeout_at))
     }
 
@@ -270,8 +274,12 @@ impl Lane {
         self.anchor = 0;
         self.last_event_at = None;
         let open = self.open.take().map(|o| (o.window, o.span));
-        let queued: Vec<_> =
-            self.queue.iter().filter(|q| q.reason != Reason::Replay).map(|q| (q.window, q.span)).collect();
+        // (Nothing is ever queued in a lite build.)
+        let queued: Vec<_> = if crate::policy::LITE {
+            Vec::new()
+        } else {
+            self.queue.iter().filter(|q| q.reason != Reason::Replay).map(|q| (q.window, q.span)).collect()
+        };
         self.queue.retain(|q| q.reason == Reason::Replay);
         for (window, span) in open.into_iter().chain(queued) {
             self.stats.cancelled += span.count();
@@ -482,7 +490,7 @@ impl Lane {
 
     fn fire_if_full(&mut self, now: u64, env: &mut Env<'_>) {
         let Some(open) = self.open else { return };
-        if env.policy.config().max_batch.is_none_or(|m| open.span.count() < m) {
+        if env.policy.max_batch().is_none_or(|m| open.span.count() < m) {
             return;
         }
         match open.due {

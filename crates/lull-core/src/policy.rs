@@ -195,6 +195,10 @@ impl PolicyConfig {
         if self.run_timeout == Some(0) {
             return Err(PolicyError::ZeroRunTimeout);
         }
+        let lifecycle = self.max_batch.is_some() || self.retry != Retry::NONE || self.run_timeout.is_some();
+        if LITE && lifecycle {
+            return Err(PolicyError::NotInLite);
+        }
         Ok(Policy(self))
     }
 }
@@ -217,7 +221,23 @@ impl Policy {
     pub fn drops_events(&self) -> bool {
         !self.0.trailing
     }
+
+    // What the engine reads of the run lifecycle. With the `lite` feature
+    // these are constants, so the compiler drops the code they guard.
+
+    /// A window of this many events fires at once.
+    pub(crate) fn max_batch(&self) -> Option<u64> {
+        if LITE { None } else { self.0.max_batch }
+    }
+
+    /// The retry schedule and run timeout a run starts with.
+    pub(crate) fn run_terms(&self) -> (Retry, Option<u64>) {
+        if LITE { (Retry::NONE, None) } else { (self.0.retry, self.0.run_timeout) }
+    }
 }
+
+/// Built with the `lite` feature: lodash's timing only (see [`PolicyError::NotInLite`]).
+pub(crate) const LITE: bool = cfg!(feature = "lite");
 
 impl TryFrom<PolicyConfig> for Policy {
     type Error = PolicyError;
@@ -277,6 +297,9 @@ pub enum PolicyError {
     },
     /// Adaptive wait: `factor_percent` is 0.
     AutoZeroFactor,
+    /// A build with the `lite` feature runs lodash's timing and the run slot
+    /// only: no `max_batch`, retries or `run_timeout`.
+    NotInLite,
 }
 
 impl PolicyError {
@@ -293,6 +316,7 @@ impl PolicyError {
             PolicyError::AutoMinAboveMax { .. } => "auto wait: min_ms must not exceed max_ms",
             PolicyError::AutoInitialOutOfRange { .. } => "auto wait: initial_ms must lie within [min_ms, max_ms]",
             PolicyError::AutoZeroFactor => "auto wait: factor_percent must be at least 1",
+            PolicyError::NotInLite => "this build (lite) has no max_batch, retries or run_timeout",
         }
     }
 }
@@ -319,6 +343,7 @@ impl fmt::Display for PolicyError {
                 write!(f, "auto wait: initial_ms ({initial_ms}) must lie within [min_ms, max_ms]")
             }
             PolicyError::AutoZeroFactor => f.write_str("auto wait: factor_percent must be at least 1"),
+            PolicyError::NotInLite => f.write_str(self.rule()),
         }
     }
 }

@@ -137,3 +137,12 @@ export interface SearchBinding {
   /** Whether a query waits or a request is running. */
   pending(): boolean;
 }
+
+/**
+ * How many debouncers, keyed groups, async debouncers and search bindings
+ * hold an engine now (a leak check; a collected one lets its engine go).
+ */
+export function liveObjects(): number;
+
+/** Resolves at once: the engines are embedded and compile on first use. Kept for earlier code. */
+export function init(): Promise<void>;

@@ -1,38 +1,71 @@
-//! lull-web: lull's engine in the browser, as the npm package `lull-web`.
+//! lull-web's engine: [`lull_core`] as a WebAssembly module with plain
+//! numeric exports, for the npm package `lull-web`.
 //!
-//! A thin wasm-bindgen driver around [`lull_core`]: it reads
-//! `performance.now()`, owns at most one `setTimeout` per debouncer (armed at
-//! the engine's deadline, re-armed only when it moves earlier), keeps the JS
-//! values the engine's fires refer to, and calls back. Every timing decision
-//! is the engine's.
+//! The package's JavaScript drivers (`crates/lull-web/js`) own the I/O: they
+//! read the clock, arm one `setTimeout` per engine at the deadline it gives,
+//! keep the `this`/arguments of each window, and call user code. Every timing
+//! decision is made here, by lull-core. Numbers are all that cross: times
+//! are `performance.now()` milliseconds (`f64`, floored), an absent value is
+//! `-1`, engines are handles. No wasm-bindgen, no strings, no formatting: a
+//! debounce costs what a debounce should.
 //!
-//! Exports: `debounce`, `throttle` (lodash-compatible), `debounceAsync`
-//! (promises; latest wins or queue), `debounceKeyed` (one timer, many keys),
-//! `bindSearch` (a search box), `liveObjects` (leak checks).
+//! How to drive an engine (the quinn-proto shape):
+//! 1. set a policy with the `config_*` exports, then [`one::create`] (or
+//!    [`many::keyed_create`]) returns a handle, or a negative [`policy::refusal`] code;
+//! 2. feed it inputs (`event`, `timeout`, `flush`, `cancel`, run outcomes);
+//! 3. drain `poll` (an [`actions::Kind`], its fields read with `action_*`),
+//!    then arm one timer at `deadline`; `free` the handle when its owner goes.
+//!
+//! Guarantees: a bad handle is ignored (answers `-1`/`0`), never a trap; the
+//! module keeps no state besides the engines it was asked for ([`live`]).
+#![cfg_attr(feature = "module", no_std)]
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
 
-mod debounce;
-mod debounce_async;
-mod hide;
-mod js;
-mod keyed;
-mod live;
-mod options;
-mod search;
-mod shared;
-mod timer;
+extern crate alloc;
 
-pub use debounce::{Debounced, debounce, throttle};
-pub use debounce_async::{AsyncDebounced, debounce_async};
-pub use keyed::{KeyedDebounced, debounce_keyed};
-pub use live::live_objects;
-pub use search::{SearchBinding, bind_search};
+pub mod actions;
+#[cfg(not(feature = "lite"))]
+pub mod many;
+#[cfg(feature = "lite")]
+pub mod one;
+pub mod policy;
+mod table;
+mod time;
 
-/// Seed for retry jitter: `Math.random()` is enough for spreading retries.
-pub(crate) fn seed() -> u64 {
-    (js_sys::Math::random() * 9_007_199_254_740_992.0) as u64
+/// Export `fn`s under their own names, as a plain module's functions.
+macro_rules! exports {
+    ($($(#[$meta:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block)*) => {
+        $(
+            $(#[$meta])*
+            #[allow(unsafe_code)] // `no_mangle` only: the symbol is the ABI's name
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name($($arg: $ty),*) $(-> $ret)? $body
+        )*
+    };
+}
+pub(crate) use exports;
+
+exports! {
+    /// How many engines are alive (not yet freed): a leak check for the drivers.
+    pub fn live() -> u32 {
+        #[cfg(feature = "lite")]
+        let engines = one::live();
+        #[cfg(not(feature = "lite"))]
+        let engines = many::live();
+        engines
+    }
 }
 
-#[wasm_bindgen::prelude::wasm_bindgen(typescript_custom_section)]
-const TYPESCRIPT: &str = include_str!("../js/lull-web.d.ts");
+/// The shipped module's allocator: small (the engine allocates little and rarely).
+#[cfg(all(feature = "module", target_arch = "wasm32"))]
+#[global_allocator]
+static ALLOCATOR: lol_alloc::LockedAllocator<lol_alloc::FreeListAllocator> =
+    lol_alloc::LockedAllocator::new(lol_alloc::FreeListAllocator::new());
+
+/// The shipped module traps on a panic (none is reachable from valid use):
+/// no message, so no formatting machinery is linked.
+#[cfg(all(feature = "module", target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::lull;
+
 use js_sys::{Array, Function, Promise, Reflect};
 use support::{
     Rules, Schedule, block, call, collect_garbage, method, object, one_window, recorder, retrying, sleep, thrown,
@@ -17,7 +19,7 @@ use wasm_bindgen_test::*;
 wasm_bindgen_test_configure!(run_in_browser);
 
 fn debounce(r: &support::Recorder, wait: u32, opts: JsValue) -> js_sys::Function {
-    lull_web::debounce(r.func.clone().into(), wait.into(), opts).unwrap()
+    lull::debounce(r.func.clone().into(), wait.into(), opts).unwrap()
 }
 
 fn pending(d: &js_sys::Function) -> bool {
@@ -59,7 +61,7 @@ async fn a_burst_runs_once_with_the_last_arguments_after_the_quiet_period() {
 async fn this_and_every_argument_reach_the_function() {
     let seen =
         js_sys::Function::new_with_args("a, b", "globalThis.__lullSeen = [this && this.name, a, b]; return a + b;");
-    let d = lull_web::debounce(seen.into(), 0.into(), object(&[("leading", true.into())])).unwrap();
+    let d = lull::debounce(seen.into(), 0.into(), object(&[("leading", true.into())])).unwrap();
     let this = object(&[("name", "ctx".into())]);
     let result = d.call2(&this, &2.into(), &3.into()).unwrap();
     assert_eq!(result, 5);
@@ -188,7 +190,7 @@ async fn a_zero_wait_debounce_in_a_synchronous_loop_runs_once_after_it_like_loda
     for lull in [false, true] {
         let r = recorder();
         let d: js_sys::Function = if lull {
-            lull_web::debounce(r.func.clone().into(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap()
+            lull::debounce(r.func.clone().into(), JsValue::UNDEFINED, JsValue::UNDEFINED).unwrap()
         } else {
             lodash.call1(&JsValue::UNDEFINED, &r.func).unwrap().unchecked_into()
         };
@@ -210,7 +212,7 @@ async fn a_zero_wait_debounce_in_a_synchronous_loop_runs_once_after_it_like_loda
 async fn lodash_then_lull(script: &str) -> [String; 2] {
     let run = Function::new_with_args("make", &format!("return (async () => {{ {script} }})();"));
     let lull = Closure::<dyn Fn(JsValue, JsValue, JsValue) -> Result<JsValue, JsValue>>::new(|f, wait, options| {
-        lull_web::debounce(f, wait, options).map(Into::into)
+        lull::debounce(f, wait, options).map(Into::into)
     });
     let mut out = Vec::new();
     for make in [support::lodash_debounce().into(), lull.as_ref().clone()] {
@@ -273,7 +275,7 @@ async fn flush_runs_now_and_disarms() {
 }
 
 fn throttle(r: &support::Recorder, wait: u32) -> js_sys::Function {
-    lull_web::throttle(r.func.clone().into(), wait.into(), JsValue::UNDEFINED).unwrap()
+    lull::throttle(r.func.clone().into(), wait.into(), JsValue::UNDEFINED).unwrap()
 }
 
 #[wasm_bindgen_test]
@@ -344,16 +346,16 @@ async fn a_pending_call_runs_even_if_the_caller_let_go() {
 #[wasm_bindgen_test]
 async fn idle_debouncers_are_freed_when_unreachable() {
     collect_garbage().await;
-    let before = lull_web::live_objects();
+    let before = lull::live_objects();
     let r = recorder();
     for i in 0..50 {
         let d = debounce(&r, 5, object(&[("flushOnHide", true.into())]));
         call(&d, &[i.into()]);
     }
-    assert_eq!(lull_web::live_objects(), before + 50);
+    assert_eq!(lull::live_objects(), before + 50);
     until("all 50 to run", || r.count() == 50).await; // all ran: idle
     collect_garbage().await;
-    assert_eq!(lull_web::live_objects(), before, "every state (timer closure, listeners) was freed");
+    assert_eq!(lull::live_objects(), before, "every state (timer closure, listeners) was freed");
 }
 
 #[wasm_bindgen_test]
@@ -370,7 +372,7 @@ async fn flush_on_hide_runs_pending_work_when_the_page_hides() {
 /// `lodash.debounce(f, wait, options)` or lull-web's, over the same recorder.
 fn side(lull: bool, r: &support::Recorder, wait: JsValue, options: JsValue) -> js_sys::Function {
     if lull {
-        return lull_web::debounce(r.func.clone().into(), wait, options).unwrap();
+        return lull::debounce(r.func.clone().into(), wait, options).unwrap();
     }
     let lodash = support::lodash_debounce();
     let args = js_sys::Array::of3(&r.func, &wait, &options);
@@ -426,7 +428,7 @@ async fn options_are_read_as_lodash_reads_them() {
     }
     assert_eq!(runs, [[0.0], [0.0]]);
     assert_eq!(
-        thrown(|| lull_web::debounce(5.into(), 5.into(), JsValue::UNDEFINED).map(Into::into)),
+        thrown(|| lull::debounce(5.into(), 5.into(), JsValue::UNDEFINED).map(Into::into)),
         "TypeError: lull: `func` must be a function"
     );
 }
@@ -450,7 +452,7 @@ async fn an_option_present_but_undefined_counts_as_missing() {
 #[wasm_bindgen_test]
 async fn an_error_thrown_by_the_function_reaches_the_caller() {
     let boom = js_sys::Function::new_with_args("x", "if (x === 'bad') throw new RangeError('bad ' + x); return x;");
-    let d = lull_web::debounce(boom.into(), 0.into(), object(&[("leading", true.into())])).unwrap();
+    let d = lull::debounce(boom.into(), 0.into(), object(&[("leading", true.into())])).unwrap();
     let error = d.call1(&JsValue::UNDEFINED, &"bad".into()).unwrap_err();
     assert_eq!(Reflect::get(&error, &"name".into()).unwrap(), "RangeError");
     sleep(10).await;
@@ -487,7 +489,7 @@ async fn flush_on_hide_runs_pending_work_when_the_tab_is_hidden() {
 async fn every_error_of_a_call_reaches_the_caller_or_is_reported() {
     let reported = support::catch_reported();
     let boom = Function::new_with_args("x", "throw new Error('boom ' + x);");
-    let d = lull_web::debounce(boom.into(), 20.into(), object(&[("leading", true.into())])).unwrap();
+    let d = lull::debounce(boom.into(), 20.into(), object(&[("leading", true.into())])).unwrap();
     assert!(d.call1(&JsValue::UNDEFINED, &1.into()).is_err(), "the leading run threw");
     let _ = d.call1(&JsValue::UNDEFINED, &2.into()); // joins the burst: pending
     block(40.0);

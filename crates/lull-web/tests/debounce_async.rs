@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::lull;
+
 use js_sys::{Array, Function, Promise, Reflect};
 use support::{CLOCK_SLACK_MS, Schedule, block, call, method, object, one_window, retrying, sleep, timed, until};
 use wasm_bindgen::JsCast;
@@ -64,7 +66,7 @@ fn log(log: &Array) -> Vec<String> {
 }
 
 fn debounce_async(func: &Function, wait: u32, opts: JsValue) -> Function {
-    lull_web::debounce_async(func.clone().into(), wait.into(), opts).unwrap()
+    lull::debounce_async(func.clone().into(), wait.into(), opts).unwrap()
 }
 
 #[wasm_bindgen_test]
@@ -202,7 +204,7 @@ async fn queue_mode_runs_the_next_window_after_the_current_one() {
 #[wasm_bindgen_test]
 fn a_bad_mode_is_a_type_error() {
     let (f, _) = slow(1);
-    let error = lull_web::debounce_async(f.into(), 5.into(), object(&[("mode", "race".into())])).unwrap_err();
+    let error = lull::debounce_async(f.into(), 5.into(), object(&[("mode", "race".into())])).unwrap_err();
     assert_eq!(error_name(&error), "TypeError");
 }
 
@@ -213,7 +215,7 @@ fn a_bad_mode_is_a_type_error() {
 async fn a_run_that_never_settles_times_out_and_frees_the_queue() {
     let (f, log, _release) = slow_holding(5, &[1]); // run 1 is held: it never settles on its own
     let options = object(&[("mode", "queue".into()), ("timeout", 60.into())]);
-    let d = lull_web::debounce_async(f.into(), 0.into(), options).unwrap();
+    let d = lull::debounce_async(f.into(), 0.into(), options).unwrap();
     let started = support::now(); // no later than the run's start
     let first = promise(call(&d, &[1.into()]));
     method(&d, "flush", &[]);
@@ -225,10 +227,9 @@ async fn a_run_that_never_settles_times_out_and_frees_the_queue() {
     let entries: Vec<String> = log.iter().map(|e| e.as_string().unwrap()).collect();
     assert_eq!(entries, ["start 1", "abort 1", "start 2", "end 2"], "the timed-out run's signal aborted");
     assert!(!method(&d, "pending", &[]).as_bool().unwrap());
-    let bad =
-        lull_web::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", "soon".into())]));
+    let bad = lull::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", "soon".into())]));
     assert!(bad.is_err(), "a timeout that is not a number of ms is refused");
-    let zero = lull_web::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", 0.into())]));
+    let zero = lull::debounce_async(Function::new_no_args("").into(), 0.into(), object(&[("timeout", 0.into())]));
     let message = Reflect::get(&zero.expect_err("refused"), &"message".into()).unwrap();
     assert_eq!(message, "lull: run_timeout must be at least 1 ms");
 }

@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::lull;
+
 use support::{Rules, Run, block, call, method, recorder, until};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
@@ -13,7 +15,7 @@ wasm_bindgen_test_configure!(run_in_browser);
 #[wasm_bindgen_test]
 async fn each_key_runs_once_with_its_own_last_arguments() {
     let r = recorder();
-    let save = lull_web::debounce_keyed(r.func.clone().into(), 40.into(), JsValue::UNDEFINED).unwrap();
+    let save = lull::debounce_keyed(r.func.clone().into(), 40.into(), JsValue::UNDEFINED).unwrap();
     let made: [(JsValue, &str); 4] =
         [("title".into(), "a"), ("body".into(), "x"), ("title".into(), "ab"), (7.into(), "seven")];
     for (key, value) in &made {
@@ -59,7 +61,7 @@ async fn after_a_blocked_event_loop_each_burst_keeps_its_own_value() {
     // The old window of a key runs with its own last value (DESIGN.md), also
     // when the next call, not the late timer, is what ends it.
     let r = recorder();
-    let save = lull_web::debounce_keyed(r.func.clone().into(), 20.into(), JsValue::UNDEFINED).unwrap();
+    let save = lull::debounce_keyed(r.func.clone().into(), 20.into(), JsValue::UNDEFINED).unwrap();
     call(&save, &["k".into(), "old".into()]);
     block(60.0); // the timer is overdue but cannot run
     call(&save, &["k".into(), "new".into()]);
@@ -71,7 +73,7 @@ async fn after_a_blocked_event_loop_each_burst_keeps_its_own_value() {
 #[wasm_bindgen_test]
 async fn flush_and_cancel_act_on_one_key_or_all() {
     let r = recorder();
-    let save = lull_web::debounce_keyed(r.func.clone().into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
+    let save = lull::debounce_keyed(r.func.clone().into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
     for key in ["a", "b", "c"] {
         call(&save, &[key.into(), 1.into()]);
     }
@@ -90,7 +92,7 @@ async fn flush_and_cancel_act_on_one_key_or_all() {
 #[wasm_bindgen_test]
 async fn remove_drops_a_keys_pending_call_and_forgets_it() {
     let r = recorder();
-    let save = lull_web::debounce_keyed(r.func.clone().into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
+    let save = lull::debounce_keyed(r.func.clone().into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
     call(&save, &["a".into(), 1.into()]);
     call(&save, &["b".into(), 2.into()]);
     method(&save, "remove", &["a".into()]);
@@ -108,7 +110,7 @@ async fn remove_drops_a_keys_pending_call_and_forgets_it() {
 async fn every_error_of_a_step_reaches_the_caller_or_is_reported() {
     let reported = support::catch_reported();
     let boom = js_sys::Function::new_with_args("k", "throw new Error('boom ' + k);");
-    let save = lull_web::debounce_keyed(boom.into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
+    let save = lull::debounce_keyed(boom.into(), 10_000.into(), JsValue::UNDEFINED).unwrap();
     call(&save, &["a".into()]);
     call(&save, &["b".into()]);
     let flush: js_sys::Function = js_sys::Reflect::get(&save, &"flush".into()).unwrap().unchecked_into();

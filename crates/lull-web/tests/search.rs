@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::lull;
+
 use js_sys::{Array, Function, Object, Reflect};
 use support::{
     CLOCK_SLACK_MS, Schedule, block, collect_garbage, object, one_window, retrying, sleep, timed, until, watch_lag,
@@ -71,12 +73,12 @@ fn page(delays: &[(&str, u32)], honour_abort: bool) -> Page {
 }
 
 impl Page {
-    fn bind(&self, extra: &[(&str, JsValue)]) -> lull_web::SearchBinding {
+    fn bind(&self, extra: &[(&str, JsValue)]) -> lull::SearchBinding {
         let options = Object::assign(&Object::new(), &self.options);
         for (k, v) in extra {
             Reflect::set(&options, &(*k).into(), v).unwrap();
         }
-        lull_web::bind_search(self.input.clone().into(), options.into()).unwrap()
+        lull::bind_search(self.input.clone().into(), options.into()).unwrap()
     }
 
     fn type_text(&self, value: &str) {
@@ -268,7 +270,7 @@ async fn a_failed_search_reaches_on_error() {
 #[wasm_bindgen_test]
 async fn destroy_leaves_no_timer_listener_or_state() {
     collect_garbage().await;
-    let before = lull_web::live_objects();
+    let before = lull::live_objects();
     let p = page(&[], true);
     {
         let binding = p.bind(&[("wait", 30.into())]);
@@ -282,7 +284,7 @@ async fn destroy_leaves_no_timer_listener_or_state() {
     sleep(80).await;
     assert!(p.events().is_empty(), "no listener left: {:?}", p.events());
     collect_garbage().await;
-    assert_eq!(lull_web::live_objects(), before, "the binding's state and closures were freed");
+    assert_eq!(lull::live_objects(), before, "the binding's state and closures were freed");
 }
 
 /// A binding let go without `destroy()` is freed like every other driver once
@@ -290,7 +292,7 @@ async fn destroy_leaves_no_timer_listener_or_state() {
 #[wasm_bindgen_test]
 async fn a_binding_let_go_without_destroy_is_freed_and_stops_listening() {
     collect_garbage().await;
-    let before = lull_web::live_objects();
+    let before = lull::live_objects();
     let p = page(&[], true);
     {
         let binding = p.bind(&[("wait", 10.into())]);
@@ -298,7 +300,7 @@ async fn a_binding_let_go_without_destroy_is_freed_and_stops_listening() {
         until("the search to finish", || !binding.pending()).await;
     }
     collect_garbage().await;
-    assert_eq!(lull_web::live_objects(), before, "the binding's state was freed");
+    assert_eq!(lull::live_objects(), before, "the binding's state was freed");
     let seen = p.events().len();
     p.type_text("after");
     p.key("Enter");
@@ -322,7 +324,7 @@ async fn callbacks_are_called_with_the_options_as_this() {
     )
     .call0(&JsValue::UNDEFINED)
     .unwrap();
-    let binding = lull_web::bind_search(p.input.clone().into(), options.clone()).unwrap();
+    let binding = lull::bind_search(p.input.clone().into(), options.clone()).unwrap();
     p.type_text("ab");
     until("the results", || Reflect::get(&options, &"shown".into()).unwrap().unchecked_into::<Array>().length() == 1)
         .await;
@@ -336,14 +338,14 @@ async fn callbacks_are_called_with_the_options_as_this() {
 #[wasm_bindgen_test]
 fn bad_search_options_throw_type_errors() {
     let p = page(&[], true);
-    let no_search = lull_web::bind_search(p.input.clone().into(), object(&[("wait", 10.into())]));
+    let no_search = lull::bind_search(p.input.clone().into(), object(&[("wait", 10.into())]));
     assert!(no_search.is_err());
-    let not_input = lull_web::bind_search(Object::new().into(), p.options.clone().into());
+    let not_input = lull::bind_search(Object::new().into(), p.options.clone().into());
     assert!(not_input.is_err());
     for (key, bad) in [("minLength", JsValue::from(-1)), ("cache", 2.5.into()), ("cache", "20".into())] {
         let options = Object::assign(&Object::new(), &p.options);
         Reflect::set(&options, &key.into(), &bad).unwrap();
-        let error = lull_web::bind_search(p.input.clone().into(), options.into()).err().expect("refused");
+        let error = lull::bind_search(p.input.clone().into(), options.into()).err().expect("refused");
         let message = Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
         assert_eq!(message, format!("lull: `{key}` must be a whole number from 0 to 4294967295"));
     }

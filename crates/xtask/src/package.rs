@@ -1,6 +1,6 @@
-//! The npm package `lull-web`: wasm-pack builds for `web` and `bundler`, the
-//! ready-on-import entry (`index.js`, the `web` build's wasm embedded), the
-//! package.json and README from `crates/lull-web`, then `npm pack`.
+//! The npm package `lull-web`: the two engines (lull-web's wasm, lite and
+//! full) built and shrunk with `wasm-opt -Oz`, embedded in the package's JS
+//! drivers (`crates/lull-web/js`), with the types and README, then `npm pack`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,50 +9,36 @@ use base64::Engine;
 
 use crate::steps;
 
-/// UTF-8 for the glue where the environment has no `TextDecoder`/`TextEncoder`
-/// (Jest's jsdom): the glue constructs both as it loads.
-const TEXT_CODEC: &str =
-    "// Jest's jsdom environment has no TextDecoder/TextEncoder: UTF-8 for the few strings that cross.
-const TextDecoder = globalThis.TextDecoder ?? class {
-  decode(bytes = new Uint8Array()) {
-    let s = '';
-    for (let i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]);
-    return decodeURIComponent(escape(s));
-  }
-};
-const TextEncoder = globalThis.TextEncoder ?? class {
-  encode(s = '') {
-    return Uint8Array.from(unescape(encodeURIComponent(s)), (c) => c.charCodeAt(0));
-  }
-};
-";
+/// An engine: the cargo features it is built with, and the marker its
+/// base64 bytes replace in the JS file that instantiates it.
+struct Build {
+    features: &'static str,
+    file: &'static str,
+    marker: &'static str,
+}
 
-/// The package's main entry, `index.js`: the `web` build's glue with its wasm
-/// embedded (base64) and instantiated synchronously at import, so no `init()`
-/// is needed anywhere (browsers, bundlers with no configuration, Node for SSR,
-/// jsdom). The glue's fallback that fetches the `.wasm` file is cut, so no
-/// bundler emits that file beside it; `init()` still resolves (at once).
-fn ready_entry(glue: &str, wasm: &[u8]) -> Result<String, String> {
-    const FETCH: &str = "module_or_path = new URL('lull_web_bg.wasm', import.meta.url);";
-    // The glue imports its snippets (our JS) relative to itself, in either quote style.
-    const SNIPPETS: [(&str, &str); 2] =
-        [("from \"./snippets/", "from \"./web/snippets/"), ("from './snippets/", "from './web/snippets/")];
-    if glue.matches(FETCH).count() != 1 || !SNIPPETS.iter().any(|(from, _)| glue.contains(from)) {
-        return Err("the wasm-bindgen glue changed shape: update `ready_entry` (crates/xtask/src/package.rs)".into());
-    }
-    let glue = SNIPPETS
-        .iter()
-        .fold(glue.to_string(), |glue, (from, to)| glue.replace(from, to))
-        .replace(
-            FETCH,
-            "throw new Error('lull-web: the wasm is embedded; import \"lull-web/manual\" to load it yourself');",
-        )
-        .replace("@ts-self-types=\"./lull_web.d.ts\"", "@ts-self-types=\"./web/lull_web.d.ts\"");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(wasm);
-    Ok(format!(
-        "{TEXT_CODEC}{glue}\n// Ready on import: the engine's wasm, embedded, instantiated synchronously.\n\
-         initSync({{ module: Uint8Array.from(atob('{encoded}'), (c) => c.charCodeAt(0)) }});\n"
-    ))
+const ENGINES: [Build; 2] = [
+    Build { features: "module,lite", file: "lite.js", marker: "@LITE_WASM@" },
+    Build { features: "module", file: "full.js", marker: "@FULL_WASM@" },
+];
+
+/// Build one engine; its bytes after `wasm-opt -Oz`.
+fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
+    let mut cargo = steps::cargo(&["build", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
+    cargo.args(["--profile", "wasm-module", "--features", build.features]);
+    steps::run(&format!("engine ({})", build.features), root, &mut cargo)?;
+    let built = root.join("target/wasm32-unknown-unknown/wasm-module/lull_web.wasm");
+    let out = root.join(format!("target/npm/{}.wasm", build.file.trim_end_matches(".js")));
+    // wasm-opt from npm `binaryen` (Debian's is older).
+    let wasm_opt = root.join("tests/web/node_modules/.bin/wasm-opt");
+    let mut opt = Command::new(&wasm_opt);
+    opt.arg(&built).args(["-Oz", "--strip-debug", "--strip-producers", "-o"]).arg(&out).env("PATH", path);
+    steps::run("wasm-opt", root, &mut opt)?;
+    // The same, keeping function names: the bench's size breakdown reads it.
+    let mut named = Command::new(&wasm_opt);
+    named.arg(&built).args(["-Oz", "--debuginfo", "-o"]).arg(out.with_extension("names.wasm")).env("PATH", path);
+    steps::run("wasm-opt (names kept)", root, &mut named)?;
+    std::fs::read(&out).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 /// Build and pack; returns the tarball.
@@ -61,24 +47,30 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     let out = root.join("target/npm/lull-web");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    // wasm-opt from npm `binaryen`: Debian's older one breaks wasm-bindgen output.
-    let tools = root.join("tests/web/node_modules/.bin");
-    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
-    for target in ["web", "bundler"] {
-        let mut build = Command::new("wasm-pack");
-        build
-            .args(["build", "--release", "--no-pack", "--no-gitignore", "--target", target, "--out-name", "lull_web"])
-            .arg("--out-dir")
-            .arg(out.join(target))
-            .arg(&krate)
-            .env("PATH", &path);
-        steps::run(&format!("wasm-pack build ({target})"), root, &mut build)?;
+    let path = std::env::var("PATH").unwrap_or_default();
+    let js = krate.join("js");
+    let sources = std::fs::read_dir(&js).map_err(|e| format!("{}: {e}", js.display()))?;
+    for entry in sources {
+        let from = entry.map_err(|e| e.to_string())?.path();
+        if from.extension().is_some_and(|x| x == "js") {
+            let name = from.file_name().ok_or("a file with no name")?;
+            std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
+        }
     }
-    let read = |name: &str| std::fs::read(out.join(name)).map_err(|e| format!("{name}: {e}"));
-    let glue = String::from_utf8(read("web/lull_web.js")?).map_err(|e| format!("web/lull_web.js: {e}"))?;
-    let entry = ready_entry(&glue, &read("web/lull_web_bg.wasm")?)?;
-    std::fs::write(out.join("index.js"), entry).map_err(|e| format!("index.js: {e}"))?;
-    for (from, name) in [(krate.join("js/package.json"), "package.json"), (krate.join("README.md"), "README.md")] {
+    for build in &ENGINES {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(engine(root, build, &path)?);
+        let file = out.join(build.file);
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if text.matches(build.marker).count() != 1 {
+            return Err(format!("crates/lull-web/js/{} must hold {} once", build.file, build.marker));
+        }
+        std::fs::write(&file, text.replace(build.marker, &encoded)).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    for (from, name) in [
+        (js.join("package.json"), "package.json"),
+        (js.join("lull-web.d.ts"), "index.d.ts"),
+        (krate.join("README.md"), "README.md"),
+    ] {
         std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
     }
     let version = env!("CARGO_PKG_VERSION");
@@ -90,4 +82,18 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     pack.args(["pack", "--silent", "--pack-destination"]).arg(root.join("target/npm"));
     steps::run("npm pack", &out, &mut pack)?;
     Ok(root.join(format!("target/npm/lull-web-{version}.tgz")))
+}
+
+/// The built package bundled into one module, `crates/lull-web/tests/pkg/lull.js`
+/// (not committed), where lull-web's browser tests import it: the test
+/// runner's server serves the crate's directory beside its own files. One
+/// file, not the package's nine: loading the module graph file by file from
+/// that server stalled now and then.
+pub fn for_browser_tests(root: &Path, package: &Path) -> Result<(), String> {
+    let mut esbuild = Command::new(root.join("tests/web/node_modules/.bin/esbuild"));
+    esbuild
+        .arg(package.join("index.js"))
+        .args(["--bundle", "--format=esm", "--log-level=warning"])
+        .arg(format!("--outfile={}", root.join("crates/lull-web/tests/pkg/lull.js").display()));
+    steps::run("the package as one module for the browser tests (esbuild)", root, &mut esbuild)
 }

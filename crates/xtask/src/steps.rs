@@ -35,7 +35,8 @@ pub fn cargo(args: &[&str]) -> Command {
     cmd
 }
 
-/// lull-web's wasm-bindgen tests in headless Chromium (real DOM, real timers);
+/// lull-web's browser tests: Rust, compiled to wasm by wasm-bindgen-test,
+/// driving the package's JS in headless Chromium (real DOM, real timers);
 /// `webdriver.json` in the crate holds Chromium's offline flags.
 fn browser_tests(root: &Path) -> Command {
     let mut cmd = Command::new("wasm-pack");
@@ -73,6 +74,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let tarball = Rc::new(OnceCell::new());
     let packed = tarball.clone();
     let for_fake_timers = tarball.clone();
+    let for_browser = tarball.clone();
     // The package built by the `package` suite, or built now (once) when it did not run.
     let built = |tarball: &OnceCell<std::path::PathBuf>| match tarball.get() {
         Some(t) => Ok(t.clone()),
@@ -96,12 +98,37 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"]),
         ),
         command("unit", "tests (unit, scenarios, properties, lodash differential)", root, tests),
+        Suite {
+            id: "lite",
+            name: "lull-core's lite build (lull-web's debounce): lints, tests",
+            run: Box::new(move || {
+                let mut lints = cargo(&["clippy", "-p", "lull-core", "--features", "lite", "--all-targets"]);
+                lints.args(["--", "-D", "warnings"]);
+                run("lints (lite)", root, &mut lints)?;
+                for features in ["module,lite", "module"] {
+                    let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
+                    lints.args(["--features", features, "--", "-D", "warnings"]);
+                    run("lints (lull-web engines)", root, &mut lints)?;
+                }
+                let mut tests = cargo(&["test", "-p", "lull-core", "--features", "lite"]);
+                tests.env("LULL_NODE", &tools.node);
+                run("tests (lite)", root, &mut tests)
+            }),
+        },
         command("doc", "doc tests", root, doc_tests),
-        command("browser", "browser tests (lull-web in headless Chromium)", root, browser_tests(root)),
         Suite {
             id: "package",
-            name: "npm package (wasm-pack web + bundler, npm pack)",
+            name: "npm package (two engines, wasm-opt, npm pack)",
             run: Box::new(move || crate::package::web(root).map(|t| drop(packed.set(t)))),
+        },
+        Suite {
+            id: "browser",
+            name: "browser tests (the package in headless Chromium)",
+            run: Box::new(move || {
+                let package = built(&for_browser)?.with_file_name("lull-web");
+                crate::package::for_browser_tests(root, &package)?;
+                run("browser tests", root, &mut browser_tests(root))
+            }),
         },
         Suite {
             id: "consumer",
@@ -142,7 +169,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
 
 /// The suite ids, for usage messages.
 pub fn suite_ids() -> &'static str {
-    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit doc browser package consumer fake-timers edge"
+    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit lite doc package browser consumer fake-timers edge"
 }
 
 /// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.

@@ -600,3 +600,48 @@ pub fn thrown(f: impl FnOnce() -> Result<JsValue, JsValue>) -> String {
     let name = Reflect::get(&error, &"name".into()).unwrap().as_string().unwrap();
     format!("{name}: {message}")
 }
+
+/// The package under test, as built: `cargo xtask test browser` builds it and
+/// bundles it into `tests/pkg/lull.js` (not committed), which the test
+/// runner's server serves (it serves the crate's directory beside its own files).
+pub mod lull {
+    use js_sys::Function;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen(raw_module = "/tests/pkg/lull.js")]
+    extern "C" {
+        #[wasm_bindgen(catch)]
+        pub fn debounce(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue>;
+
+        #[wasm_bindgen(catch)]
+        pub fn throttle(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue>;
+
+        #[wasm_bindgen(catch, js_name = debounceAsync)]
+        pub fn debounce_async(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue>;
+
+        #[wasm_bindgen(catch, js_name = debounceKeyed)]
+        pub fn debounce_keyed(func: JsValue, wait: JsValue, options: JsValue) -> Result<Function, JsValue>;
+
+        /// A search box bound by `bindSearch`.
+        pub type SearchBinding;
+
+        #[wasm_bindgen(catch, js_name = bindSearch)]
+        pub fn bind_search(input: JsValue, options: JsValue) -> Result<SearchBinding, JsValue>;
+
+        #[wasm_bindgen(method)]
+        pub fn destroy(this: &SearchBinding);
+
+        #[wasm_bindgen(method)]
+        pub fn flush(this: &SearchBinding);
+
+        #[wasm_bindgen(method)]
+        pub fn cancel(this: &SearchBinding);
+
+        #[wasm_bindgen(method)]
+        pub fn pending(this: &SearchBinding) -> bool;
+
+        /// Engines held by live drivers (a leak check).
+        #[wasm_bindgen(js_name = liveObjects)]
+        pub fn live_objects() -> u32;
+    }
+}

@@ -1,0 +1,161 @@
+// `debounce` and `throttle`: lodash-compatible, synchronous callbacks.
+//
+// The hot path: a call before the engine's horizon (see `horizon` in
+// lull-web's `one` module) only adds to the open window, so it stays here,
+// counted (`kept`), and is handed to the engine in one step before anything
+// else reaches it. Any other call crosses into wasm once, with the time; the
+// engine decides, and the function runs when it fires. Each window runs with
+// its own last call's `this` and arguments.
+
+import { DROPPED, FIRE, seed } from './engine.js';
+import { lite } from './lite.js';
+import { configure, get, lodashWait, waitOf } from './options.js';
+import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
+
+/** Hand the engine the calls kept under the horizon: every way into the engine starts here. */
+function caughtUp(s) {
+  if (s.kept > 0) {
+    s.e.recorded(s.h, s.kept, s.keptAt);
+    s.kept = 0;
+  }
+  return s.e;
+}
+
+/** The call being made becomes the latest of its window. */
+function accept(s) {
+  if (s.nextArgs !== undefined) {
+    s.self = s.nextSelf;
+    s.args = s.nextArgs;
+    s.nextSelf = s.nextArgs = undefined;
+  }
+}
+
+/**
+ * Carry out the engine's actions (the function may call back in), then
+ * follow its deadline and horizon. `incoming` is the seq of the call being
+ * made (-1: none): a window whose last event is it runs with that call.
+ * Returns whether the function threw (the error waits in `s.error`).
+ */
+function pump(s, incoming) {
+  const e = s.e;
+  let threw = false;
+  for (let kind; (kind = e.poll(s.h)) !== 0; ) {
+    if (kind !== FIRE && kind !== DROPPED) continue;
+    if (incoming >= 0 && e.action_last() >= incoming) accept(s);
+    const self = s.self;
+    const args = s.args;
+    s.self = s.args = undefined;
+    if (kind === DROPPED) continue;
+    try {
+      s.result = s.func.apply(self, args);
+    } catch (error) {
+      // The first error of a step goes to its caller; a later one is reported, never lost.
+      if (s.failed) {
+        reportLater(error);
+      } else {
+        s.failed = true;
+        s.error = error;
+      }
+      threw = true;
+    }
+  }
+  follow(s, e.deadline(s.h), onTimer);
+  s.until = e.horizon(s.h);
+  s.room = e.horizon_room(s.h);
+  return threw;
+}
+
+/** The error the function threw. */
+function take(s) {
+  const error = s.error;
+  s.error = undefined;
+  s.failed = false;
+  return error;
+}
+
+function onTimer(s) {
+  caughtUp(s).timeout(s.h, performance.now());
+  if (pump(s, -1)) reportLater(take(s));
+}
+
+function flushOnHide(s) {
+  if (flushNow(s)) reportLater(take(s));
+}
+
+function flushNow(s) {
+  caughtUp(s).flush(s.h, now());
+  return pump(s, -1);
+}
+
+function make(func, wait, options, leading, maxWait) {
+  needFunction(func, 'func');
+  const e = lite();
+  configure(e, wait, options, leading, true);
+  if (maxWait !== undefined) e.config_max_wait(maxWait);
+  const h = e.create(seed(), 1);
+  const s = {
+    e,
+    h,
+    func,
+    self: undefined,
+    args: undefined,
+    result: undefined,
+    error: undefined,
+    failed: false,
+    nextSelf: undefined,
+    nextArgs: undefined,
+    until: -1,
+    room: 0,
+    kept: 0,
+    keptAt: 0,
+    turn: -1,
+    timer: undefined,
+    due: 0,
+  };
+  own(s, e.free, h, onHide(get(options, 'flushOnHide'), s, flushOnHide));
+  const debounced = function (...args) {
+    const t = now();
+    if (t < s.until && s.kept < s.room) {
+      s.kept++;
+      s.keptAt = t;
+      s.self = this;
+      s.args = args;
+      return s.result;
+    }
+    s.nextSelf = this;
+    s.nextArgs = args;
+    const current = thisTurn();
+    const sameTurn = s.turn === current;
+    s.turn = current;
+    const seq = caughtUp(s).event(h, t, sameTurn ? 1 : 0);
+    const threw = pump(s, seq);
+    accept(s);
+    if (threw) throw take(s);
+    return s.result;
+  };
+  debounced.cancel = () => {
+    caughtUp(s).cancel(h, now());
+    pump(s, -1);
+  };
+  debounced.flush = () => {
+    if (flushNow(s)) throw take(s);
+    return s.result;
+  };
+  debounced.pending = () => e.pending(h) === 1;
+  return debounced;
+}
+
+/**
+ * lodash's `debounce(func, wait, { leading, trailing, maxWait })`, plus
+ * `flushOnHide`; `wait` may be `"auto"` (learned from the rhythm of calls).
+ * Returns a function with `cancel()`, `flush()`, `pending()`.
+ */
+export function debounce(func, wait, options) {
+  return make(func, waitOf(wait), options, false);
+}
+
+/** lodash's `throttle(func, wait, { leading, trailing })`, plus `flushOnHide`. */
+export function throttle(func, wait, options) {
+  const ms = lodashWait(wait);
+  return make(func, ms, options, true, ms);
+}

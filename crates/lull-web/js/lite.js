@@ -1,0 +1,9 @@
+// The engine behind `debounce` and `throttle`: lull-core with lodash's
+// timing only (the run lifecycle compiled out), as small as it gets.
+// `cargo xtask package` puts the module's bytes in place of the marker.
+import { instantiate } from './engine.js';
+
+let engine;
+
+/** The lite engine's exports (lull-web's `one` module), instantiated on first use. */
+export const lite = () => (engine ??= instantiate('@LITE_WASM@'));

@@ -1,0 +1,72 @@
+// Reading option objects. The timing options and `wait` are read as lodash
+// reads them — never refused: a non-object `options` is ignored, flags are
+// truthy or falsy, numbers go through `Number()` (`NaN` is 0), and unknown
+// keys are ignored. One difference: a key present but `undefined` counts as
+// missing (lodash takes `{ maxWait: undefined }` as `maxWait: 0`,
+// lodash#5857). lull's own options get clear `TypeError`s.
+
+import { typeError } from './runtime.js';
+
+/** Largest duration: 2^53 - 1 ms, as the engine takes it. */
+const MAX_MS = 9007199254740991;
+
+/** lodash's `isObject`: an object or a function. */
+const isObject = (value) => value !== null && (typeof value === 'object' || typeof value === 'function');
+
+/** `options[key]`, or `undefined` when `options` is not an object. */
+export const get = (options, key) => (isObject(options) ? options[key] : undefined);
+
+/** lodash's `toNumber(value) || 0`. */
+function toNumber(value) {
+  const n = typeof value === 'symbol' || typeof value === 'bigint' ? NaN : +value;
+  return n === n ? n : 0;
+}
+
+/** Milliseconds as lodash takes them: negative is 0, at most 2^53 - 1. */
+const clampMs = (ms) => Math.floor(Math.min(Math.max(ms, 0), MAX_MS));
+
+/** `wait` as lodash reads it (`undefined` and non-numbers are 0). */
+export const lodashWait = (value) => clampMs(toNumber(value));
+
+/** `wait` for the engine: milliseconds, or -1 for `"auto"` (learned from the gaps). */
+export const waitOf = (value) => (value === 'auto' ? -1 : lodashWait(value));
+
+/** A flag: `undefined` when absent, else truthy or falsy. */
+const flag = (options, key) => {
+  const value = get(options, key);
+  return value === undefined ? undefined : !!value;
+};
+
+/**
+ * Set the engine's next policy: `wait` (ms, or -1 for auto), then lodash's
+ * `leading`/`trailing`/`maxWait` from `options` with the given defaults.
+ */
+export function configure(engine, wait, options, leading, trailing) {
+  const maxWait = get(options, 'maxWait');
+  engine.config_reset();
+  engine.config_wait(wait);
+  engine.config_max_wait(maxWait === undefined ? -1 : clampMs(toNumber(maxWait)));
+  engine.config_edges(flag(options, 'leading') ?? leading, flag(options, 'trailing') ?? trailing);
+}
+
+/** lull's own count option (strict): absent, or a whole number from 0 to 4294967295. */
+export function count(options, key) {
+  const n = get(options, key);
+  if (n === undefined) return undefined;
+  if (typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 4294967295) return n;
+  throw typeError('`' + key + '` must be a whole number from 0 to 4294967295');
+}
+
+/** lull's own duration option (strict): absent, or milliseconds from 0 to 2^53 - 1. */
+export function duration(options, key) {
+  const ms = get(options, key);
+  if (ms === undefined) return undefined;
+  if (typeof ms === 'number' && ms >= 0 && ms <= MAX_MS) return Math.floor(ms);
+  throw typeError('`' + key + '` must be a number of milliseconds from 0 to 9007199254740991');
+}
+
+/** A handle `create` gave, or the refusal it stands for, thrown. */
+export function created(handle) {
+  if (handle >= 0) return handle;
+  throw typeError(handle === -6 ? 'run_timeout must be at least 1 ms' : 'the policy was refused (rule ' + -handle + ')');
+}

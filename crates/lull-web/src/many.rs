@@ -1,0 +1,128 @@
+//! Many keys behind one timer ([`lull_core::Keyed`]): `debounceKeyed`.
+//!
+//! Keys cross as numbers the driver assigns; a key the group forgot (idle)
+//! answers 0 to `keyed_has`, and the driver may forget its number too.
+
+use lull_core::{Keyed, WindowId};
+
+use crate::table::Table;
+use crate::time::{ms, opt};
+use crate::{actions, exports, policy};
+
+static GROUPS: Table<Keyed<u32>> = Table::new();
+
+pub(crate) fn live() -> u32 {
+    GROUPS.live()
+}
+
+fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Keyed<u32>) -> R) -> R {
+    GROUPS.with(h, absent, f)
+}
+
+exports! {
+    /// A new group under the policy set with `config_*`: its handle, or a
+    /// negative [`policy::refusal`] code.
+    pub fn keyed_create(seed: f64) -> i32 {
+        match policy::take() {
+            Ok(p) => GROUPS.add(Keyed::new(p, policy::seed(seed))) as i32,
+            Err(e) => policy::refusal(&e),
+        }
+    }
+
+    /// Let the group go.
+    pub fn keyed_free(h: u32) {
+        GROUPS.free(h)
+    }
+
+    /// One event for `key` at `now`: the window it joined.
+    pub fn keyed_event(h: u32, key: u32, now: f64) -> f64 {
+        with(h, -1.0, |g| g.event(key, ms(now)).window.0 as f64)
+    }
+
+    /// The group's timer went off at `now`.
+    pub fn keyed_timeout(h: u32, now: f64) {
+        with(h, (), |g| g.handle_timeout(ms(now)))
+    }
+
+    /// When the group's timer must go off next, or -1.
+    pub fn keyed_deadline(h: u32) -> f64 {
+        with(h, -1.0, |g| opt(g.next_deadline()))
+    }
+
+    /// The next action's kind; its key and fields through `action_*`.
+    pub fn keyed_poll(h: u32) -> u32 {
+        match with(h, None, |g| g.poll_action()) {
+            Some((key, action)) => actions::note(Some(action), key),
+            None => actions::note(None, 0),
+        }
+    }
+
+    /// Fire `key`'s open window now.
+    pub fn keyed_flush(h: u32, key: u32, now: f64) {
+        with(h, (), |g| g.flush(&key, ms(now)))
+    }
+
+    /// Fire every key's open window now.
+    pub fn keyed_flush_all(h: u32, now: f64) {
+        with(h, (), |g| g.flush_all(ms(now)))
+    }
+
+    /// Drop `key`'s open window.
+    pub fn keyed_cancel(h: u32, key: u32, now: f64) {
+        with(h, (), |g| g.cancel(&key, ms(now)))
+    }
+
+    /// Drop every key's open window.
+    pub fn keyed_cancel_all(h: u32, now: f64) {
+        with(h, (), |g| g.cancel_all(ms(now)))
+    }
+
+    /// Forget `key` altogether (cancel it first).
+    pub fn keyed_remove(h: u32, key: u32) {
+        with(h, (), |g| {
+            g.remove(&key);
+        })
+    }
+
+    /// The run of `key`'s `window` ended well at `now`: 1, or 0 if it was not in flight.
+    pub fn keyed_succeeded(h: u32, key: u32, window: f64, now: f64) -> u32 {
+        with(h, 0, |g| g.run_succeeded(&key, WindowId(ms(window)), ms(now)).is_ok() as u32)
+    }
+
+    /// The run of `key`'s `window` failed at `now`: 1, or 0 if it was not in flight.
+    pub fn keyed_failed(h: u32, key: u32, window: f64, now: f64) -> u32 {
+        with(h, 0, |g| g.run_failed(&key, WindowId(ms(window)), ms(now)).is_ok() as u32)
+    }
+
+    /// Forget `key`'s dead letter `window` (a page keeps none).
+    pub fn keyed_discard(h: u32, key: u32, window: f64) {
+        with(h, (), |g| {
+            let _ = g.discard(&key, WindowId(ms(window)));
+        })
+    }
+
+    /// The quiet period `key` waits now (ms): fixed, or learned with `"auto"`.
+    pub fn keyed_wait_ms(h: u32, key: u32) -> f64 {
+        with(h, -1.0, |g| g.wait_ms(&key) as f64)
+    }
+
+    /// Whether `key` has a call pending (1 or 0).
+    pub fn keyed_pending(h: u32, key: u32) -> u32 {
+        with(h, 0, |g| g.pending(&key) as u32)
+    }
+
+    /// Whether any key has a call pending (1 or 0).
+    pub fn keyed_any_pending(h: u32) -> u32 {
+        with(h, 0, |g| g.keys().any(|k| g.pending(k)) as u32)
+    }
+
+    /// Whether the group still holds `key` (1 or 0): an idle key is forgotten.
+    pub fn keyed_has(h: u32, key: u32) -> u32 {
+        with(h, 0, |g| g.contains(&key) as u32)
+    }
+
+    /// How many keys the group holds.
+    pub fn keyed_len(h: u32) -> u32 {
+        with(h, 0, |g| g.len() as u32)
+    }
+}

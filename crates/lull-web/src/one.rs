@@ -1,0 +1,114 @@
+//! One engine per debounced function ([`lull_core::Debouncer`]): `debounce`,
+//! `throttle`, `debounceAsync`, `bindSearch`.
+//!
+//! Every export takes the handle `create` gave first; times are
+//! `performance.now()` milliseconds.
+
+use lull_core::{Action, Debouncer};
+
+use crate::table::Table;
+use crate::time::{ms, opt};
+use crate::{actions, exports, policy};
+
+struct One {
+    engine: Debouncer,
+    /// Runs end as they start (a synchronous function): `poll` ends them.
+    sync: bool,
+}
+
+static ENGINES: Table<One> = Table::new();
+
+pub(crate) fn live() -> u32 {
+    ENGINES.live()
+}
+
+fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Debouncer) -> R) -> R {
+    ENGINES.with(h, absent, |one| f(&mut one.engine))
+}
+
+exports! {
+    /// A new engine under the policy set with `config_*` (see [`policy`]):
+    /// its handle, or a negative [`policy::refusal`] code. With `sync`, each
+    /// run ends as it starts (the function returns before anything else happens).
+    pub fn create(seed: f64, sync: u32) -> i32 {
+        match policy::take() {
+            Ok(p) => ENGINES.add(One { engine: Debouncer::new(p, policy::seed(seed)), sync: sync != 0 }) as i32,
+            Err(e) => policy::refusal(&e),
+        }
+    }
+
+    /// Let the engine go (its owner was collected or destroyed).
+    pub fn free(h: u32) {
+        ENGINES.free(h)
+    }
+
+    /// One event at `now`: its seq. `same_turn`: the event loop has not been
+    /// free since the previous event (a synchronous loop), so deadlines that
+    /// passed meanwhile wait for the timer, as in lodash.
+    pub fn event(h: u32, now: f64, same_turn: u32) -> f64 {
+        with(h, -1.0, |e| {
+            let accepted = if same_turn != 0 { e.event_in_turn(ms(now)) } else { e.event(ms(now)) };
+            accepted.seq.0 as f64
+        })
+    }
+
+    /// `count` events the driver kept before the horizon, the last at `last`.
+    pub fn recorded(h: u32, count: f64, last: f64) {
+        with(h, (), |e| {
+            e.recorded(ms(count), ms(last));
+        })
+    }
+
+    /// Until when (exclusive) events only add to the open window, or -1:
+    /// the driver may keep them and hand them in with `recorded`.
+    pub fn horizon(h: u32) -> f64 {
+        with(h, -1.0, |e| opt(e.horizon().map(|h| h.until)))
+    }
+
+    /// How many events the driver may keep before the horizon.
+    pub fn horizon_room(h: u32) -> f64 {
+        with(h, 0.0, |e| e.horizon().map_or(0.0, |h| h.events as f64))
+    }
+
+    /// The timer went off at `now`.
+    pub fn timeout(h: u32, now: f64) {
+        with(h, (), |e| e.handle_timeout(ms(now)))
+    }
+
+    /// Fire the open window now.
+    pub fn flush(h: u32, now: f64) {
+        with(h, (), |e| e.flush(ms(now)))
+    }
+
+    /// Drop the open window, overdue or not (lodash's `cancel`).
+    pub fn cancel(h: u32, now: f64) {
+        with(h, (), |e| e.cancel(ms(now)))
+    }
+
+    /// When the one timer must go off next, or -1 for none.
+    pub fn deadline(h: u32) -> f64 {
+        with(h, -1.0, |e| opt(e.next_deadline()))
+    }
+
+    /// lodash's `pending()`: a timer armed or a window waiting (1 or 0).
+    pub fn pending(h: u32) -> u32 {
+        with(h, 0, |e| e.pending() as u32)
+    }
+
+    /// The next action's [`actions::Kind`]; its fields through `action_*`.
+    pub fn poll(h: u32) -> u32 {
+        let action = ENGINES.with(h, None, |one| {
+            let action = one.engine.poll_action();
+            if let (true, Some(Action::Fire(fire))) = (one.sync, &action) {
+                let _ = one.engine.run_succeeded(fire.window, fire.at);
+            }
+            action
+        });
+        actions::note(action, 0)
+    }
+
+    /// The quiet period in force (ms): fixed, or learned so far for `"auto"`.
+    pub fn wait_ms(h: u32) -> f64 {
+        with(h, -1.0, |e| e.wait_ms() as f64)
+    }
+}

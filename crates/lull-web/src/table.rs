@@ -1,0 +1,50 @@
+//! Engines by handle: the module's only state.
+
+use alloc::vec::Vec;
+
+use spin::mutex::SpinMutex;
+
+/// Slots of engines; a freed slot is reused by the next engine created.
+/// The lock is never contended (one thread) and never held across a call out.
+pub(crate) struct Table<T>(SpinMutex<Vec<Option<T>>>);
+
+impl<T> Table<T> {
+    pub(crate) const fn new() -> Self {
+        Table(SpinMutex::new(Vec::new()))
+    }
+
+    /// Keep `engine`; its handle.
+    pub(crate) fn add(&self, engine: T) -> u32 {
+        let mut slots = self.0.lock();
+        match slots.iter().position(Option::is_none) {
+            Some(at) => {
+                slots[at] = Some(engine);
+                at as u32
+            }
+            None => {
+                slots.push(Some(engine));
+                (slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Drop the engine behind `handle` (a bad handle is ignored).
+    pub(crate) fn free(&self, handle: u32) {
+        if let Some(slot) = self.0.lock().get_mut(handle as usize) {
+            *slot = None;
+        }
+    }
+
+    /// `f` on the engine behind `handle`, or `absent` for a bad handle.
+    pub(crate) fn with<R>(&self, handle: u32, absent: R, f: impl FnOnce(&mut T) -> R) -> R {
+        match self.0.lock().get_mut(handle as usize) {
+            Some(Some(engine)) => f(engine),
+            _ => absent,
+        }
+    }
+
+    /// How many engines are alive.
+    pub(crate) fn live(&self) -> u32 {
+        self.0.lock().iter().filter(|s| s.is_some()).count() as u32
+    }
+}
