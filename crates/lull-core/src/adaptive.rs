@@ -1,7 +1,6 @@
 //! Adaptive wait (`wait = auto`): a quiet period learned from a key's own rhythm.
 
 use alloc::collections::VecDeque;
-use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
@@ -81,7 +80,8 @@ impl Gaps {
         match self.median() {
             None => settings.initial_ms,
             Some(median) => (median.saturating_mul(u64::from(settings.factor_percent)) / 100)
-                .clamp(settings.min_ms, settings.max_ms),
+                .max(settings.min_ms)
+                .min(settings.max_ms), // `clamp` would link a panic for min > max, which `validate` rules out
         }
     }
 
@@ -90,12 +90,11 @@ impl Gaps {
         if self.recent.len() < MIN_GAPS {
             return None;
         }
-        // An insertion sort: at most GAP_WINDOW gaps, and far smaller in wasm than `sort_unstable`.
-        let mut sorted: Vec<u64> = Vec::with_capacity(self.recent.len());
-        for &gap in &self.recent {
-            let at = sorted.partition_point(|&g| g <= gap);
-            sorted.insert(at, gap);
-        }
-        sorted.get(sorted.len() / 2).copied()
+        // The gap that would sit at `len / 2` once sorted: at most GAP_WINDOW
+        // gaps, so counting beats sorting — no allocation, and far smaller in
+        // wasm than `sort_unstable` or an insertion sort.
+        let k = self.recent.len() / 2;
+        let count = |keep: &dyn Fn(u64) -> bool| self.recent.iter().filter(|&&g| keep(g)).count();
+        self.recent.iter().copied().find(|&x| count(&|g| g < x) <= k && k < count(&|g| g <= x))
     }
 }

@@ -5,7 +5,7 @@
 
 import { DEAD_LETTERED, DROPPED, FIRE, TIMED_OUT, seed } from './engine.js';
 import { full } from './full.js';
-import { configure, created, duration, get, waitOf } from './options.js';
+import { created, duration, get, timing, waitOf } from './options.js';
 import { domError, follow, needFunction, now, onHide, own, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
@@ -133,10 +133,7 @@ export function debounceAsync(func, wait, options) {
   }
   const timeout = duration(options, 'timeout');
   const e = full();
-  configure(e, waitOf(wait), options, false, true);
-  e.config_supersede(mode === 'queue' ? 0 : 1);
-  e.config_timeout(timeout ?? -1);
-  const h = created(e.keyed_create(seed()));
+  const h = created(e.keyed_create(seed(), ...timing(waitOf(wait), options, false, true), +(mode !== 'queue'), timeout ?? -1));
   const s = { e, h, func, calls: new Map(), waiters: new Map(), running: undefined, timer: undefined, due: 0 };
   const unhook = onHide(get(options, 'flushOnHide'), s, flush);
   own(s, e.keyed_free, h, signal ? onAbort(signal, s, unhook) : unhook);

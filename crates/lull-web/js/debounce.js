@@ -9,7 +9,7 @@
 
 import { DROPPED, FIRE, seed } from './engine.js';
 import { lite } from './lite.js';
-import { configure, get, lodashWait, waitOf } from './options.js';
+import { get, lodashWait, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
 
 /** Hand the engine the calls kept under the horizon: every way into the engine starts here. */
@@ -90,9 +90,9 @@ function flushNow(s) {
 function make(func, wait, options, leading, maxWait) {
   needFunction(func, 'func');
   const e = lite();
-  configure(e, wait, options, leading, true);
-  if (maxWait !== undefined) e.config_max_wait(maxWait);
-  const h = e.create(seed(), 1);
+  const policy = timing(wait, options, leading, true);
+  if (maxWait !== undefined) policy[1] = maxWait;
+  const h = e.create(seed(), ...policy); // lodash's timing is never refused
   const s = {
     e,
     h,

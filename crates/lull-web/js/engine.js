@@ -1,11 +1,15 @@
-// Instantiating an engine: wasm bytes embedded in the JS (base64), compiled
+// Instantiating an engine: wasm bytes embedded in the JS, compiled
 // synchronously on first use, so importing costs nothing and no bundler,
 // Node or test runner needs configuration (a `.wasm` file beside the JS
 // needs one in several of them). The module imports nothing.
+//
+// The bytes are written in hex: it keeps them byte-aligned, so gzip finds
+// the module's repeats and costs ~10% over the bare wasm, where base64 costs ~33%.
 
-/** The exports of the wasm module whose bytes are `base64`. */
-export function instantiate(base64) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+/** The exports of the wasm module whose bytes are `hex`. */
+export function instantiate(hex) {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(2 * i, 2), 16);
   return new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
 }
 

@@ -4,7 +4,7 @@
 
 import { DROPPED, FIRE, seed } from './engine.js';
 import { full } from './full.js';
-import { configure, created, get, waitOf } from './options.js';
+import { created, get, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, typeError } from './runtime.js';
 
 /** Keys are strings or numbers (numbers as their string form, like object keys). */
@@ -90,8 +90,7 @@ function onTimer(s) {
 export function debounceKeyed(func, wait, options) {
   needFunction(func, 'func');
   const e = full();
-  configure(e, waitOf(wait), options, false, true);
-  const h = created(e.keyed_create(seed()));
+  const h = created(e.keyed_create(seed(), ...timing(waitOf(wait), options, false, true), 0, -1));
   const s = { e, h, func, ids: new Map(), nextId: 0, calls: new Map(), timer: undefined, due: 0 };
   /** `one(id)` for `key`, or `all()` when `key` is `undefined`; then pump. */
   const onKeyOrAll = (key, one, all) => {

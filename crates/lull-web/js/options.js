@@ -38,15 +38,18 @@ const flag = (options, key) => {
 };
 
 /**
- * Set the engine's next policy: `wait` (ms, or -1 for auto), then lodash's
- * `leading`/`trailing`/`maxWait` from `options` with the given defaults.
+ * lodash's timing as the engine's `create` takes it: `wait` (ms, or -1 for
+ * auto), `maxWait` (ms, or -1 for none) and the two edges (1 or 0), from
+ * `options` with the given defaults.
  */
-export function configure(engine, wait, options, leading, trailing) {
+export function timing(wait, options, leading, trailing) {
   const maxWait = get(options, 'maxWait');
-  engine.config_reset();
-  engine.config_wait(wait);
-  engine.config_max_wait(maxWait === undefined ? -1 : clampMs(toNumber(maxWait)));
-  engine.config_edges(flag(options, 'leading') ?? leading, flag(options, 'trailing') ?? trailing);
+  return [
+    wait,
+    maxWait === undefined ? -1 : clampMs(toNumber(maxWait)),
+    +(flag(options, 'leading') ?? leading),
+    +(flag(options, 'trailing') ?? trailing),
+  ];
 }
 
 /** lull's own count option (strict): absent, or a whole number from 0 to 4294967295. */

@@ -3,7 +3,7 @@
 
 import { DEAD_LETTERED, DROPPED, FIRE, seed } from './engine.js';
 import { full } from './full.js';
-import { configure, count, created, get, waitOf } from './options.js';
+import { count, created, timing, waitOf } from './options.js';
 import { clear, domError, follow, needFunction, now, own, reportLater, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
@@ -187,10 +187,9 @@ export function bindSearch(input, options) {
   };
   const wait = options.wait;
   const e = full();
-  // Only `wait` and `maxWait` count here: a search runs on the trailing edge.
-  configure(e, wait === undefined ? 250 : waitOf(wait), { maxWait: options.maxWait }, false, true);
-  e.config_supersede(1);
-  const h = created(e.keyed_create(seed()));
+  // Only `wait` and `maxWait` count here: a search runs on the trailing edge, superseding.
+  const policy = timing(wait === undefined ? 250 : waitOf(wait), { maxWait: options.maxWait }, false, true);
+  const h = created(e.keyed_create(seed(), ...policy, 1, -1));
   const s = {
     e,
     h,

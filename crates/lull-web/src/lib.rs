@@ -10,8 +10,8 @@
 //! debounce costs what a debounce should.
 //!
 //! How to drive an engine (the quinn-proto shape):
-//! 1. set a policy with the `config_*` exports, then [`one::create`] (or
-//!    [`many::keyed_create`]) returns a handle, or a negative [`policy::refusal`] code;
+//! 1. [`one::create`] (or [`many::keyed_create`]) takes the policy as a few
+//!    numbers and returns a handle, or a negative [`policy::refusal`] code;
 //! 2. feed it inputs (`event`, `timeout`, `flush`, `cancel`, run outcomes);
 //! 3. drain `poll` (an [`actions::Kind`], its fields read with `action_*`),
 //!    then arm one timer at `deadline`; `free` the handle when its owner goes.

@@ -3,10 +3,10 @@
 //! Keys cross as numbers the driver assigns; a key the group forgot (idle)
 //! answers 0 to `keyed_has`, and the driver may forget its number too.
 
-use lull_core::{Keyed, WindowId};
+use lull_core::{Keyed, Overlap, PolicyConfig, WindowId};
 
 use crate::table::Table;
-use crate::time::{ms, opt};
+use crate::time::{ms, opt, opt_ms};
 use crate::{actions, exports, policy};
 
 static GROUPS: Table<Keyed<u32>> = Table::new();
@@ -20,10 +20,25 @@ fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Keyed<u32>) -> R) -> R {
 }
 
 exports! {
-    /// A new group under the policy set with `config_*`: its handle, or a
-    /// negative [`policy::refusal`] code.
-    pub fn keyed_create(seed: f64) -> i32 {
-        match policy::take() {
+    /// A new group: lodash's timing (see [`policy::timing`]); with
+    /// `supersede` a newer run replaces a running one (else it waits for it),
+    /// and a run not ended `timeout` ms after it fired has failed (negative:
+    /// none). Its handle, or a negative [`policy::refusal`] code.
+    pub fn keyed_create(
+        seed: f64,
+        wait: f64,
+        max_wait: f64,
+        leading: u32,
+        trailing: u32,
+        supersede: u32,
+        timeout: f64,
+    ) -> i32 {
+        let config = PolicyConfig {
+            overlap: if supersede != 0 { Overlap::Supersede } else { Overlap::Queue },
+            run_timeout: opt_ms(timeout),
+            ..policy::timing(wait, max_wait, leading, trailing)
+        };
+        match policy::build(config) {
             Ok(p) => GROUPS.add(Keyed::new(p, policy::seed(seed))) as i32,
             Err(e) => policy::refusal(&e),
         }

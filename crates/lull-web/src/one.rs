@@ -1,5 +1,5 @@
-//! One engine per debounced function ([`lull_core::Debouncer`]): `debounce`,
-//! `throttle`, `debounceAsync`, `bindSearch`.
+//! One engine per debounced function ([`lull_core::Debouncer`]): `debounce`
+//! and `throttle`, the lite engine's whole interface.
 //!
 //! Every export takes the handle `create` gave first; times are
 //! `performance.now()` milliseconds.
@@ -10,29 +10,24 @@ use crate::table::Table;
 use crate::time::{ms, opt};
 use crate::{actions, exports, policy};
 
-struct One {
-    engine: Debouncer,
-    /// Runs end as they start (a synchronous function): `poll` ends them.
-    sync: bool,
-}
-
-static ENGINES: Table<One> = Table::new();
+/// The engines. Their runs end as they start (a synchronous function): `poll` ends them.
+static ENGINES: Table<Debouncer> = Table::new();
 
 pub(crate) fn live() -> u32 {
     ENGINES.live()
 }
 
 fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Debouncer) -> R) -> R {
-    ENGINES.with(h, absent, |one| f(&mut one.engine))
+    ENGINES.with(h, absent, f)
 }
 
 exports! {
-    /// A new engine under the policy set with `config_*` (see [`policy`]):
-    /// its handle, or a negative [`policy::refusal`] code. With `sync`, each
-    /// run ends as it starts (the function returns before anything else happens).
-    pub fn create(seed: f64, sync: u32) -> i32 {
-        match policy::take() {
-            Ok(p) => ENGINES.add(One { engine: Debouncer::new(p, policy::seed(seed)), sync: sync != 0 }) as i32,
+    /// A new engine: lodash's timing (see [`policy::timing`]); each run
+    /// ends as it starts (the function returns before anything else happens).
+    /// Its handle, or a negative [`policy::refusal`] code.
+    pub fn create(seed: f64, wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
+        match policy::build(policy::timing(wait, max_wait, leading, trailing)) {
+            Ok(p) => ENGINES.add(Debouncer::new(p, policy::seed(seed))) as i32,
             Err(e) => policy::refusal(&e),
         }
     }
@@ -97,10 +92,10 @@ exports! {
 
     /// The next action's [`actions::Kind`]; its fields through `action_*`.
     pub fn poll(h: u32) -> u32 {
-        let action = ENGINES.with(h, None, |one| {
-            let action = one.engine.poll_action();
-            if let (true, Some(Action::Fire(fire))) = (one.sync, &action) {
-                let _ = one.engine.run_succeeded(fire.window, fire.at);
+        let action = with(h, None, |e| {
+            let action = e.poll_action();
+            if let Some(Action::Fire(fire)) = &action {
+                let _ = e.run_succeeded(fire.window, fire.at);
             }
             action
         });

@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use spin::mutex::SpinMutex;
+use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 /// Slots of engines; a freed slot is reused by the next engine created.
 /// The lock is never contended (one thread) and never held across a call out.
@@ -13,9 +13,15 @@ impl<T> Table<T> {
         Table(SpinMutex::new(Vec::new()))
     }
 
+    /// The slots, locked: one copy of the locking code, not one per export.
+    #[inline(never)]
+    fn slots(&self) -> SpinMutexGuard<'_, Vec<Option<T>>> {
+        self.0.lock()
+    }
+
     /// Keep `engine`; its handle.
     pub(crate) fn add(&self, engine: T) -> u32 {
-        let mut slots = self.0.lock();
+        let mut slots = self.slots();
         match slots.iter().position(Option::is_none) {
             Some(at) => {
                 slots[at] = Some(engine);
@@ -30,14 +36,14 @@ impl<T> Table<T> {
 
     /// Drop the engine behind `handle` (a bad handle is ignored).
     pub(crate) fn free(&self, handle: u32) {
-        if let Some(slot) = self.0.lock().get_mut(handle as usize) {
+        if let Some(slot) = self.slots().get_mut(handle as usize) {
             *slot = None;
         }
     }
 
     /// `f` on the engine behind `handle`, or `absent` for a bad handle.
     pub(crate) fn with<R>(&self, handle: u32, absent: R, f: impl FnOnce(&mut T) -> R) -> R {
-        match self.0.lock().get_mut(handle as usize) {
+        match self.slots().get_mut(handle as usize) {
             Some(Some(engine)) => f(engine),
             _ => absent,
         }
@@ -45,6 +51,6 @@ impl<T> Table<T> {
 
     /// How many engines are alive.
     pub(crate) fn live(&self) -> u32 {
-        self.0.lock().iter().filter(|s| s.is_some()).count() as u32
+        self.slots().iter().filter(|s| s.is_some()).count() as u32
     }
 }

@@ -5,12 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use base64::Engine;
-
 use crate::steps;
 
 /// An engine: the cargo features it is built with, and the marker its
-/// base64 bytes replace in the JS file that instantiates it.
+/// bytes (in hex) replace in the JS file that instantiates it.
 struct Build {
     features: &'static str,
     file: &'static str,
@@ -58,7 +56,7 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
         }
     }
     for build in &ENGINES {
-        let encoded = base64::engine::general_purpose::STANDARD.encode(engine(root, build, &path)?);
+        let encoded: String = engine(root, build, &path)?.iter().map(|b| format!("{b:02x}")).collect();
         let file = out.join(build.file);
         let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         if text.matches(build.marker).count() != 1 {
