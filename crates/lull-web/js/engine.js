@@ -6,10 +6,13 @@
 // The bytes are written in hex: it keeps them byte-aligned, so gzip finds
 // the module's repeats and costs ~10% over the bare wasm, where base64 costs ~33%.
 
+// A hex digit's value from its char code: '0'-'9' are 0x30-0x39, 'a'-'f' 0x61-0x66.
+const digit = (c) => (c & 15) + (c >> 6) * 9;
+
 /** The exports of the wasm module whose bytes are `hex`. */
 export function instantiate(hex) {
   const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(2 * i, 2), 16);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (digit(hex.charCodeAt(2 * i)) << 4) | digit(hex.charCodeAt(2 * i + 1));
   return new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
 }
 

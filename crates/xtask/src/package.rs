@@ -30,11 +30,14 @@ fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
     // wasm-opt from npm `binaryen` (Debian's is older).
     let wasm_opt = root.join("tests/web/node_modules/.bin/wasm-opt");
     let mut opt = Command::new(&wasm_opt);
-    opt.arg(&built).args(["-Oz", "--strip-debug", "--strip-producers", "-o"]).arg(&out).env("PATH", path);
+    // `--converge` repeats -Oz while it still shrinks; the target-features
+    // section only matters to tools that link the module further.
+    let shrink = ["-Oz", "--converge", "--strip-target-features"];
+    opt.arg(&built).args(shrink).args(["--strip-debug", "--strip-producers", "-o"]).arg(&out).env("PATH", path);
     steps::run("wasm-opt", root, &mut opt)?;
     // The same, keeping function names: the bench's size breakdown reads it.
     let mut named = Command::new(&wasm_opt);
-    named.arg(&built).args(["-Oz", "--debuginfo", "-o"]).arg(out.with_extension("names.wasm")).env("PATH", path);
+    named.arg(&built).args(shrink).args(["--debuginfo", "-o"]).arg(out.with_extension("names.wasm")).env("PATH", path);
     steps::run("wasm-opt (names kept)", root, &mut named)?;
     std::fs::read(&out).map_err(|e| format!("{}: {e}", out.display()))
 }
