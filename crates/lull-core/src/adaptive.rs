@@ -1,6 +1,6 @@
 //! Adaptive wait (`wait = auto`): a quiet period learned from a key's own rhythm.
 
-use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +60,8 @@ impl Adaptive {
 /// The gaps one key has shown, and the wait they give.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Gaps {
-    recent: VecDeque<u64>,
+    /// Oldest first; at most [`GAP_WINDOW`] (a snapshot with more is trimmed at the next gap).
+    recent: Vec<u64>,
 }
 
 impl Gaps {
@@ -69,10 +70,10 @@ impl Gaps {
         if gap > settings.max_ms {
             return;
         }
-        if self.recent.len() == GAP_WINDOW {
-            self.recent.pop_front();
+        while self.recent.len() >= GAP_WINDOW {
+            self.recent.remove(0);
         }
-        self.recent.push_back(gap);
+        self.recent.push(gap);
     }
 
     /// The quiet period these gaps call for.

@@ -25,6 +25,7 @@ use crate::adaptive::Gaps;
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
 use crate::policy::{JitterMode, Overlap, Policy, Retry, Wait};
+use crate::rules::{Burst, EventEdge};
 use crate::stats::Stats;
 use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
 
@@ -97,8 +98,7 @@ pub(crate) struct RunTerms {
 
 impl RunTerms {
     fn of(policy: &Policy) -> Self {
-        let (retry, run_timeout) = policy.run_terms();
-        RunTerms { retry, run_timeout }
+        RunTerms { retry: policy.config().retry, run_timeout: policy.config().run_timeout }
     }
 }
 
@@ -155,10 +155,8 @@ impl Lane {
         if !matches!(policy.config().wait, Wait::Fixed(_)) {
             return None; // an adaptive wait learns from each gap and may move the timer
         }
-        let quiet = self.last_event_at?.saturating_add(self.wait_ms);
-        let bound = policy.config().max_wait.map_or(u64::MAX, |m| self.anchor.saturating_add(m));
-        let until = self.deadline()?.min(quiet).min(bound);
-        let events = policy.max_batch().map_or(u64::MAX, |m| m.saturating_sub(open.span.count() + 1));
+        let until = self.burst(policy).quiet_until(self.deadline()?)?;
+        let events = policy.config().max_batch.map_or(u64::MAX, |m| m.saturating_sub(open.span.count() + 1));
         (until > clock && events > 0 && self.timer.is_some()).then_some((until, events))
     }
 
@@ -176,9 +174,6 @@ impl Lane {
     }
 
     fn run_deadline(&self) -> Option<u64> {
-        if crate::policy::LITE {
-            return None; // no retries, no timeouts
-        }
         self.run.as_ref().and_then(|r| r.retry_at.or(r.timeout_at))
     }
 
@@ -219,7 +214,7 @@ impl Lane {
 
     /// Accept one event at `now`.
     pub(crate) fn event(&mut self, now: u64, env: &mut Env<'_>) -> Accepted {
-        let invoking = self.should_invoke(now, env.policy);
+        let invoking = self.burst(env.policy).should_invoke(now);
         if let (Some(prev), Wait::Auto(settings)) = (self.last_event_at, &env.policy.config().wait) {
             self.gaps.observe(now.saturating_sub(prev), settings);
             self.wait_ms = self.gaps.wait(settings);
@@ -241,17 +236,16 @@ impl Lane {
         };
         let absorbing = self.open.as_ref().is_some_and(|o| o.due.is_some());
         if !absorbing {
-            let maxing = env.policy.config().max_wait.is_some();
             let deadline = now.saturating_add(self.wait_ms);
-            if invoking && self.timer.is_none() {
-                self.leading_edge(now, env);
-            } else if invoking && maxing {
-                // lodash: "handle invocations in a tight loop"
-                self.timer = Some(deadline);
-                self.invoke(now, Reason::MaxWait, env);
-            } else {
+            match self.burst(env.policy).event_edge(invoking, self.timer) {
+                EventEdge::Leading => self.leading_edge(now, env),
+                EventEdge::MaxWait => {
+                    // lodash: "handle invocations in a tight loop"
+                    self.timer = Some(deadline);
+                    self.invoke(now, Reason::MaxWait, env);
+                }
                 // Lazy: never later. (Only an adaptive wait that just shrank moves it earlier.)
-                self.timer = Some(self.timer.map_or(deadline, |t| t.min(deadline)));
+                EventEdge::Extends => self.timer = Some(self.timer.map_or(deadline, |t| t.min(deadline))),
             }
         }
         self.fire_if_full(now, env);
@@ -274,12 +268,8 @@ impl Lane {
         self.anchor = 0;
         self.last_event_at = None;
         let open = self.open.take().map(|o| (o.window, o.span));
-        // (Nothing is ever queued in a lite build.)
-        let queued: Vec<_> = if crate::policy::LITE {
-            Vec::new()
-        } else {
-            self.queue.iter().filter(|q| q.reason != Reason::Replay).map(|q| (q.window, q.span)).collect()
-        };
+        let queued: Vec<_> =
+            self.queue.iter().filter(|q| q.reason != Reason::Replay).map(|q| (q.window, q.span)).collect();
         self.queue.retain(|q| q.reason == Reason::Replay);
         for (window, span) in open.into_iter().chain(queued) {
             self.stats.cancelled += span.count();
@@ -412,20 +402,13 @@ impl Lane {
 
     // ---- lodash's timing ------------------------------------------------
 
-    fn should_invoke(&self, now: u64, policy: &Policy) -> bool {
-        let Some(last) = self.last_event_at else {
-            return true;
-        };
-        now.saturating_sub(last) >= self.wait_ms
-            || policy.config().max_wait.is_some_and(|m| now.saturating_sub(self.anchor) >= m)
-    }
-
-    fn remaining_wait(&self, now: u64, policy: &Policy) -> u64 {
-        let since_last = self.last_event_at.map_or(0, |last| now.saturating_sub(last));
-        let waiting = self.wait_ms.saturating_sub(since_last);
-        match policy.config().max_wait {
-            Some(m) => waiting.min(m.saturating_sub(now.saturating_sub(self.anchor))),
-            None => waiting,
+    /// lodash's variables, for the rules (see [`crate::rules`]).
+    fn burst(&self, policy: &Policy) -> Burst {
+        Burst {
+            last_event_at: self.last_event_at,
+            anchor: self.anchor,
+            wait_ms: self.wait_ms,
+            max_wait: policy.config().max_wait,
         }
     }
 
@@ -438,12 +421,9 @@ impl Lane {
     }
 
     fn timer_reached(&mut self, now: u64, env: &mut Env<'_>) {
-        let rearm = now.saturating_add(self.remaining_wait(now, env.policy));
-        // `rearm <= now` only when time saturates at u64::MAX: every burst is over.
-        if self.should_invoke(now, env.policy) || rearm <= now {
-            self.trailing_edge(now, false, env);
-        } else {
-            self.timer = Some(rearm);
+        match self.burst(env.policy).timer_reached(now) {
+            None => self.trailing_edge(now, false, env),
+            Some(rearm) => self.timer = Some(rearm),
         }
     }
 
@@ -453,12 +433,7 @@ impl Lane {
             return;
         };
         if env.policy.config().trailing {
-            let quiet = self.last_event_at.is_some_and(|last| now.saturating_sub(last) >= self.wait_ms);
-            let reason = match (flushing, quiet) {
-                (true, _) => Reason::Flush,
-                (false, true) => Reason::Quiet,
-                (false, false) => Reason::MaxWait,
-            };
+            let reason = self.burst(env.policy).trailing_reason(now, flushing);
             self.invoke(now, reason, env);
         } else {
             self.open = None;
@@ -490,7 +465,7 @@ impl Lane {
 
     fn fire_if_full(&mut self, now: u64, env: &mut Env<'_>) {
         let Some(open) = self.open else { return };
-        if env.policy.max_batch().is_none_or(|m| open.span.count() < m) {
+        if env.policy.config().max_batch.is_none_or(|m| open.span.count() < m) {
             return;
         }
         match open.due {

@@ -12,7 +12,8 @@
 //! - a fast path: [`Debouncer::horizon`] says until when events only add to
 //!   the open window, so a driver may count them on its side and hand them in
 //!   later in one step ([`Debouncer::recorded`]);
-//! - configuration: [`Debouncer::set_policy`] starts a new policy at the next burst.
+//! - configuration: [`Debouncer::set_policy`] starts a new policy at the next burst;
+//! - [`Lite`]: the same timing alone, for a function that runs synchronously.
 //!
 //! `no_std` (with `alloc`): the same engine runs in a Worker, a browser and natively.
 //!
@@ -56,7 +57,9 @@ mod error;
 mod jitter;
 mod keyed;
 mod lane;
+mod lite;
 mod policy;
+mod rules;
 mod sorted;
 mod stats;
 mod status;
@@ -66,6 +69,7 @@ pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
 pub use keyed::{Keyed, MAX_IDLE_KEYS};
+pub use lite::{Lite, LiteAction};
 pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 pub use stats::Stats;
 pub use status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};

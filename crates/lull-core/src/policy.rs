@@ -162,27 +162,11 @@ impl PolicyConfig {
 
     /// Check every field and make the policy.
     pub fn build(self) -> Result<Policy, PolicyError> {
-        let durations = [
-            ("wait", Some(self.wait.longest())),
-            ("max_wait", self.max_wait),
+        self.check_timing(&[
             ("retry.base_ms", Some(self.retry.base_ms)),
             ("retry.cap_ms", Some(self.retry.cap_ms)),
             ("run_timeout", self.run_timeout),
-        ];
-        for (field, value) in durations {
-            if let Some(value) = value.filter(|v| *v > MAX_DURATION_MS) {
-                return Err(PolicyError::TooLarge { field, value });
-            }
-        }
-        if let Wait::Auto(a) = &self.wait {
-            a.validate()?;
-        }
-        if let Some(max_wait) = self.max_wait {
-            let wait = self.wait.longest();
-            if max_wait < wait {
-                return Err(PolicyError::MaxWaitBelowWait { max_wait, wait });
-            }
-        }
+        ])?;
         if self.max_batch == Some(0) {
             return Err(PolicyError::ZeroMaxBatch);
         }
@@ -195,11 +179,30 @@ impl PolicyConfig {
         if self.run_timeout == Some(0) {
             return Err(PolicyError::ZeroRunTimeout);
         }
-        let lifecycle = self.max_batch.is_some() || self.retry != Retry::NONE || self.run_timeout.is_some();
-        if LITE && lifecycle {
-            return Err(PolicyError::NotInLite);
-        }
         Ok(Policy(self))
+    }
+
+    /// lodash's part of the rules: `wait`, `max_wait` and `more` durations in
+    /// range, a valid adaptive wait, `max_wait` at least the longest wait.
+    pub(crate) fn check_timing(&self, more: &[(&'static str, Option<u64>)]) -> Result<(), PolicyError> {
+        let too_large = |field, value: Option<u64>| match value.filter(|v| *v > MAX_DURATION_MS) {
+            Some(value) => Err(PolicyError::TooLarge { field, value }),
+            None => Ok(()),
+        };
+        too_large("wait", Some(self.wait.longest()))?;
+        too_large("max_wait", self.max_wait)?;
+        for &(field, value) in more {
+            too_large(field, value)?;
+        }
+        if let Wait::Auto(a) = &self.wait {
+            a.validate()?;
+        }
+        match self.max_wait {
+            Some(max_wait) if max_wait < self.wait.longest() => {
+                Err(PolicyError::MaxWaitBelowWait { max_wait, wait: self.wait.longest() })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -221,23 +224,7 @@ impl Policy {
     pub fn drops_events(&self) -> bool {
         !self.0.trailing
     }
-
-    // What the engine reads of the run lifecycle. With the `lite` feature
-    // these are constants, so the compiler drops the code they guard.
-
-    /// A window of this many events fires at once.
-    pub(crate) fn max_batch(&self) -> Option<u64> {
-        if LITE { None } else { self.0.max_batch }
-    }
-
-    /// The retry schedule and run timeout a run starts with.
-    pub(crate) fn run_terms(&self) -> (Retry, Option<u64>) {
-        if LITE { (Retry::NONE, None) } else { (self.0.retry, self.0.run_timeout) }
-    }
 }
-
-/// Built with the `lite` feature: lodash's timing only (see [`PolicyError::NotInLite`]).
-pub(crate) const LITE: bool = cfg!(feature = "lite");
 
 impl TryFrom<PolicyConfig> for Policy {
     type Error = PolicyError;
@@ -297,8 +284,8 @@ pub enum PolicyError {
     },
     /// Adaptive wait: `factor_percent` is 0.
     AutoZeroFactor,
-    /// A build with the `lite` feature runs lodash's timing and the run slot
-    /// only: no `max_batch`, retries or `run_timeout`.
+    /// [`Lite`](crate::Lite) runs lodash's timing alone: no `max_batch`,
+    /// retries or `run_timeout`.
     NotInLite,
 }
 
@@ -316,7 +303,7 @@ impl PolicyError {
             PolicyError::AutoMinAboveMax { .. } => "auto wait: min_ms must not exceed max_ms",
             PolicyError::AutoInitialOutOfRange { .. } => "auto wait: initial_ms must lie within [min_ms, max_ms]",
             PolicyError::AutoZeroFactor => "auto wait: factor_percent must be at least 1",
-            PolicyError::NotInLite => "this build (lite) has no max_batch, retries or run_timeout",
+            PolicyError::NotInLite => "the lite engine has no max_batch, retries or run_timeout",
         }
     }
 }

@@ -75,32 +75,23 @@ fn policy() -> impl Strategy<Value = PolicyConfig> {
         (1..5u32, 0..100u64, 0..300u64, prop::bool::weighted(0.3)),
         prop::option::weighted(0.3, 1..600u64),
     )
-        .prop_map(|(wait, extra, leading, trailing, max_batch, supersede, (attempts, base, more, exact), timeout)| {
-            PolicyConfig {
-                max_wait: extra.map(|e| wait.longest() + e),
-                wait,
-                leading,
-                trailing,
-                max_batch,
-                overlap: if supersede { Overlap::Supersede } else { Overlap::Queue },
-                retry: Retry {
-                    jitter: if exact { JitterMode::None } else { JitterMode::Full },
-                    ..Retry::backoff(attempts, base, base + more)
-                },
-                run_timeout: timeout,
-            }
-        })
-        .prop_map(lite_compatible)
-}
-
-/// With the `lite` feature the engine refuses the run lifecycle's options:
-/// the same properties are checked on the rest.
-fn lite_compatible(config: PolicyConfig) -> PolicyConfig {
-    if cfg!(feature = "lite") {
-        PolicyConfig { max_batch: None, retry: Retry::NONE, run_timeout: None, ..config }
-    } else {
-        config
-    }
+        .prop_map(
+            |(wait, extra, leading, trailing, max_batch, supersede, (attempts, base, more, exact), timeout)| {
+                PolicyConfig {
+                    max_wait: extra.map(|e| wait.longest() + e),
+                    wait,
+                    leading,
+                    trailing,
+                    max_batch,
+                    overlap: if supersede { Overlap::Supersede } else { Overlap::Queue },
+                    retry: Retry {
+                        jitter: if exact { JitterMode::None } else { JitterMode::Full },
+                        ..Retry::backoff(attempts, base, base + more)
+                    },
+                    run_timeout: timeout,
+                }
+            },
+        )
 }
 
 /// The reference model: what the contract says may happen, checked action by action.
@@ -643,18 +634,16 @@ fn any_call() -> impl Strategy<Value = AnyCall> {
 /// Any policy, including the largest durations.
 fn any_policy() -> impl Strategy<Value = PolicyConfig> {
     let huge = lull_core::MAX_DURATION_MS;
-    (policy(), prop::option::of(prop_oneof![Just(huge), (huge - 10)..=huge]))
-        .prop_map(move |(config, big)| match big {
-            Some(big) => PolicyConfig {
-                wait: Wait::Fixed(big / 2),
-                max_wait: config.max_wait.map(|_| big),
-                retry: Retry { cap_ms: big, ..config.retry },
-                run_timeout: config.run_timeout.map(|_| big),
-                ..config
-            },
-            None => config,
-        })
-        .prop_map(lite_compatible)
+    (policy(), prop::option::of(prop_oneof![Just(huge), (huge - 10)..=huge])).prop_map(move |(config, big)| match big {
+        Some(big) => PolicyConfig {
+            wait: Wait::Fixed(big / 2),
+            max_wait: config.max_wait.map(|_| big),
+            retry: Retry { cap_ms: big, ..config.retry },
+            run_timeout: config.run_timeout.map(|_| big),
+            ..config
+        },
+        None => config,
+    })
 }
 
 proptest! {

@@ -1,9 +1,6 @@
 //! The reference scenarios of DESIGN.md, on a virtual clock, with
 //! `wait = 10 s` and `max_wait = 60 s` (times in ms).
-#![allow(clippy::unwrap_used)]
-// in a test, a failed unwrap is a failed test
-// The lite build compiles out the lifecycle tests, and what only they use.
-#![cfg_attr(feature = "lite", allow(unused_imports, dead_code))]
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is a failed test
 
 mod support;
 
@@ -91,7 +88,6 @@ fn scenario_5_events_during_a_run_make_exactly_one_follow_up_run() {
     assert_eq!(sim.fire_summary(), [(10 * S, "quiet", 1, 1), (40 * S, "quiet", 2, 6)]);
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn scenario_6_a_failing_target_retries_dead_letters_and_survives_a_restart() {
     let config = PolicyConfig { retry: Retry::backoff(3, 2 * S, 30 * S), ..reference() };

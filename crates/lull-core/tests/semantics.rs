@@ -1,9 +1,6 @@
 //! The window contract, one named test per rule: lodash's edge cases, lull's
 //! deliberate differences from lodash, and the execution lifecycle.
-#![allow(clippy::unwrap_used)]
-// in a test, a failed unwrap is a failed test
-// The lite build compiles out the lifecycle tests, and what only they use.
-#![cfg_attr(feature = "lite", allow(unused_imports, dead_code))]
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is a failed test
 
 mod support;
 
@@ -260,7 +257,6 @@ fn retrying(max_attempts: u32) -> PolicyConfig {
     PolicyConfig { retry: Retry::backoff(max_attempts, 100, 250), ..debounce(50) }
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn retries_back_off_with_full_jitter_then_dead_letter_and_replay() {
     let mut sim = Sim::new(retrying(4), Runs::Manual);
@@ -298,7 +294,6 @@ fn retries_back_off_with_full_jitter_then_dead_letter_and_replay() {
     assert!(sim.engine.status().dead_letters.is_empty());
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn retry_jitter_is_full_and_reproducible_from_the_seed() {
     let delay = |seed: u64| {
@@ -320,7 +315,6 @@ fn retry_jitter_is_full_and_reproducible_from_the_seed() {
     assert!(delays.contains(&0) && delays.contains(&100), "the whole range is drawn");
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn retry_without_jitter_waits_exactly_the_ceiling_and_old_snapshots_mean_full_jitter() {
     let exact =
@@ -347,7 +341,6 @@ fn retry_without_jitter_waits_exactly_the_ceiling_and_old_snapshots_mean_full_ji
     assert_eq!(old.jitter, JitterMode::Full);
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn a_run_past_its_timeout_counts_as_failed() {
     let mut sim = Sim::new(PolicyConfig { run_timeout: Some(500), ..retrying(2) }, Runs::Manual);
@@ -364,7 +357,6 @@ fn a_run_past_its_timeout_counts_as_failed() {
     sim.succeed(window);
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn a_new_policy_starts_with_the_next_burst_and_a_run_keeps_its_retry() {
     let exact = |attempts, base| Retry { jitter: JitterMode::None, ..Retry::backoff(attempts, base, base) };
@@ -400,7 +392,6 @@ fn a_new_policy_starts_with_the_next_burst_and_a_run_keeps_its_retry() {
     assert_eq!(sim.engine.pending_policy(), None, "setting the policy in force drops the pending one");
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn the_horizon_says_until_when_events_only_add_to_the_window() {
     let mut engine =
@@ -425,7 +416,6 @@ fn the_horizon_says_until_when_events_only_add_to_the_window() {
     assert_eq!(engine.horizon(), None, "an adaptive wait learns from every gap");
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn max_batch_fires_a_full_window_at_once() {
     let mut sim = Sim::new(PolicyConfig { max_batch: Some(3), ..debounce(100) }, Runs::Instant);
@@ -436,7 +426,6 @@ fn max_batch_fires_a_full_window_at_once() {
     assert_eq!(sim.fire_summary(), [(0, "full", 1, 3), (0, "full", 4, 6), (100, "quiet", 7, 7)]);
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn full_windows_queue_behind_a_running_one_in_order() {
     let mut sim = Sim::new(PolicyConfig { max_batch: Some(2), ..debounce(100) }, Runs::Manual);
@@ -470,7 +459,6 @@ fn cancel_leaves_the_running_window_alone() {
     assert_eq!(sim.engine.stats().cancelled, 1);
 }
 
-#[cfg(not(feature = "lite"))] // uses the run lifecycle (retries, timeouts, batches)
 #[test]
 fn a_refused_call_changes_nothing() {
     let mut sim = Sim::new(retrying(1), Runs::Manual);
@@ -676,21 +664,4 @@ fn a_keyed_group_keeps_at_most_max_idle_keys_and_forgets_the_one_idle_longest() 
     let again = keyed.event(0, 5_000);
     assert_eq!(keyed.status(&0).and_then(|s| s.open).map(|o| o.window), Some(again.window));
     assert_eq!(keyed.len(), MAX_IDLE_KEYS + 1, "a key with work to do is never forgotten for the bound");
-}
-
-/// The `lite` build has no run lifecycle: a policy asking for it is refused
-/// with a clear error, never run without it.
-#[cfg(feature = "lite")]
-#[test]
-fn the_lite_build_refuses_the_run_lifecycle() {
-    use lull_core::{PolicyError, Retry};
-    let asks = [
-        PolicyConfig { max_batch: Some(3), ..debounce(10) },
-        PolicyConfig { retry: Retry::backoff(3, 10, 100), ..debounce(10) },
-        PolicyConfig { run_timeout: Some(50), ..debounce(10) },
-    ];
-    for config in asks {
-        assert_eq!(config.build(), Err(PolicyError::NotInLite));
-    }
-    assert!(debounce(10).build().is_ok(), "lodash's timing is all there");
 }

@@ -7,7 +7,7 @@
 // engine decides, and the function runs when it fires. Each window runs with
 // its own last call's `this` and arguments.
 
-import { DROPPED, FIRE, seed } from './engine.js';
+import { DROPPED, FIRE } from './engine.js';
 import { lite } from './lite.js';
 import { get, lodashWait, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
@@ -61,7 +61,6 @@ function pump(s, incoming) {
   }
   follow(s, e.deadline(s.h), onTimer);
   s.until = e.horizon(s.h);
-  s.room = e.horizon_room(s.h);
   return threw;
 }
 
@@ -92,7 +91,7 @@ function make(func, wait, options, leading, maxWait) {
   const e = lite();
   const policy = timing(wait, options, leading, true);
   if (maxWait !== undefined) policy[1] = maxWait;
-  const h = e.create(seed(), ...policy); // lodash's timing is never refused
+  const h = e.create(...policy); // lodash's timing is never refused
   const s = {
     e,
     h,
@@ -105,7 +104,6 @@ function make(func, wait, options, leading, maxWait) {
     nextSelf: undefined,
     nextArgs: undefined,
     until: -1,
-    room: 0,
     kept: 0,
     keptAt: 0,
     turn: -1,
@@ -115,7 +113,7 @@ function make(func, wait, options, leading, maxWait) {
   own(s, e.free, h, onHide(get(options, 'flushOnHide'), s, flushOnHide));
   const debounced = function (...args) {
     const t = now();
-    if (t < s.until && s.kept < s.room) {
+    if (t < s.until) {
       s.kept++;
       s.keptAt = t;
       s.self = this;

@@ -1,7 +1,10 @@
 //! The action `poll` took last, field by field: `poll` answers its [`Kind`],
 //! the `action_*` exports its fields (valid until the next `poll`).
 
+#[cfg(not(feature = "lite"))]
 use lull_core::Action;
+#[cfg(feature = "lite")]
+use lull_core::LiteAction;
 use spin::mutex::SpinMutex;
 
 use crate::exports;
@@ -39,6 +42,7 @@ struct Fields {
 static LAST: SpinMutex<Fields> = SpinMutex::new(Fields { window: -1.0, last: -1.0, supersedes: -1.0, key: 0 });
 
 /// Note `action` (of `key`, for a keyed group) as the last one polled; its kind.
+#[cfg(not(feature = "lite"))]
 pub(crate) fn note(action: Option<Action>, key: u32) -> u32 {
     let Some(action) = action else { return Kind::None as u32 };
     let (kind, window, last, supersedes) = match action {
@@ -51,6 +55,18 @@ pub(crate) fn note(action: Option<Action>, key: u32) -> u32 {
     };
     *LAST.lock() =
         Fields { window: window.0 as f64, last: last as f64, supersedes: supersedes.map_or(-1.0, |w| w.0 as f64), key };
+    kind as u32
+}
+
+/// Note a lite engine's `action` as the last one polled; its kind.
+#[cfg(feature = "lite")]
+pub(crate) fn note(action: Option<LiteAction>) -> u32 {
+    let (kind, last) = match action {
+        None => return Kind::None as u32,
+        Some(LiteAction::Fire { last, .. }) => (Kind::Fire, last),
+        Some(LiteAction::Dropped { last, .. }) => (Kind::Dropped, last),
+    };
+    LAST.lock().last = last.0 as f64;
     kind as u32
 }
 

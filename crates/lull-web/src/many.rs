@@ -38,8 +38,9 @@ exports! {
             run_timeout: opt_ms(timeout),
             ..policy::timing(wait, max_wait, leading, trailing)
         };
-        match policy::build(config) {
-            Ok(p) => GROUPS.add(Keyed::new(p, policy::seed(seed))) as i32,
+        // The seed is the driver's `Math.random() * 2^53`, for the retry jitter.
+        match config.build() {
+            Ok(p) => GROUPS.add(Keyed::new(p, ms(seed))) as i32,
             Err(e) => policy::refusal(&e),
         }
     }

@@ -1,23 +1,24 @@
-//! One engine per debounced function ([`lull_core::Debouncer`]): `debounce`
-//! and `throttle`, the lite engine's whole interface.
+//! One engine per debounced function ([`lull_core::Lite`]: lodash's timing
+//! alone, runs ending as they start): `debounce` and `throttle`, the lite
+//! engine's whole interface.
 //!
 //! Every export takes the handle `create` gave first; times are
 //! `performance.now()` milliseconds.
 
-use lull_core::{Action, Debouncer};
+use lull_core::Lite;
 
 use crate::table::Table;
 use crate::time::{ms, opt};
 use crate::{actions, exports, policy};
 
-/// The engines. Their runs end as they start (a synchronous function): `poll` ends them.
-static ENGINES: Table<Debouncer> = Table::new();
+/// The engines.
+static ENGINES: Table<Lite> = Table::new();
 
 pub(crate) fn live() -> u32 {
     ENGINES.live()
 }
 
-fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Debouncer) -> R) -> R {
+fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Lite) -> R) -> R {
     ENGINES.with(h, absent, f)
 }
 
@@ -25,9 +26,9 @@ exports! {
     /// A new engine: lodash's timing (see [`policy::timing`]); each run
     /// ends as it starts (the function returns before anything else happens).
     /// Its handle, or a negative [`policy::refusal`] code.
-    pub fn create(seed: f64, wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
-        match policy::build(policy::timing(wait, max_wait, leading, trailing)) {
-            Ok(p) => ENGINES.add(Debouncer::new(p, policy::seed(seed))) as i32,
+    pub fn create(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
+        match Lite::new(policy::timing(wait, max_wait, leading, trailing)) {
+            Ok(engine) => ENGINES.add(engine) as i32,
             Err(e) => policy::refusal(&e),
         }
     }
@@ -42,8 +43,8 @@ exports! {
     /// passed meanwhile wait for the timer, as in lodash.
     pub fn event(h: u32, now: f64, same_turn: u32) -> f64 {
         with(h, -1.0, |e| {
-            let accepted = if same_turn != 0 { e.event_in_turn(ms(now)) } else { e.event(ms(now)) };
-            accepted.seq.0 as f64
+            let seq = if same_turn != 0 { e.event_in_turn(ms(now)) } else { e.event(ms(now)) };
+            seq.0 as f64
         })
     }
 
@@ -54,15 +55,10 @@ exports! {
         })
     }
 
-    /// Until when (exclusive) events only add to the open window, or -1:
-    /// the driver may keep them and hand them in with `recorded`.
+    /// Until when (exclusive) calls only add to the open window, or -1: the
+    /// driver may keep any number of them and hand them in with `recorded`.
     pub fn horizon(h: u32) -> f64 {
         with(h, -1.0, |e| opt(e.horizon().map(|h| h.until)))
-    }
-
-    /// How many events the driver may keep before the horizon.
-    pub fn horizon_room(h: u32) -> f64 {
-        with(h, 0.0, |e| e.horizon().map_or(0.0, |h| h.events as f64))
     }
 
     /// The timer went off at `now`.
@@ -92,18 +88,6 @@ exports! {
 
     /// The next action's [`actions::Kind`]; its fields through `action_*`.
     pub fn poll(h: u32) -> u32 {
-        let action = with(h, None, |e| {
-            let action = e.poll_action();
-            if let Some(Action::Fire(fire)) = &action {
-                let _ = e.run_succeeded(fire.window, fire.at);
-            }
-            action
-        });
-        actions::note(action, 0)
-    }
-
-    /// The quiet period in force (ms): fixed, or learned so far for `"auto"`.
-    pub fn wait_ms(h: u32) -> f64 {
-        with(h, -1.0, |e| e.wait_ms() as f64)
+        actions::note(with(h, None, Lite::poll_action))
     }
 }

@@ -2,7 +2,7 @@
 //! option reading (`toNumber`, truthiness, defaults) is the driver's; the
 //! rules a policy must obey are lull-core's.
 
-use lull_core::{Adaptive, Policy, PolicyConfig, PolicyError, Wait};
+use lull_core::{Adaptive, PolicyConfig, PolicyError, Wait};
 
 use crate::time::{ms, opt_ms};
 
@@ -20,11 +20,6 @@ pub(crate) fn timing(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> P
     .clamp_max_wait()
 }
 
-/// `config` checked by lull-core.
-pub(crate) fn build(config: PolicyConfig) -> Result<Policy, PolicyError> {
-    config.build()
-}
-
 /// The code `create` answers for a refused policy: negative, one per rule
 /// ([`PolicyError::rule`] says it; the drivers hold the texts they can meet).
 pub fn refusal(error: &PolicyError) -> i32 {
@@ -40,9 +35,4 @@ pub fn refusal(error: &PolicyError) -> i32 {
         PolicyError::AutoZeroFactor => 9,
         PolicyError::NotInLite => 10,
     })
-}
-
-/// A seed from the driver's `Math.random() * 2^53`.
-pub(crate) fn seed(seed: f64) -> u64 {
-    ms(seed)
 }

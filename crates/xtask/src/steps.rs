@@ -91,6 +91,18 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         command("lints-core-wasm", "lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
         command("lints-web-wasm", "lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
         command("lints-edge-wasm", "lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", true)),
+        Suite {
+            id: "lints-engines",
+            name: "lints (wasm32, lull-web's two engines as shipped)",
+            run: Box::new(move || {
+                for features in ["module,lite", "module"] {
+                    let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
+                    lints.args(["--profile", "wasm-module", "--features", features, "--", "-D", "warnings"]);
+                    run("lints (engine)", root, &mut lints)?;
+                }
+                Ok(())
+            }),
+        },
         command(
             "build-core-wasm",
             "build (wasm32, lull-core)",
@@ -98,23 +110,6 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"]),
         ),
         command("unit", "tests (unit, scenarios, properties, lodash differential)", root, tests),
-        Suite {
-            id: "lite",
-            name: "lull-core's lite build (lull-web's debounce): lints, tests",
-            run: Box::new(move || {
-                let mut lints = cargo(&["clippy", "-p", "lull-core", "--features", "lite", "--all-targets"]);
-                lints.args(["--", "-D", "warnings"]);
-                run("lints (lite)", root, &mut lints)?;
-                for features in ["module,lite", "module"] {
-                    let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
-                    lints.args(["--features", features, "--", "-D", "warnings"]);
-                    run("lints (lull-web engines)", root, &mut lints)?;
-                }
-                let mut tests = cargo(&["test", "-p", "lull-core", "--features", "lite"]);
-                tests.env("LULL_NODE", &tools.node);
-                run("tests (lite)", root, &mut tests)
-            }),
-        },
         command("doc", "doc tests", root, doc_tests),
         Suite {
             id: "package",
@@ -169,7 +164,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
 
 /// The suite ids, for usage messages.
 pub fn suite_ids() -> &'static str {
-    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm build-core-wasm unit lite doc package browser consumer fake-timers edge"
+    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm lints-engines build-core-wasm unit doc package browser consumer fake-timers edge"
 }
 
 /// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.

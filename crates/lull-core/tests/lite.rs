@@ -1,0 +1,162 @@
+//! [`Lite`] against [`Debouncer`]: for any policy and any sequence of inputs,
+//! the small engine fires and drops exactly what the full one does when each
+//! run ends as it is polled — same calls, same reasons, same deadlines,
+//! horizons and learned waits. The full one is held to lodash by the
+//! differential test, so this carries lodash's timing over to `Lite`.
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is a failed test
+
+use lull_core::{Action, Adaptive, Debouncer, Lite, LiteAction, PolicyConfig, PolicyError, Reason, Retry, Wait};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// A call `dt` ms after the last input.
+    Event(u64),
+    /// A call in the same turn of the event loop as the last one.
+    EventInTurn(u64),
+    /// The timer goes off `late` ms after its deadline (or `dt` after now if none is armed).
+    Timeout(u64),
+    Flush(u64),
+    Cancel(u64),
+    /// Up to this many calls kept under the horizon, then handed in.
+    Kept(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..120u64).prop_map(Op::Event),
+        2 => (0..5u64).prop_map(Op::EventInTurn),
+        4 => (0..40u64).prop_map(Op::Timeout),
+        1 => (0..60u64).prop_map(Op::Flush),
+        1 => (0..60u64).prop_map(Op::Cancel),
+        2 => (1..8u64).prop_map(Op::Kept),
+    ]
+}
+
+fn policy() -> impl Strategy<Value = PolicyConfig> {
+    let wait = prop_oneof![
+        3 => (0..150u64).prop_map(Wait::Fixed),
+        1 => (0..50u64, 0..200u64, 0..=100u64, 1..300u32).prop_map(|(min, extra, at, factor)| {
+            Wait::Auto(Adaptive { factor_percent: factor, min_ms: min, max_ms: min + extra, initial_ms: min + extra * at / 100 })
+        }),
+    ];
+    (wait, prop::option::of(0..250u64), any::<bool>(), prop::bool::weighted(0.85)).prop_map(
+        |(wait, extra, leading, trailing)| PolicyConfig {
+            max_wait: extra.map(|e| wait.longest() + e),
+            wait,
+            leading,
+            trailing,
+            ..PolicyConfig::debounce(0)
+        },
+    )
+}
+
+/// What an engine asked for: fire or drop, the window's last call, why.
+type Step = (bool, u64, String);
+
+/// Drain the full engine, ending each run as it is polled.
+fn drain_full(engine: &mut Debouncer, now: u64) -> Vec<Step> {
+    let mut steps = Vec::new();
+    while let Some(action) = engine.poll_action() {
+        match action {
+            Action::Fire(fire) => {
+                steps.push((true, fire.span.last.0, format!("{:?}", fire.reason)));
+                engine.run_succeeded(fire.window, now.max(fire.at)).unwrap();
+            }
+            Action::Dropped(dropped) => steps.push((false, dropped.span.last.0, format!("{:?}", dropped.cause))),
+            other => panic!("a sync debouncer never sees {other:?}"),
+        }
+    }
+    steps
+}
+
+fn drain_lite(engine: &mut Lite) -> Vec<Step> {
+    let mut steps = Vec::new();
+    while let Some(action) = engine.poll_action() {
+        steps.push(match action {
+            LiteAction::Fire { last, reason } => (true, last.0, format!("{reason:?}")),
+            LiteAction::Dropped { last, cause } => (false, last.0, format!("{cause:?}")),
+        });
+    }
+    steps
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lite_does_what_the_debouncer_does(config in policy(), ops in prop::collection::vec(op(), 1..80)) {
+        let mut full = Debouncer::new(config.clone().build().unwrap(), 1);
+        let mut lite = Lite::new(config).unwrap();
+        let mut now = 1_000u64;
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Event(dt) => {
+                    now += dt;
+                    prop_assert_eq!(full.event(now).seq, lite.event(now));
+                }
+                Op::EventInTurn(dt) => {
+                    now += dt;
+                    prop_assert_eq!(full.event_in_turn(now).seq, lite.event_in_turn(now));
+                }
+                Op::Timeout(late) => {
+                    now = full.next_deadline().map_or(now + late, |d| now.max(d + late));
+                    full.handle_timeout(now);
+                    lite.handle_timeout(now);
+                }
+                Op::Flush(dt) => {
+                    now += dt;
+                    full.flush(now);
+                    lite.flush(now);
+                }
+                Op::Cancel(dt) => {
+                    now += dt;
+                    full.cancel(now);
+                    lite.cancel(now);
+                }
+                Op::Kept(n) => {
+                    let (Some(a), Some(b)) = (full.horizon(), lite.horizon()) else { continue };
+                    prop_assert_eq!(a, b);
+                    let at = now.max(a.until.saturating_sub(1));
+                    prop_assert_eq!(full.recorded(n, at).map(|x| x.seq), lite.recorded(n, at));
+                    now = at;
+                }
+            }
+            prop_assert_eq!(drain_full(&mut full, now), drain_lite(&mut lite), "step {} ({:?})", i, op);
+            prop_assert_eq!(full.next_deadline(), lite.next_deadline());
+            prop_assert_eq!(full.pending(), lite.pending());
+            prop_assert_eq!(full.horizon(), lite.horizon());
+            prop_assert_eq!(full.wait_ms(), lite.wait_ms());
+        }
+    }
+}
+
+#[test]
+fn lite_refuses_the_run_lifecycle() {
+    let asks = [
+        PolicyConfig { max_batch: Some(3), ..PolicyConfig::debounce(10) },
+        PolicyConfig { retry: Retry::backoff(3, 10, 100), ..PolicyConfig::debounce(10) },
+        PolicyConfig { run_timeout: Some(50), ..PolicyConfig::debounce(10) },
+    ];
+    for config in asks {
+        assert_eq!(Lite::new(config).err(), Some(PolicyError::NotInLite));
+    }
+    let bad = PolicyConfig { max_wait: Some(5), ..PolicyConfig::debounce(10) };
+    assert_eq!(Lite::new(bad).err(), Some(PolicyError::MaxWaitBelowWait { max_wait: 5, wait: 10 }));
+}
+
+/// A hand-checked burst, so the property above is not two engines agreeing on nothing.
+#[test]
+fn lite_runs_a_burst_once_after_the_quiet_period() {
+    let mut lite = Lite::new(PolicyConfig::debounce(100)).unwrap();
+    lite.event(0);
+    lite.event(50);
+    assert_eq!(lite.next_deadline(), Some(100));
+    lite.handle_timeout(100);
+    assert_eq!(lite.poll_action(), None, "not quiet yet");
+    assert_eq!(lite.next_deadline(), Some(150));
+    lite.handle_timeout(150);
+    let fired = lite.poll_action();
+    assert!(matches!(fired, Some(LiteAction::Fire { last, reason: Reason::Quiet }) if last.0 == 2), "{fired:?}");
+    assert!(!lite.pending());
+}
