@@ -3,7 +3,7 @@
 // `AbortSignal`; with `mode: "latest"` a newer run supersedes it (the signal
 // aborts, its callers reject), with `"queue"` a newer run waits for it.
 
-import { DEAD_LETTERED, DROPPED, FIRE, TIMED_OUT, seed } from './engine.js';
+import { DROPPED, FIRE, TIMED_OUT, seed } from './engine.js';
 import { full } from './full.js';
 import { created, duration, get, timing, waitOf } from './options.js';
 import { domError, follow, needFunction, now, onHide, own, typeError, weak } from './runtime.js';
@@ -34,8 +34,6 @@ function pump(s) {
     } else if (kind === DROPPED) {
       s.calls.delete(window);
       rejectAll(waitersOf(s, window), domError('cancelled', 'AbortError'));
-    } else if (kind === DEAD_LETTERED) {
-      e.keyed_discard(s.h, KEY, window); // its callers already got the error
     } else if (kind === TIMED_OUT) {
       // A run that did not settle in time: its callers reject, its signal
       // aborts, and the next window may run (it cannot pin the queue).
@@ -84,7 +82,7 @@ function finish(s, run, ok, value) {
   if (s.running !== run) return;
   s.running = undefined;
   const e = s.e;
-  (ok ? e.keyed_succeeded : e.keyed_failed)(s.h, KEY, run.window, performance.now());
+  e.keyed_ended(s.h, KEY, run.window, +ok, performance.now());
   s.waiters.get(run.window)?.forEach(([resolve, reject]) => (ok ? resolve : reject)(value));
   s.waiters.delete(run.window);
   pump(s);

@@ -19,7 +19,6 @@ export function instantiate(hex) {
 /** What `poll` answers (lull-web's `actions::Kind`). */
 export const FIRE = 1;
 export const DROPPED = 2;
-export const DEAD_LETTERED = 3;
 export const TIMED_OUT = 5;
 
 /** A seed for the engine's retry jitter. */

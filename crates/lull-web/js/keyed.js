@@ -56,7 +56,7 @@ function pump(s) {
         else [threw, error] = [true, thrown];
       }
     }
-    e.keyed_succeeded(s.h, id, window, performance.now());
+    e.keyed_ended(s.h, id, window, 1, performance.now());
   }
   follow(s, e.keyed_deadline(s.h), onTimer);
   sweep(s);
@@ -70,7 +70,7 @@ function pumpOrThrow(s) {
 }
 
 function flushOnHide(s) {
-  s.e.keyed_flush_all(s.h, now());
+  s.e.keyed_flush(s.h, -1, now());
   const [threw, error] = pump(s);
   if (threw) reportLater(error);
 }
@@ -92,10 +92,9 @@ export function debounceKeyed(func, wait, options) {
   const e = full();
   const h = created(e.keyed_create(seed(), ...timing(waitOf(wait), options, false, true), 0, -1));
   const s = { e, h, func, ids: new Map(), nextId: 0, calls: new Map(), timer: undefined, due: 0 };
-  /** `one(id)` for `key`, or `all()` when `key` is `undefined`; then pump. */
-  const onKeyOrAll = (key, one, all) => {
-    if (key === undefined) all(h, now());
-    else one(h, idOf(s, keyOf(key)), now());
+  /** `act` on `key`, or on every key when `key` is `undefined`; then pump. */
+  const onKeyOrAll = (key, act) => {
+    act(h, key === undefined ? -1 : idOf(s, keyOf(key)), now());
     pumpOrThrow(s);
   };
   own(s, e.keyed_free, h, onHide(get(options, 'flushOnHide'), s, flushOnHide));
@@ -106,11 +105,10 @@ export function debounceKeyed(func, wait, options) {
     s.calls.set(window, [given, this, args]);
     pumpOrThrow(s);
   };
-  debounced.cancel = (key) => onKeyOrAll(key, e.keyed_cancel, e.keyed_cancel_all);
-  debounced.flush = (key) => onKeyOrAll(key, e.keyed_flush, e.keyed_flush_all);
+  debounced.cancel = (key) => onKeyOrAll(key, e.keyed_cancel);
+  debounced.flush = (key) => onKeyOrAll(key, e.keyed_flush);
   debounced.pending = (key) => {
-    if (key === undefined) return e.keyed_any_pending(h) === 1;
-    const id = s.ids.get(keyOf(key));
+    const id = key === undefined ? -1 : s.ids.get(keyOf(key));
     return id !== undefined && e.keyed_pending(h, id) === 1;
   };
   /**

@@ -1,7 +1,7 @@
 // `bindSearch`: a search box. Debounced queries, IME-aware, stale requests
 // aborted, responses never delivered out of order, optional LRU cache.
 
-import { DEAD_LETTERED, DROPPED, FIRE, seed } from './engine.js';
+import { DROPPED, FIRE, seed } from './engine.js';
 import { full } from './full.js';
 import { count, created, timing, waitOf } from './options.js';
 import { clear, domError, follow, needFunction, now, own, reportLater, typeError, weak } from './runtime.js';
@@ -50,7 +50,6 @@ function pump(s) {
   for (let kind; (kind = e.keyed_poll(s.h)) !== 0; ) {
     const window = e.action_window();
     if (kind === FIRE) start(s, window);
-    else if (kind === DEAD_LETTERED) e.keyed_discard(s.h, KEY, window);
     else if (kind === DROPPED) s.queries.delete(window);
   }
   follow(s, e.keyed_deadline(s.h), onTimer);
@@ -76,7 +75,7 @@ function start(s, window) {
   if (s.cache.has(query)) {
     const results = s.cache.get(query);
     remember(s, query, results);
-    s.e.keyed_succeeded(s.h, KEY, window, performance.now());
+    s.e.keyed_ended(s.h, KEY, window, 1, performance.now());
     call(s, 'onResults', results, query);
     return;
   }
@@ -107,7 +106,7 @@ function remember(s, query, results) {
 function finish(s, run, ok, value) {
   if (s.running !== run) return; // aborted or superseded: never delivered
   s.running = undefined;
-  (ok ? s.e.keyed_succeeded : s.e.keyed_failed)(s.h, KEY, run.window, performance.now());
+  s.e.keyed_ended(s.h, KEY, run.window, +ok, performance.now());
   if (ok) remember(s, run.query, value);
   call(s, ok ? 'onResults' : 'onError', value, run.query);
   pump(s);

@@ -3,7 +3,7 @@
 //! Keys cross as numbers the driver assigns; a key the group forgot (idle)
 //! answers 0 to `keyed_has`, and the driver may forget its number too.
 
-use lull_core::{Keyed, Overlap, PolicyConfig, WindowId};
+use lull_core::{Action, Keyed, Overlap, PolicyConfig, WindowId};
 
 use crate::table::Table;
 use crate::time::{ms, opt, opt_ms};
@@ -17,6 +17,11 @@ pub(crate) fn live() -> u32 {
 
 fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Keyed<u32>) -> R) -> R {
     GROUPS.with(h, absent, f)
+}
+
+/// A key as it crosses: a number from 0, or negative for every key.
+fn one(key: f64) -> Option<u32> {
+    (key >= 0.0).then_some(key as u32)
 }
 
 exports! {
@@ -65,32 +70,36 @@ exports! {
         with(h, -1.0, |g| opt(g.next_deadline()))
     }
 
-    /// The next action's kind; its key and fields through `action_*`.
+    /// The next action's kind; its key and fields through `action_*`. A
+    /// dead letter is discarded as it is reported (a page keeps none: its
+    /// callers were already told).
     pub fn keyed_poll(h: u32) -> u32 {
-        match with(h, None, |g| g.poll_action()) {
+        match with(h, None, |g| {
+            let polled = g.poll_action();
+            if let Some((key, Action::DeadLettered(letter))) = &polled {
+                let _ = g.discard(key, letter.window);
+            }
+            polled
+        }) {
             Some((key, action)) => actions::note(Some(action), key),
             None => actions::note(None, 0),
         }
     }
 
-    /// Fire `key`'s open window now.
-    pub fn keyed_flush(h: u32, key: u32, now: f64) {
-        with(h, (), |g| g.flush(&key, ms(now)))
+    /// Fire `key`'s open window now; every key's for a negative `key`.
+    pub fn keyed_flush(h: u32, key: f64, now: f64) {
+        with(h, (), |g| match one(key) {
+            Some(key) => g.flush(&key, ms(now)),
+            None => g.flush_all(ms(now)),
+        })
     }
 
-    /// Fire every key's open window now.
-    pub fn keyed_flush_all(h: u32, now: f64) {
-        with(h, (), |g| g.flush_all(ms(now)))
-    }
-
-    /// Drop `key`'s open window.
-    pub fn keyed_cancel(h: u32, key: u32, now: f64) {
-        with(h, (), |g| g.cancel(&key, ms(now)))
-    }
-
-    /// Drop every key's open window.
-    pub fn keyed_cancel_all(h: u32, now: f64) {
-        with(h, (), |g| g.cancel_all(ms(now)))
+    /// Drop `key`'s open window; every key's for a negative `key`.
+    pub fn keyed_cancel(h: u32, key: f64, now: f64) {
+        with(h, (), |g| match one(key) {
+            Some(key) => g.cancel(&key, ms(now)),
+            None => g.cancel_all(ms(now)),
+        })
     }
 
     /// Forget `key` altogether (cancel it first).
@@ -100,36 +109,22 @@ exports! {
         })
     }
 
-    /// The run of `key`'s `window` ended well at `now`: 1, or 0 if it was not in flight.
-    pub fn keyed_succeeded(h: u32, key: u32, window: f64, now: f64) -> u32 {
-        with(h, 0, |g| g.run_succeeded(&key, WindowId(ms(window)), ms(now)).is_ok() as u32)
-    }
-
-    /// The run of `key`'s `window` failed at `now`: 1, or 0 if it was not in flight.
-    pub fn keyed_failed(h: u32, key: u32, window: f64, now: f64) -> u32 {
-        with(h, 0, |g| g.run_failed(&key, WindowId(ms(window)), ms(now)).is_ok() as u32)
-    }
-
-    /// Forget `key`'s dead letter `window` (a page keeps none).
-    pub fn keyed_discard(h: u32, key: u32, window: f64) {
-        with(h, (), |g| {
-            let _ = g.discard(&key, WindowId(ms(window)));
+    /// The run of `key`'s `window` ended at `now`, well (`ok`) or not: 1, or
+    /// 0 if it was not in flight.
+    pub fn keyed_ended(h: u32, key: u32, window: f64, ok: u32, now: f64) -> u32 {
+        let (window, now) = (WindowId(ms(window)), ms(now));
+        with(h, 0, |g| {
+            let ended = if ok != 0 { g.run_succeeded(&key, window, now) } else { g.run_failed(&key, window, now) };
+            ended.is_ok() as u32
         })
     }
 
-    /// The quiet period `key` waits now (ms): fixed, or learned with `"auto"`.
-    pub fn keyed_wait_ms(h: u32, key: u32) -> f64 {
-        with(h, -1.0, |g| g.wait_ms(&key) as f64)
-    }
-
-    /// Whether `key` has a call pending (1 or 0).
-    pub fn keyed_pending(h: u32, key: u32) -> u32 {
-        with(h, 0, |g| g.pending(&key) as u32)
-    }
-
-    /// Whether any key has a call pending (1 or 0).
-    pub fn keyed_any_pending(h: u32) -> u32 {
-        with(h, 0, |g| g.keys().any(|k| g.pending(k)) as u32)
+    /// Whether `key` has a call pending (1 or 0); any key for a negative `key`.
+    pub fn keyed_pending(h: u32, key: f64) -> u32 {
+        with(h, 0, |g| match one(key) {
+            Some(key) => g.pending(&key),
+            None => g.keys().any(|k| g.pending(k)),
+        } as u32)
     }
 
     /// Whether the group still holds `key` (1 or 0): an idle key is forgotten.
