@@ -1,8 +1,10 @@
 // Consumer-app sizes: what an app pays to ship lull-web, next to its peers,
 // built the way users build (Vite, webpack 5, esbuild; production builds,
 // tree-shaken and minified). Every file a build emits except the HTML counts:
-// raw bytes, and gzip -9 per file, summed. Builds run offline, one at a time,
-// in a temporary directory holding a copy of the package.
+// raw bytes, and gzip -9 per file, summed. What a library adds is that, less
+// the same app built with no library (its calls stubbed by local functions:
+// the bundler's own runtime and the app's code). Builds run offline, one at a
+// time, in a temporary directory holding a copy of the package.
 import { build as esbuild } from 'esbuild';
 import { build as vite } from 'vite';
 import webpack from 'webpack';
@@ -16,6 +18,7 @@ const version = (dir) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf
 
 const DEBOUNCE_THROTTLE = 'debounce + throttle';
 const EVERYTHING = 'everything';
+const BASELINE = 'no library (stubs)';
 
 // The peers, each with the import line that brings `debounce` and `throttle`
 // into scope and how it writes a wait in its own call style.
@@ -101,10 +104,14 @@ async function buildApp(bundler, dir, assets) {
   return { ...measure(out), config: config || 'none' };
 }
 
-// The consumer apps: lull-web's two (its full export list for "everything"), one per peer.
+// The consumer apps: lull-web's two (its full export list for "everything"), one per peer,
+// and each app's shape with no library (stubs), which the others are measured against.
 function apps(lull) {
   const everything = lull.exports.filter((name) => name !== 'default');
+  const stubs = (names) => names.map((name) => `const ${name} = (f) => f;`).join('\n');
   return [
+    { library: BASELINE, app: DEBOUNCE_THROTTLE, assets: [], source: `${stubs(['debounce', 'throttle'])}\n${wireButton((ms) => ms)}\n` },
+    { library: BASELINE, app: EVERYTHING, assets: [], source: `${stubs(everything)}\nglobalThis.lull = { ${everything.join(', ')} };\n` },
     { library: 'lull-web', app: DEBOUNCE_THROTTLE, assets: lull.assets, source: lullApp(['debounce', 'throttle'], wireButton((ms) => ms)) },
     { library: 'lull-web', app: EVERYTHING, assets: lull.assets, source: lullApp(everything, `globalThis.lull = { ${everything.join(', ')} };`) },
     ...PEERS.map((peer) => ({ library: peer.name, app: DEBOUNCE_THROTTLE, assets: [], source: `${peer.imports}\n${wireButton(peer.wait)}\n` })),
@@ -131,9 +138,19 @@ export async function consumerSizes(pkg) {
       results[library][app] = {};
       for (const bundler of Object.keys(BUNDLERS)) results[library][app][bundler] = await buildApp(bundler, dir, assets);
     }
+    // What each library adds: its app's bytes less the same app's with no library.
+    for (const [library, byApp] of Object.entries(results)) {
+      if (library === BASELINE) continue;
+      for (const [app, byBundler] of Object.entries(byApp)) {
+        for (const [bundler, r] of Object.entries(byBundler)) {
+          const base = results[BASELINE][app][bundler].gzip;
+          if (r.gzip !== undefined && base !== undefined) r.added_gzip = r.gzip - base;
+        }
+      }
+    }
     const lullGzip = results['lull-web'][DEBOUNCE_THROTTLE].vite.gzip;
     return {
-      method: 'production builds (tree-shaken, minified) of tiny ES module apps; every emitted file but the HTML, gzip -9 per file, summed',
+      method: 'production builds (tree-shaken, minified) of tiny ES module apps; every emitted file but the HTML, gzip -9 per file, summed; added = that less the same app with no library',
       apps: {
         [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once',
         [EVERYTHING]: `lull-web only: imports and references every export of its JS entry (${lull.exports.join(', ')}); peers are compared on debounce + throttle`,
@@ -153,10 +170,11 @@ export async function consumerSizes(pkg) {
   }
 }
 
-// The size goals for lull-web's Vite builds, in the report's goal format.
+// The size goals for lull-web's Vite builds, in the report's goal format: the
+// bytes lull-web adds to the app (issue 10: "counting every byte it adds").
 export function consumerGoals(sizes) {
   const goal = (app, kb) => {
-    const actual = sizes.results['lull-web'][app].vite.gzip ?? null;
+    const actual = sizes.results['lull-web'][app].vite.added_gzip ?? null;
     return { goal: kb * 1024, actual, met: actual !== null && actual <= kb * 1024 };
   };
   return {
@@ -171,12 +189,13 @@ export function printConsumerSizes(sizes) {
   const v = sizes.versions;
   const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? c.padEnd(56) : i === cells.length - 1 ? `  ${c}` : c.padStart(14))).join(''));
   console.log(`\nconsumer apps, production builds (Vite ${v.vite}, webpack ${v.webpack}, esbuild ${v.esbuild}): every emitted file but the HTML, gzip -9 per file`);
-  row(['library / app', 'Vite gzip', 'webpack gzip', 'esbuild gzip', 'Vite raw', 'configuration needed']);
+  row(['library / app', 'Vite gzip', 'Vite added', 'webpack gzip', 'esbuild gzip', 'Vite raw', 'configuration needed']);
   for (const [library, byApp] of Object.entries(sizes.results)) {
     for (const [app, { vite, webpack, esbuild }] of Object.entries(byApp)) {
       const needed = Object.entries({ vite, webpack, esbuild }).filter(([, r]) => r.config !== 'none');
       const config = needed.map(([bundler, r]) => `${bundler}: ${r.config}${r.error ? ` (${r.error})` : ''}`).join('; ') || 'none';
-      row([`${library} / ${app}`, kb(vite.gzip), kb(webpack.gzip), kb(esbuild.gzip), kb(vite.raw), config]);
+      const added = vite.added_gzip === undefined ? '-' : `${vite.added_gzip} B`;
+      row([`${library} / ${app}`, kb(vite.gzip), added, kb(webpack.gzip), kb(esbuild.gzip), kb(vite.raw), config]);
     }
   }
   console.log(`  ${EVERYTHING}: ${sizes.apps[EVERYTHING]}`);

@@ -7,7 +7,6 @@
 // engine decides, and the function runs when it fires. Each window runs with
 // its own last call's `this` and arguments.
 
-import { DROPPED, FIRE } from './engine.js';
 import { lite } from './lite.js';
 import { get, lodashWait, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
@@ -39,13 +38,13 @@ function accept(s) {
 function pump(s, incoming) {
   const e = s.e;
   let threw = false;
-  for (let kind; (kind = e.poll(s.h)) !== 0; ) {
-    if (kind !== FIRE && kind !== DROPPED) continue;
-    if (incoming >= 0 && e.action_last() >= incoming) accept(s);
+  // Each action is its window's last call: positive to run it, negative to drop it.
+  for (let last; (last = e.poll(s.h)) !== 0; ) {
+    if (incoming >= 0 && Math.abs(last) >= incoming) accept(s);
     const self = s.self;
     const args = s.args;
     s.self = s.args = undefined;
-    if (kind === DROPPED) continue;
+    if (last < 0) continue;
     try {
       s.result = s.func.apply(self, args);
     } catch (error) {

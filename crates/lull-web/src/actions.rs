@@ -1,10 +1,7 @@
-//! The action `poll` took last, field by field: `poll` answers its [`Kind`],
-//! the `action_*` exports its fields (valid until the next `poll`).
+//! The action `keyed_poll` took last, field by field: `keyed_poll` answers
+//! its [`Kind`], the `action_*` exports its fields (valid until the next poll).
 
-#[cfg(not(feature = "lite"))]
 use lull_core::Action;
-#[cfg(feature = "lite")]
-use lull_core::LiteAction;
 use spin::mutex::SpinMutex;
 
 use crate::exports;
@@ -31,7 +28,6 @@ pub enum Kind {
 
 /// The fields of the last action: window, last seq, superseded window, key.
 #[derive(Clone, Copy)]
-#[cfg_attr(feature = "lite", allow(dead_code))] // the lite drivers read `last` alone
 struct Fields {
     window: f64,
     last: f64,
@@ -41,8 +37,7 @@ struct Fields {
 
 static LAST: SpinMutex<Fields> = SpinMutex::new(Fields { window: -1.0, last: -1.0, supersedes: -1.0, key: 0 });
 
-/// Note `action` (of `key`, for a keyed group) as the last one polled; its kind.
-#[cfg(not(feature = "lite"))]
+/// Note `action` (of `key`) as the last one polled; its kind.
 pub(crate) fn note(action: Option<Action>, key: u32) -> u32 {
     let Some(action) = action else { return Kind::None as u32 };
     let (kind, window, last, supersedes) = match action {
@@ -58,21 +53,8 @@ pub(crate) fn note(action: Option<Action>, key: u32) -> u32 {
     kind as u32
 }
 
-/// Note a lite engine's `action` as the last one polled; its kind.
-#[cfg(feature = "lite")]
-pub(crate) fn note(action: Option<LiteAction>) -> u32 {
-    let (kind, last) = match action {
-        None => return Kind::None as u32,
-        Some(LiteAction::Fire { last, .. }) => (Kind::Fire, last),
-        Some(LiteAction::Dropped { last, .. }) => (Kind::Dropped, last),
-    };
-    LAST.lock().last = last.0 as f64;
-    kind as u32
-}
-
 exports! {
     /// The last action's window id.
-    #[cfg(not(feature = "lite"))]
     pub fn action_window() -> f64 {
         LAST.lock().window
     }
@@ -82,13 +64,11 @@ exports! {
         LAST.lock().last
     }
 
-    #[cfg(not(feature = "lite"))]
     /// The window a fire supersedes (its run is over), or -1.
     pub fn action_supersedes() -> f64 {
         LAST.lock().supersedes
     }
 
-    #[cfg(not(feature = "lite"))]
     /// The key of the last action of a keyed group.
     pub fn action_key() -> u32 {
         LAST.lock().key

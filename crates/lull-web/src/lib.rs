@@ -13,8 +13,9 @@
 //! 1. [`one::create`] (or [`many::keyed_create`]) takes the policy as a few
 //!    numbers and returns a handle, or a negative [`policy::refusal`] code;
 //! 2. feed it inputs (`event`, `timeout`, `flush`, `cancel`, run outcomes);
-//! 3. drain `poll` (an [`actions::Kind`], its fields read with `action_*`),
-//!    then arm one timer at `deadline`; `free` the handle when its owner goes.
+//! 3. drain `poll` (the lite engine answers the window's last call, signed;
+//!    the full one an `actions::Kind`, its fields read with `action_*`), then
+//!    arm one timer at `deadline`; `free` the handle when its owner goes.
 //!
 //! Guarantees: a bad handle is ignored (answers `-1`/`0`), never a trap; the
 //! module keeps no state besides the engines it was asked for ([`live`]).
@@ -23,6 +24,7 @@
 
 extern crate alloc;
 
+#[cfg(not(feature = "lite"))]
 pub mod actions;
 #[cfg(not(feature = "lite"))]
 pub mod many;

@@ -5,11 +5,11 @@
 //! Every export takes the handle `create` gave first; times are
 //! `performance.now()` milliseconds.
 
-use lull_core::Lite;
+use lull_core::{Lite, LiteAction};
 
 use crate::table::Table;
 use crate::time::{ms, opt};
-use crate::{actions, exports, policy};
+use crate::{exports, policy};
 
 /// The engines.
 static ENGINES: Table<Lite> = Table::new();
@@ -86,8 +86,14 @@ exports! {
         with(h, 0, |e| e.pending() as u32)
     }
 
-    /// The next action's [`actions::Kind`]; its fields through `action_*`.
-    pub fn poll(h: u32) -> u32 {
-        actions::note(with(h, None, Lite::poll_action))
+    /// The next action, as the window's last call (its seq): positive to run
+    /// the function with that call, negative to let the window's calls go
+    /// (dropped), 0 when nothing is left.
+    pub fn poll(h: u32) -> f64 {
+        match with(h, None, Lite::poll_action) {
+            Some(LiteAction::Fire { last, .. }) => last.0 as f64,
+            Some(LiteAction::Dropped { last, .. }) => -(last.0 as f64),
+            None => 0.0,
+        }
     }
 }

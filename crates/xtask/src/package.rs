@@ -25,7 +25,10 @@ fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
     let mut cargo = steps::cargo(&["build", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
     cargo.args(["--profile", "wasm-module", "--features", build.features]);
     steps::run(&format!("engine ({})", build.features), root, &mut cargo)?;
-    let built = root.join("target/wasm32-unknown-unknown/wasm-module/lull_web.wasm");
+    let linked = root.join("target/wasm32-unknown-unknown/wasm-module/lull_web.wasm");
+    let bytes = std::fs::read(&linked).map_err(|e| format!("{}: {e}", linked.display()))?;
+    let built = root.join(format!("target/npm/{}.linked.wasm", build.file.trim_end_matches(".js")));
+    std::fs::write(&built, without_linker_exports(&bytes)?).map_err(|e| format!("{}: {e}", built.display()))?;
     let out = root.join(format!("target/npm/{}.wasm", build.file.trim_end_matches(".js")));
     // wasm-opt from npm `binaryen` (Debian's is older).
     let wasm_opt = root.join("tests/web/node_modules/.bin/wasm-opt");
@@ -40,6 +43,71 @@ fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
     named.arg(&built).args(shrink).args(["--debuginfo", "-o"]).arg(out.with_extension("names.wasm")).env("PATH", path);
     steps::run("wasm-opt (names kept)", root, &mut named)?;
     std::fs::read(&out).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+/// The exports the linker adds for tools that extend the module's memory
+/// (nothing here does): dropped, so `wasm-opt` can drop what only they keep.
+const LINKER_EXPORTS: [&[u8]; 2] = [b"__data_end", b"__heap_base"];
+
+/// `wasm` without [`LINKER_EXPORTS`]: its export section (id 7) rewritten, every other section as it is.
+fn without_linker_exports(wasm: &[u8]) -> Result<Vec<u8>, String> {
+    fn leb(bytes: &[u8], at: &mut usize) -> Result<usize, String> {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = *bytes.get(*at).ok_or("a truncated wasm module")?;
+            *at += 1;
+            value |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 || shift > 28 {
+                return Ok(value);
+            }
+        }
+    }
+    fn put_leb(out: &mut Vec<u8>, mut value: usize) {
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            out.push(if value == 0 { byte } else { byte | 0x80 });
+            if value == 0 {
+                return;
+            }
+        }
+    }
+    let header = wasm.get(..8).ok_or("not a wasm module")?;
+    let mut out = header.to_vec();
+    let mut at = 8;
+    while at < wasm.len() {
+        let id = wasm[at];
+        at += 1;
+        let size = leb(wasm, &mut at)?;
+        let body = wasm.get(at..at + size).ok_or("a truncated wasm section")?;
+        at += size;
+        let body = if id == 7 {
+            let mut kept = Vec::new();
+            let (mut count, mut p) = (0, 0);
+            for _ in 0..leb(body, &mut p)? {
+                let start = p;
+                let length = leb(body, &mut p)?;
+                let name = body.get(p..p + length).ok_or("a truncated export name")?;
+                p += length + 1; // the name, then the export's kind
+                leb(body, &mut p)?; // its index
+                if !LINKER_EXPORTS.contains(&name) {
+                    kept.extend_from_slice(&body[start..p]);
+                    count += 1;
+                }
+            }
+            let mut section = Vec::new();
+            put_leb(&mut section, count);
+            section.extend(kept);
+            section
+        } else {
+            body.to_vec()
+        };
+        out.push(id);
+        put_leb(&mut out, body.len());
+        out.extend(body);
+    }
+    Ok(out)
 }
 
 /// Build and pack; returns the tarball.
