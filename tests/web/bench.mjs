@@ -142,7 +142,13 @@ const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
 report.ratios = { per_call_vs_lodash: lull / lodash, per_call_vs_es_toolkit: lull / es, gzip_vs_lodash: sizes['lull-web'].gzip / sizes['lodash.debounce'].gzip };
 report.goals = {
   per_call_at_most_lodash: { goal: 1.0, actual: lull / lodash, met: lull <= lodash },
-  wasm_and_glue_gzip_at_most_25kb: { goal: 25 * 1024, actual: sizes['lull-web'].gzip, met: sizes['lull-web'].gzip <= 25 * 1024 },
+  // The earlier goal for wasm + glue, now that a page gets only what it
+  // imports: all of lull-web as an app bundles it (the package's files one by
+  // one, both engines and every driver, are in the bytes rows above).
+  all_of_lull_web_in_an_app_gzip_at_most_25kb: (() => {
+    const actual = report.consumer_sizes.results['lull-web'].everything.vite.added_gzip ?? null;
+    return { goal: 25 * 1024, actual, met: actual !== null && actual <= 25 * 1024 };
+  })(),
   ...consumerGoals(report.consumer_sizes),
 };
 mkdirSync(dirname(out), { recursive: true });
@@ -152,8 +158,8 @@ const row = (cells) => console.log(cells.map((c, i) => (i === 0 ? String(c).padE
 console.log(`\nlull-web bench, one page, same run (${report.browser.match(/Chrom\S+/)?.[0] ?? 'Chromium'})`);
 row(['metric', 'lull-web', 'lodash.debounce', 'es-toolkit', 'lull/lodash']);
 row([`per call, ns (median of ${ROUNDS})`, lull.toFixed(1), lodash.toFixed(1), es.toFixed(1), `${(lull / lodash).toFixed(2)}x`]);
-row(['bytes raw (wasm + JS)', kb(sizes['lull-web'].raw), kb(sizes['lodash.debounce'].raw), kb(sizes['es-toolkit'].raw), `${(sizes['lull-web'].raw / sizes['lodash.debounce'].raw).toFixed(1)}x`]);
-row(['bytes gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debounce'].gzip), kb(sizes['es-toolkit'].gzip), `${report.ratios.gzip_vs_lodash.toFixed(1)}x`]);
+row(['package, every file, raw (wasm + JS)', kb(sizes['lull-web'].raw), kb(sizes['lodash.debounce'].raw), kb(sizes['es-toolkit'].raw), `${(sizes['lull-web'].raw / sizes['lodash.debounce'].raw).toFixed(1)}x`]);
+row(['package, every file, gzip (wasm + JS)', kb(sizes['lull-web'].gzip), kb(sizes['lodash.debounce'].gzip), kb(sizes['es-toolkit'].gzip), `${report.ratios.gzip_vs_lodash.toFixed(1)}x`]);
 row(['  lite engine (debounce, throttle), wasm gzip', kb(sizes['lite engine wasm'].gzip), '', '', '']);
 row(['  full engine (the rest), wasm gzip', kb(sizes['full engine wasm'].gzip), '', '', '']);
 for (const name of Object.keys(engines)) row([`instantiate ${name}, ms (median of ${LOADS})`, report.instantiate_ms[name].median.toFixed(1), '-', '-', '']);
