@@ -1,13 +1,15 @@
 // Consumer test: the packed lull-web tarball as a real dependency of a fresh
 // Vite + TypeScript app; type-checked, built, and run in headless Chromium —
-// with a plain import, no `init()`. The same package through webpack 5 and
-// esbuild (no configuration) in Chromium, and imported by Node with no DOM
-// (the shape of server-side rendering).
+// with a plain import, no `init()`. Two more apps (debounce + throttle, and
+// every export) through Vite, webpack 5 and esbuild (no configuration) in
+// Chromium, and the package imported by Node with no DOM (the shape of
+// server-side rendering).
 // usage: node consumer.mjs <lull-web.tgz> <scratch dir>
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { launch } from './chromium.mjs';
 import { serve } from './serve.mjs';
 
@@ -103,10 +105,17 @@ try {
   );
   check('no page errors', errors.length === 0, errors);
 
-  // webpack 5 and esbuild, production builds with nothing configured: the app runs, no `init()`.
+  // Vite, webpack 5 and esbuild, production builds with nothing configured: the app runs, no `init()`.
   const require = createRequire(join(app, 'package.json'));
-  // Production builds of `src/<entry>.js` into `out` as `<entry>.js`.
+  const vite = await import(pathToFileURL(join(app, 'node_modules/vite/dist/node/index.js')).href);
+  // Production builds of `src/<entry>.js` into `out`, which then serves it from `index.html`.
   const builds = {
+    vite: async (entry, out) => {
+      writeFileSync(join(app, `${entry}.html`), `<!doctype html><script type="module" src="/src/${entry}.js"></script>`);
+      const input = join(app, `${entry}.html`);
+      await vite.build({ root: app, configFile: false, logLevel: 'warn', build: { outDir: out, rollupOptions: { input } } });
+      renameSync(join(out, `${entry}.html`), join(out, 'index.html'));
+    },
     webpack: (entry, out) =>
       new Promise((done, fail) =>
         require('webpack')(
@@ -129,7 +138,9 @@ try {
     for (const [entry, [claim, expected]] of Object.entries(apps)) {
       const out = join(app, `dist-${bundler}-${entry}`);
       await build(entry, out);
-      writeFileSync(join(out, 'index.html'), `<!doctype html><script type="module" src="./${entry}.js"></script>`);
+      if (!existsSync(join(out, 'index.html'))) {
+        writeFileSync(join(out, 'index.html'), `<!doctype html><script type="module" src="./${entry}.js"></script>`);
+      }
       const served = await serve(out);
       try {
         const page = await browser.newPage();
@@ -161,9 +172,9 @@ const ssr = `
 const printed = execFileSync(process.execPath, ['--input-type=module', '-e', ssr], { cwd: app, timeout: 60_000 }).toString();
 check('Node (SSR shape): imports and runs with no DOM and no init()', printed.trim() === '{"runs":["t1",2],"window":"undefined","document":"undefined"}', printed);
 
-// Code written for earlier releases awaits `init()` first: it still works.
+// Code written for earlier releases awaits `init()` (their default export) first: it still works.
 const early = `
-  import { init, debounce } from 'lull-web';
+  import init, { debounce } from 'lull-web';
   const ready = await init();
   const runs = [];
   debounce((x) => runs.push(x), 5)(7);

@@ -38,6 +38,8 @@ function accept(s) {
 function pump(s, incoming) {
   const e = s.e;
   let threw = false;
+  // No call made while the function runs may be kept: the window it would join has fired.
+  s.until = -1;
   // Each action is its window's last call: positive to run it, negative to drop it.
   for (let last; (last = e.poll(s.h)) !== 0; ) {
     if (incoming >= 0 && Math.abs(last) >= incoming) accept(s);

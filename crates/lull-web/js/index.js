@@ -11,3 +11,5 @@ export { debounceAsync } from './async.js';
 export { debounceKeyed } from './keyed.js';
 export { bindSearch } from './search.js';
 export { init, liveObjects } from './live.js';
+// Earlier releases' `import init from 'lull-web'`.
+export { init as default } from './live.js';

@@ -1,5 +1,5 @@
-// The engine behind `debounce` and `throttle`: lull-core with lodash's
-// timing only (the run lifecycle compiled out), as small as it gets.
+// The engine behind `debounce` and `throttle`: lull-core's `Lite`, lodash's
+// timing alone (no run lifecycle), as small as it gets.
 // `cargo xtask package` puts the module's bytes in place of the marker.
 import { instantiate } from './engine.js';
 

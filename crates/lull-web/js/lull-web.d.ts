@@ -146,3 +146,6 @@ export function liveObjects(): number;
 
 /** Resolves at once: the engines are embedded and compile on first use. Kept for earlier code. */
 export function init(): Promise<void>;
+
+/** `init`, as earlier releases exported it: `import init from "lull-web"`. */
+export default init;

@@ -48,29 +48,32 @@ pub(crate) fn note(action: Option<Action>, key: u32) -> u32 {
         Action::TimedOut { window, .. } => (Kind::TimedOut, window, 0, None),
         Action::Queued(q) => (Kind::Queued, q.window, q.span.last.0, None),
     };
-    *LAST.lock() =
+    let fields =
         Fields { window: window.0 as f64, last: last as f64, supersedes: supersedes.map_or(-1.0, |w| w.0 as f64), key };
+    if let Some(mut noted) = LAST.try_lock() {
+        *noted = fields; // (taken only if a trap left it so: see `Table`)
+    }
     kind as u32
 }
 
 exports! {
     /// The last action's window id.
     pub fn action_window() -> f64 {
-        LAST.lock().window
+        LAST.try_lock().map_or(-1.0, |l| l.window)
     }
 
     /// The last action's last event (its seq): the call whose `this`/arguments it runs with.
     pub fn action_last() -> f64 {
-        LAST.lock().last
+        LAST.try_lock().map_or(-1.0, |l| l.last)
     }
 
     /// The window a fire supersedes (its run is over), or -1.
     pub fn action_supersedes() -> f64 {
-        LAST.lock().supersedes
+        LAST.try_lock().map_or(-1.0, |l| l.supersedes)
     }
 
     /// The key of the last action of a keyed group.
     pub fn action_key() -> u32 {
-        LAST.lock().key
+        LAST.try_lock().map_or(0, |l| l.key)
     }
 }

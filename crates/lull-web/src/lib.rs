@@ -18,7 +18,9 @@
 //!    arm one timer at `deadline`; `free` the handle when its owner goes.
 //!
 //! Guarantees: a bad handle is ignored (answers `-1`/`0`), never a trap; the
-//! module keeps no state besides the engines it was asked for ([`live`]).
+//! module keeps no state besides the engines it was asked for ([`live`]) and
+//! the fields of the action polled last. Handles are reused once freed: a
+//! driver frees one only when nothing can use it again.
 #![cfg_attr(feature = "module", no_std)]
 #![deny(missing_docs)]
 

@@ -1,4 +1,5 @@
-//! Many keys behind one timer ([`lull_core::Keyed`]): `debounceKeyed`.
+//! Many keys behind one timer ([`lull_core::Keyed`]): `debounceKeyed`, and
+//! `debounceAsync` and `bindSearch` on one key each (the full engine).
 //!
 //! Keys cross as numbers the driver assigns; a key the group forgot (idle)
 //! answers 0 to `keyed_has`, and the driver may forget its number too.
@@ -45,7 +46,7 @@ exports! {
         };
         // The seed is the driver's `Math.random() * 2^53`, for the retry jitter.
         match config.build() {
-            Ok(p) => GROUPS.add(Keyed::new(p, ms(seed))) as i32,
+            Ok(p) => GROUPS.add(Keyed::new(p, ms(seed))).map_or(policy::UNUSABLE, |h| h as i32),
             Err(e) => policy::refusal(&e),
         }
     }

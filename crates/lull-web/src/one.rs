@@ -28,7 +28,7 @@ exports! {
     /// Its handle, or a negative [`policy::refusal`] code.
     pub fn create(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
         match Lite::new(policy::timing(wait, max_wait, leading, trailing)) {
-            Ok(engine) => ENGINES.add(engine) as i32,
+            Ok(engine) => ENGINES.add(engine).map_or(policy::UNUSABLE, |h| h as i32),
             Err(e) => policy::refusal(&e),
         }
     }

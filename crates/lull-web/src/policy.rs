@@ -20,6 +20,9 @@ pub(crate) fn timing(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> P
     .clamp_max_wait()
 }
 
+/// What `create` answers when a trap (out of memory) left the module unusable.
+pub const UNUSABLE: i32 = -99;
+
 /// The code `create` answers for a refused policy: negative, one per rule
 /// ([`PolicyError::rule`] says it; the drivers hold the texts they can meet).
 pub fn refusal(error: &PolicyError) -> i32 {

@@ -5,7 +5,9 @@ use alloc::vec::Vec;
 use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 /// Slots of engines; a freed slot is reused by the next engine created.
-/// The lock is never contended (one thread) and never held across a call out.
+/// The lock is never contended (one thread, never held across a call out):
+/// found taken, it was left so by a trap (out of memory) mid-call, and the
+/// table answers as for a bad handle instead of spinning forever.
 pub(crate) struct Table<T>(SpinMutex<Vec<Option<T>>>);
 
 impl<T> Table<T> {
@@ -13,37 +15,38 @@ impl<T> Table<T> {
         Table(SpinMutex::new(Vec::new()))
     }
 
-    /// The slots, locked: one copy of the locking code, not one per export.
+    /// The slots, locked (`None` if a trap left them locked): one copy of
+    /// the locking code, not one per export.
     #[inline(never)]
-    fn slots(&self) -> SpinMutexGuard<'_, Vec<Option<T>>> {
-        self.0.lock()
+    fn slots(&self) -> Option<SpinMutexGuard<'_, Vec<Option<T>>>> {
+        self.0.try_lock()
     }
 
-    /// Keep `engine`; its handle.
-    pub(crate) fn add(&self, engine: T) -> u32 {
-        let mut slots = self.slots();
+    /// Keep `engine`; its handle (`None`: the table is unusable, see above).
+    pub(crate) fn add(&self, engine: T) -> Option<u32> {
+        let mut slots = self.slots()?;
         match slots.iter().position(Option::is_none) {
             Some(at) => {
                 slots[at] = Some(engine);
-                at as u32
+                Some(at as u32)
             }
             None => {
                 slots.push(Some(engine));
-                (slots.len() - 1) as u32
+                Some((slots.len() - 1) as u32)
             }
         }
     }
 
     /// Drop the engine behind `handle` (a bad handle is ignored).
     pub(crate) fn free(&self, handle: u32) {
-        if let Some(slot) = self.slots().get_mut(handle as usize) {
+        if let Some(slot) = self.slots().as_mut().and_then(|s| s.get_mut(handle as usize)) {
             *slot = None;
         }
     }
 
     /// `f` on the engine behind `handle`, or `absent` for a bad handle.
     pub(crate) fn with<R>(&self, handle: u32, absent: R, f: impl FnOnce(&mut T) -> R) -> R {
-        match self.slots().get_mut(handle as usize) {
+        match self.slots().as_mut().and_then(|s| s.get_mut(handle as usize)) {
             Some(Some(engine)) => f(engine),
             _ => absent,
         }
@@ -51,6 +54,6 @@ impl<T> Table<T> {
 
     /// How many engines are alive.
     pub(crate) fn live(&self) -> u32 {
-        self.slots().iter().filter(|s| s.is_some()).count() as u32
+        self.slots().map_or(0, |s| s.iter().filter(|s| s.is_some()).count() as u32)
     }
 }

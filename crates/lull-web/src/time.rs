@@ -1,7 +1,7 @@
 //! Numbers as they cross: times and optional values.
 
 /// A `performance.now()` reading as the engine's whole milliseconds
-/// (negative, NaN and infinite read as 0; past 2^64 saturates).
+/// (negative and NaN read as 0; +Infinity and anything past 2^64 saturate).
 pub(crate) fn ms(now: f64) -> u64 {
     if now > 0.0 { now as u64 } else { 0 }
 }

@@ -245,6 +245,14 @@ async fn reentrant_calls_cancel_flush_and_throws_behave_as_in_lodash() {
          runs.push(['returned', d(1)]);
          await new Promise((ok) => setTimeout(ok, 250));
          return runs;",
+        // a call made inside a run that flush() started waits its own quiet period
+        "const runs = []; let d;
+         d = make((x) => { runs.push(x); if (x === 1) d(2); return x; }, 40);
+         d(1);
+         d.flush();
+         runs.push('flushed');
+         await new Promise((ok) => setTimeout(ok, 200));
+         return runs;",
         // a callback that throws: the caller gets the error, the debouncer goes on
         "const runs = []; let d;
          d = make((x) => { runs.push(x); if (x === 1) throw new Error('boom ' + x); return x; }, 30, { leading: true });
