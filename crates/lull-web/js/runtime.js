@@ -102,7 +102,7 @@ export function clear(state) {
  * listeners hold the state weakly; returns what removes them.
  */
 export function onHide(enabled, state, flush) {
-  if (!enabled || typeof document === 'undefined' || typeof addEventListener !== 'function') return undefined;
+  if (!enabled || typeof document === 'undefined') return undefined; // a worker, or Node: no page to hide
   const target = weak(state);
   const listener = (event) => {
     const s = target.deref();

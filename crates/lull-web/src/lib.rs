@@ -63,8 +63,14 @@ exports! {
 /// The shipped module's allocator: small (the engine allocates little and rarely).
 #[cfg(all(feature = "module", target_arch = "wasm32"))]
 #[global_allocator]
-static ALLOCATOR: lol_alloc::LockedAllocator<lol_alloc::FreeListAllocator> =
-    lol_alloc::LockedAllocator::new(lol_alloc::FreeListAllocator::new());
+#[allow(unsafe_code)] // `AssumeSingleThreaded::new`: see SAFETY
+// SAFETY: the module is built for wasm32 without the `atomics` feature (checked
+// below): one thread, so the allocator is never entered twice at once.
+static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator> =
+    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) };
+
+#[cfg(all(feature = "module", target_feature = "atomics"))]
+compile_error!("the shipped module assumes one thread: build it without the `atomics` target feature");
 
 /// The shipped module traps on a panic (none is reachable from valid use):
 /// no message, so no formatting machinery is linked.
