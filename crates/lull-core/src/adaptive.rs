@@ -65,8 +65,14 @@ pub(crate) struct Gaps {
 }
 
 impl Gaps {
+    /// Learn from one gap; the quiet period the gaps now call for.
+    pub(crate) fn learn(&mut self, gap: u64, settings: &Adaptive) -> u64 {
+        self.observe(gap, settings);
+        self.wait(settings)
+    }
+
     /// Learn from one gap; gaps over `max_ms` are pauses and are skipped.
-    pub(crate) fn observe(&mut self, gap: u64, settings: &Adaptive) {
+    fn observe(&mut self, gap: u64, settings: &Adaptive) {
         if gap > settings.max_ms {
             return;
         }
@@ -77,7 +83,7 @@ impl Gaps {
     }
 
     /// The quiet period these gaps call for.
-    pub(crate) fn wait(&self, settings: &Adaptive) -> u64 {
+    fn wait(&self, settings: &Adaptive) -> u64 {
         match self.median() {
             None => settings.initial_ms,
             Some(median) => (median.saturating_mul(u64::from(settings.factor_percent)) / 100)

@@ -223,12 +223,6 @@ impl<K: Ord + Clone> Keyed<K> {
         self.lanes.get(key).is_some()
     }
 
-    /// The quiet period `key` waits now (ms): fixed, or learned so far with
-    /// an adaptive wait; the initial one for a key not held.
-    pub fn wait_ms(&self, key: &K) -> u64 {
-        self.lanes.get(key).map_or_else(|| Lane::new(&self.policy).wait_ms(), |lane| lane.wait_ms())
-    }
-
     /// The keys the group holds, in order.
     pub fn keys(&self) -> impl Iterator<Item = &K> {
         self.lanes.keys()

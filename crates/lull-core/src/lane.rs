@@ -102,17 +102,9 @@ impl RunTerms {
     }
 }
 
-/// The quiet period a policy starts with.
-fn initial_wait(policy: &Policy) -> u64 {
-    match policy.config().wait {
-        Wait::Fixed(ms) => ms,
-        Wait::Auto(a) => a.initial_ms,
-    }
-}
-
 impl Lane {
     pub(crate) fn new(policy: &Policy) -> Self {
-        let wait_ms = initial_wait(policy);
+        let wait_ms = policy.config().wait.initial();
         Lane {
             next_seq: 0,
             wait_ms,
@@ -139,7 +131,7 @@ impl Lane {
     pub(crate) fn adopt(&mut self, old: &Policy, new: &Policy) {
         if old.config().wait != new.config().wait {
             self.gaps = Gaps::default();
-            self.wait_ms = initial_wait(new);
+            self.wait_ms = new.config().wait.initial();
         }
     }
 
@@ -216,8 +208,7 @@ impl Lane {
     pub(crate) fn event(&mut self, now: u64, env: &mut Env<'_>) -> Accepted {
         let invoking = self.burst(env.policy).should_invoke(now);
         if let (Some(prev), Wait::Auto(settings)) = (self.last_event_at, &env.policy.config().wait) {
-            self.gaps.observe(now.saturating_sub(prev), settings);
-            self.wait_ms = self.gaps.wait(settings);
+            self.wait_ms = self.gaps.learn(now.saturating_sub(prev), settings);
         }
         self.last_event_at = Some(now);
         self.next_seq += 1;

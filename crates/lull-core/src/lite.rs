@@ -73,16 +73,15 @@ impl Lite {
             return Err(PolicyError::NotInLite);
         }
         config.check_timing(&[])?;
-        let (wait_ms, adaptive) = match config.wait {
-            Wait::Fixed(ms) => (ms, None),
-            Wait::Auto(a) => (a.initial_ms, Some(a)),
-        };
         Ok(Lite {
             max_wait: config.max_wait,
             leading: config.leading,
             trailing: config.trailing,
-            adaptive,
-            wait_ms,
+            adaptive: match config.wait {
+                Wait::Auto(a) => Some(a),
+                Wait::Fixed(_) => None,
+            },
+            wait_ms: config.wait.initial(),
             gaps: Gaps::default(),
             clock: 0,
             last_event_at: None,
@@ -136,8 +135,7 @@ impl Lite {
     fn accept(&mut self, now: u64) -> Seq {
         let invoking = self.burst().should_invoke(now);
         if let (Some(prev), Some(settings)) = (self.last_event_at, &self.adaptive) {
-            self.gaps.observe(now.saturating_sub(prev), settings);
-            self.wait_ms = self.gaps.wait(settings);
+            self.wait_ms = self.gaps.learn(now.saturating_sub(prev), settings);
         }
         self.last_event_at = Some(now);
         self.next_seq += 1;

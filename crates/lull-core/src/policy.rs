@@ -28,6 +28,14 @@ impl Wait {
             Wait::Auto(a) => a.max_ms,
         }
     }
+
+    /// The quiet period a key starts with (before an adaptive wait has learned).
+    pub fn initial(&self) -> u64 {
+        match self {
+            Wait::Fixed(ms) => *ms,
+            Wait::Auto(a) => a.initial_ms,
+        }
+    }
 }
 
 /// What happens when a window is due while the key's previous run is still going.
