@@ -6,7 +6,7 @@
 import { DROPPED, FIRE, TIMED_OUT, seed } from './engine.js';
 import { full } from './full.js';
 import { created, duration, get, timing, waitOf } from './options.js';
-import { domError, follow, needFunction, now, onHide, own, typeError, weak } from './runtime.js';
+import { abort, domError, follow, needFunction, now, onHide, own, startRun, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
 const KEY = 0;
@@ -14,8 +14,6 @@ const KEY = 0;
 /** Reject every caller in `waiters` with `error`. */
 const rejectAll = (waiters, error) => waiters?.forEach(([, reject]) => reject(error));
 
-/** Abort a run's signal with `reason`. */
-const abort = (run, reason) => run?.controller?.abort(reason);
 
 /** Take the callers waiting for `window`. */
 function waitersOf(s, window) {
@@ -62,19 +60,7 @@ function start(s, window, supersedes) {
   }
   const call = s.calls.get(window) ?? [undefined, []];
   s.calls.delete(window);
-  const controller = typeof AbortController === 'function' ? new AbortController() : undefined;
-  const run = { window, controller };
-  s.running = run;
-  let returned;
-  try {
-    returned = Promise.resolve(s.func.apply(call[0], controller ? [...call[1], controller.signal] : call[1]));
-  } catch (error) {
-    returned = Promise.reject(error);
-  }
-  returned.then(
-    (value) => finish(s, run, true, value),
-    (error) => finish(s, run, false, error),
-  );
+  startRun(s, { window }, (signal) => s.func.apply(call[0], signal ? [...call[1], signal] : call[1]), finish);
 }
 
 /** A run settled: settle its callers, unless it is over (superseded, timed out, cancelled). */

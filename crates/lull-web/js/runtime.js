@@ -56,6 +56,30 @@ export function domError(message, name) {
   return error;
 }
 
+/**
+ * Start `run` (an object naming its window) as `s.running`: `call(signal)`
+ * runs user code with a fresh `AbortSignal` (none where `AbortController` is
+ * missing); once what it returned or threw settles, `finish(s, run, ok, value)`.
+ * The drivers with runs in flight (`debounceAsync`, `bindSearch`) share this.
+ */
+export function startRun(s, run, call, finish) {
+  run.controller = typeof AbortController === 'function' ? new AbortController() : undefined;
+  s.running = run;
+  let returned;
+  try {
+    returned = Promise.resolve(call(run.controller?.signal));
+  } catch (error) {
+    returned = Promise.reject(error);
+  }
+  returned.then(
+    (value) => finish(s, run, true, value),
+    (error) => finish(s, run, false, error),
+  );
+}
+
+/** Abort the signal of `run` (if any) with `reason`. */
+export const abort = (run, reason) => run?.controller?.abort(reason);
+
 /** Refuse what is not a function. */
 export function needFunction(value, name) {
   if (typeof value !== 'function') throw typeError('`' + name + '` must be a function');

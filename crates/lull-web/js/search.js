@@ -4,7 +4,7 @@
 import { DROPPED, FIRE, seed } from './engine.js';
 import { full } from './full.js';
 import { count, created, timing, waitOf } from './options.js';
-import { clear, domError, follow, needFunction, now, own, reportLater, typeError, weak } from './runtime.js';
+import { abort, clear, domError, follow, needFunction, now, own, reportLater, startRun, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
 const KEY = 0;
@@ -41,7 +41,7 @@ function stop(s) {
   s.e.keyed_cancel(s.h, KEY, now());
   const running = s.running;
   s.running = undefined;
-  running?.controller?.abort(domError('search cancelled', 'AbortError'));
+  abort(running, domError('search cancelled', 'AbortError'));
   pump(s);
 }
 
@@ -71,7 +71,7 @@ function start(s, window) {
   s.queries.delete(window);
   const stale = s.running;
   s.running = undefined;
-  stale?.controller?.abort(domError('superseded by a newer query', 'AbortError'));
+  abort(stale, domError('superseded by a newer query', 'AbortError'));
   if (s.cache.has(query)) {
     const results = s.cache.get(query);
     remember(s, query, results);
@@ -79,19 +79,7 @@ function start(s, window) {
     call(s, 'onResults', results, query);
     return;
   }
-  const controller = typeof AbortController === 'function' ? new AbortController() : undefined;
-  const run = { window, controller, query };
-  s.running = run;
-  let returned;
-  try {
-    returned = Promise.resolve(s.callbacks.search.call(s.options, query, controller?.signal));
-  } catch (error) {
-    returned = Promise.reject(error);
-  }
-  returned.then(
-    (results) => finish(s, run, true, results),
-    (error) => finish(s, run, false, error),
-  );
+  startRun(s, { window, query }, (signal) => s.callbacks.search.call(s.options, query, signal), finish);
 }
 
 /** Keep `results` as the most recent entry of the LRU cache. */
