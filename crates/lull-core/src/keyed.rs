@@ -213,6 +213,12 @@ impl<K: Ord + Clone> Keyed<K> {
         self.lanes.get(key).is_some_and(|lane| lane.pending())
     }
 
+    /// The quiet period in force for `key` (ms): fixed, or as learned; `None`
+    /// if the group does not hold it.
+    pub fn wait_ms(&self, key: &K) -> Option<u64> {
+        self.lanes.get(key).map(|lane| lane.wait_ms())
+    }
+
     /// `key`'s full state, if the group holds it.
     pub fn status(&self, key: &K) -> Option<Status> {
         self.lanes.get(key).map(|lane| lane.status())

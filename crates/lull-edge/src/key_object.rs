@@ -35,6 +35,7 @@ use crate::delivery::{Delivery, Payload, idempotency_key};
 use crate::key::Key;
 use crate::key_state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
 use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, WindowRow, Write};
+use crate::timeline::{TIMELINE_KEEP, Timeline};
 use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
 
 /// Dead letters per page at most (`GET …/dead-letters?limit=`).
@@ -86,6 +87,13 @@ pub enum Request {
     ReplayAll,
     /// Forget one dead letter and its events.
     Discard(WindowId),
+    /// The key's recent log lines (see [`Timeline`]): entries numbered after `after`, at most `limit`.
+    Timeline {
+        /// Start after this entry number.
+        after: Option<u64>,
+        /// Page size (capped at [`TIMELINE_KEEP`]).
+        limit: usize,
+    },
 }
 
 /// The answer to a request: an HTTP status and a JSON body.
@@ -104,6 +112,8 @@ pub struct KeyObject<S, H, O> {
     outbound: O,
     loaded: RefCell<Option<Loaded>>,
     alarm_failures: Cell<u32>,
+    /// What the key committed lately; kept across a reload, lost when the object stops.
+    timeline: RefCell<Timeline>,
 }
 
 /// The key in memory, as loaded from storage.
@@ -280,7 +290,8 @@ impl Loaded {
 impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     /// A key over its storage, host and outbound call; nothing is read until the first call.
     pub fn new(store: S, host: H, outbound: O) -> Self {
-        KeyObject { store, host, outbound, loaded: RefCell::new(None), alarm_failures: Cell::new(0) }
+        let timeline = RefCell::new(Timeline::new(host.now()));
+        KeyObject { store, host, outbound, loaded: RefCell::new(None), alarm_failures: Cell::new(0), timeline }
     }
 
     /// The storage (for tests and the shell).
@@ -464,8 +475,11 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     }
                     Ok(())
                 });
+                let at = self.host.now();
+                let mut timeline = self.timeline.borrow_mut();
                 for line in &batch.logs {
                     self.host.log(line);
+                    timeline.push(at, line);
                 }
                 Ok(())
             }
@@ -507,6 +521,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 let count = l.ks.engine().dead_letters().len();
                 Ok(Reply { status: 200, body: json!({"dead_letters": page, "count": count, "next_after": next}) })
             }),
+            Request::Timeline { after, limit } => {
+                let body = self.timeline.borrow().page(after, limit.clamp(1, TIMELINE_KEEP));
+                Ok(Reply { status: 200, body })
+            }
             Request::Flush => self.change(|l, log, now| Ok(l.ks.flush(now, log))).await,
             Request::Cancel => self.change(|l, log, now| Ok(l.ks.cancel(now, log))).await,
             Request::Replay(window) => {

@@ -10,7 +10,9 @@
 //! - [`route`]: methods and paths to operations, and bearer-token access;
 //! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation;
 //! - [`ports`]: what the key's logic needs from where it runs (storage, host, outbound call);
-//! - [`key_object`]: the key's whole logic over those ports (the Durable Object is a shell around it).
+//! - [`key_object`]: the key's whole logic over those ports (the Durable Object is a shell around it);
+//! - [`timeline`]: a key's recent log lines, bounded, for its timeline route;
+//! - [`places`]: the demo's search index (the demo page's search endpoint).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -19,9 +21,11 @@ pub mod delivery;
 pub mod key;
 pub mod key_object;
 pub mod key_state;
+pub mod places;
 pub mod ports;
 pub mod route;
 pub mod signing;
+pub mod timeline;
 pub mod topic;
 
 #[cfg(target_arch = "wasm32")]

@@ -25,6 +25,8 @@ pub enum Op {
     ReplayAll,
     /// `DELETE …/dead-letters/{window}`: forget one and its events.
     Discard(WindowId),
+    /// `GET …/timeline`: the key's recent events, fires and deliveries.
+    Timeline,
 }
 
 impl Op {
@@ -44,6 +46,7 @@ impl Op {
             Op::Replay(_) => "replay",
             Op::ReplayAll => "replay-all",
             Op::Discard(_) => "discard",
+            Op::Timeline => "timeline",
         }
     }
 
@@ -70,6 +73,7 @@ impl Op {
                 "cancel" => Op::Cancel,
                 "dead-letters" => Op::DeadLetters,
                 "replay-all" => Op::ReplayAll,
+                "timeline" => Op::Timeline,
                 _ => return None,
             },
         })
@@ -109,6 +113,17 @@ pub fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u
     Ok((after, limit))
 }
 
+/// The demo page's endpoints (served with the demo sink only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemoRoute {
+    /// `GET /demo/search?q=`: search the places.
+    Search,
+    /// `GET /demo/searches`: the queries the search endpoint received lately.
+    Searches,
+    /// `GET /demo/places`: how many places there are (and load them).
+    Places,
+}
+
 /// A request the router understood.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -119,6 +134,16 @@ pub enum Route {
         /// `true` for `POST`.
         post: bool,
     },
+    /// `PUT /sink/failing/{key}` (`on`) or `DELETE` (off): the demo receiver
+    /// refuses (`503`) or accepts deliveries of that key again.
+    SinkFailing {
+        /// The key whose deliveries to refuse.
+        key: Key,
+        /// `true` for `PUT`.
+        on: bool,
+    },
+    /// `GET /demo/…`: the demo page's endpoints.
+    Demo(DemoRoute),
     /// An operation on one key of one topic.
     Key {
         /// The topic name (checked for shape, not yet for existence).
@@ -148,6 +173,18 @@ impl Route {
         match parts.as_slice() {
             ["healthz"] => method_check(method, "GET").map(|()| Route::Health),
             ["sink"] => method_check(method, "GET, POST").map(|()| Route::Sink { post: method == "POST" }),
+            ["sink", "failing", key] => {
+                method_check(method, "PUT, DELETE")?;
+                Ok(Route::SinkFailing { key: Key::from_path_segment(key)?, on: method == "PUT" })
+            }
+            ["demo", page @ ("search" | "searches" | "places")] => {
+                method_check(method, "GET")?;
+                Ok(Route::Demo(match *page {
+                    "search" => DemoRoute::Search,
+                    "searches" => DemoRoute::Searches,
+                    _ => DemoRoute::Places,
+                }))
+            }
             ["v1", "topics", topic, "keys", key, rest @ ..] => {
                 let (op, allowed) = match rest {
                     [] if method == "DELETE" => (Op::Cancel, "GET, DELETE"),
@@ -155,6 +192,7 @@ impl Route {
                     ["events"] => (Op::Event, "POST"),
                     ["flush"] => (Op::Flush, "POST"),
                     ["dead-letters"] => (Op::DeadLetters, "GET"),
+                    ["timeline"] => (Op::Timeline, "GET"),
                     ["dead-letters", "retry"] => (Op::ReplayAll, "POST"),
                     ["dead-letters", window] => {
                         let window = window.parse::<u64>().map_err(|_| not_found())?;
@@ -242,10 +280,11 @@ mod tests {
         assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(Op::Cancel));
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/flush"), Ok(Op::Flush));
         assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/dead-letters"), Ok(Op::DeadLetters));
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/timeline"), Ok(Op::Timeline));
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/7/retry"), Ok(Op::Replay(WindowId(7))));
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/retry"), Ok(Op::ReplayAll));
         assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42/dead-letters/7"), Ok(Op::Discard(WindowId(7))));
-        for op in [Op::Event, Op::Status, Op::Flush, Op::Cancel, Op::DeadLetters, Op::ReplayAll] {
+        for op in [Op::Event, Op::Status, Op::Flush, Op::Cancel, Op::DeadLetters, Op::ReplayAll, Op::Timeline] {
             assert_eq!(Op::from_object_path(&op.object_path()), Some(op));
         }
         for op in [Op::Replay(WindowId(3)), Op::Discard(WindowId(4))] {
@@ -253,6 +292,12 @@ mod tests {
         }
         assert_eq!(Op::from_object_path("/replay/x"), None);
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
+        assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
+        assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
+        assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));
+        let Ok(Route::SinkFailing { key, on: true }) = Route::parse("PUT", "/sink/failing/doc%201") else { panic!() };
+        assert_eq!(key.as_str(), "doc 1");
+        assert!(matches!(Route::parse("DELETE", "/sink/failing/d"), Ok(Route::SinkFailing { on: false, .. })));
         let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
             panic!()
         };
@@ -268,6 +313,10 @@ mod tests {
         assert_eq!(code("GET", "/v1/topics/t/keys/k/events"), "method_not_allowed");
         assert_eq!(code("PUT", "/v1/topics/t/keys/k"), "method_not_allowed");
         assert_eq!(code("POST", "/healthz"), "method_not_allowed");
+        assert_eq!(code("POST", "/demo/search"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/other"), "not_found");
+        assert_eq!(code("GET", "/sink/failing/d"), "method_not_allowed");
+        assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/t/keys//events"), "invalid_key");
         assert_eq!(code("POST", &format!("/v1/topics/t/keys/{}/events", "k".repeat(513))), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/t/keys/%FF/events"), "invalid_key");

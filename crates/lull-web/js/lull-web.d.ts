@@ -134,6 +134,8 @@ export interface SearchBinding {
   flush(): void;
   /** Drop the pending query and abort the running request (what Escape does). */
   cancel(): void;
+  /** The quiet period in force (ms): `wait`, or with `"auto"` what it learned from the typing (`undefined` before any). */
+  wait(): number | undefined;
   /** Whether a query waits or a request is running. */
   pending(): boolean;
 }

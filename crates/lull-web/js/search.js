@@ -150,6 +150,13 @@ class SearchBinding {
     stop(this.#s);
   }
 
+  /** The quiet period in force (ms): `wait`, or with `"auto"` what it learned from the typing (`undefined` before any). */
+  wait() {
+    const s = this.#s;
+    const ms = s.e.keyed_wait(s.h, KEY);
+    return ms < 0 ? s.fixed : ms;
+  }
+
   /** Whether a query waits or a request is running. */
   pending() {
     return this.#s.e.keyed_pending(this.#s.h, KEY) === 1 || this.#s.running !== undefined;
@@ -176,6 +183,7 @@ export function bindSearch(input, options) {
   const e = full();
   // Only `wait` and `maxWait` count here: a search runs on the trailing edge, superseding.
   const policy = timing(wait === undefined ? 250 : waitOf(wait), { maxWait: options.maxWait }, false, true);
+  const fixed = policy[0] < 0 ? undefined : policy[0];
   const h = created(e.keyed_create(seed(), ...policy, 1, -1));
   const s = {
     e,
@@ -185,6 +193,7 @@ export function bindSearch(input, options) {
     callbacks,
     minLength,
     capacity,
+    fixed,
     composing: false,
     latest: '',
     queries: new Map(),

@@ -128,6 +128,12 @@ exports! {
         } as u32)
     }
 
+    /// The quiet period in force for `key` (ms, as learned with an adaptive
+    /// wait), or -1 if the group does not hold it.
+    pub fn keyed_wait(h: u32, key: u32) -> f64 {
+        with(h, -1.0, |g| g.wait_ms(&key).map_or(-1.0, |ms| ms as f64))
+    }
+
     /// Whether the group still holds `key` (1 or 0): an idle key is forgotten.
     pub fn keyed_has(h: u32, key: u32) -> u32 {
         with(h, 0, |g| g.contains(&key) as u32)

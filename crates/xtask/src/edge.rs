@@ -47,6 +47,16 @@ pub fn tests(root: &Path, tools: &Tools) -> Result<(), String> {
     steps::run("edge tests (workerd)", root, &mut cmd)
 }
 
+/// The demo page's end-to-end tests in `tests/browser`: wrangler dev serving
+/// the page and the API, driven by playwright in Chromium.
+pub fn demo_tests(root: &Path, tools: &Tools) -> Result<(), String> {
+    build(root)?;
+    let mut cmd = Command::new(&tools.node22);
+    cmd.args(["--test", "--test-concurrency=1", "--test-reporter=spec", "tests/browser/*.test.mjs"]);
+    offline(&mut cmd, root);
+    steps::run("demo tests (wrangler dev, Chromium)", root, &mut cmd)
+}
+
 /// The edge benchmark: lull-edge vs a plain JavaScript Durable Object vs a no-op one.
 pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
     build(root)?;

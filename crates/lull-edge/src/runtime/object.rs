@@ -17,6 +17,7 @@ use crate::key::Key;
 use crate::key_object::{DEFAULT_PAGE, KeyObject, MAX_PAGE, Request as KeyRequest};
 use crate::ports::{Host, StoreError};
 use crate::route::{Op, page, producer_key};
+use crate::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
 #[durable_object]
@@ -73,6 +74,10 @@ impl KeyWindow {
             Op::Replay(window) => KeyRequest::Replay(window),
             Op::ReplayAll => KeyRequest::ReplayAll,
             Op::Discard(window) => KeyRequest::Discard(window),
+            Op::Timeline => {
+                let (after, limit) = page(query.as_deref(), TIMELINE_PAGE, TIMELINE_KEEP)?;
+                KeyRequest::Timeline { after, limit }
+            }
         };
         let reply = self.key.request(topic, &key, request).await?;
         http::json(reply.status, &reply.body).map_err(internal)

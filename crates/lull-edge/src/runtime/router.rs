@@ -6,7 +6,7 @@ use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
 use super::config::{self, KEY_WINDOW_BINDING};
 use super::http::{self, internal};
-use super::sink;
+use super::{demo, sink};
 use crate::api_error::ApiError;
 use crate::key::{Key, object_name};
 use crate::route::{Op, Route, Tokens, producer_key};
@@ -35,6 +35,8 @@ async fn handle(mut req: Request, env: &Env) -> Result<Response, ApiError> {
             http::json(200, &serde_json::json!({"ok": true, "topics": topics})).map_err(internal)
         }
         Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
+        Route::SinkFailing { key, on } => sink::failing(&config, &key, on, &tokens, auth.as_deref()),
+        Route::Demo(page) => demo::handle(req, env, &config, page).await,
         Route::Key { topic, key, op } => {
             tokens.authorize(auth.as_deref(), op)?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;

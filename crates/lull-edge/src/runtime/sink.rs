@@ -1,9 +1,12 @@
 //! The demo receiver (`LULL_DEMO_SINK = "on"`, for local use): `POST /sink`
 //! verifies the signature and keeps the delivery; `GET /sink` (admin token)
-//! lists the last ones. It lives in the isolate's memory: a demo, not a store.
+//! lists the last ones. `PUT /sink/failing/{key}` makes it refuse that key's
+//! deliveries (`503`, kept in the list as refused) until `DELETE`, to show
+//! retries, dead letters and replays. It lives in the isolate's memory: a
+//! demo, not a store.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
 use worker::{Request, Response};
@@ -12,13 +15,43 @@ use super::config::Config;
 use super::http::{self, internal, now_ms};
 use crate::api_error::ApiError;
 use crate::delivery::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
+use crate::key::Key;
 use crate::route::{Op, Tokens};
 use crate::signing;
 
 const KEEP: usize = 100;
+/// Keys the sink refuses at most at once.
+const MAX_FAILING: usize = 64;
 
 thread_local! {
     static RECEIVED: RefCell<VecDeque<Value>> = const { RefCell::new(VecDeque::new()) };
+    static FAILING: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+}
+
+/// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
+pub fn failing(
+    config: &Config,
+    key: &Key,
+    on: bool,
+    tokens: &Tokens<'_>,
+    auth: Option<&str>,
+) -> Result<Response, ApiError> {
+    if !config.demo_sink {
+        return Err(ApiError::NotFound("route \"/sink/failing\"".into()));
+    }
+    tokens.authorize(auth, Op::Status)?;
+    let failing = FAILING.with_borrow_mut(|f| {
+        if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
+            return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
+        }
+        if on {
+            f.insert(key.as_str().to_string());
+        } else {
+            f.remove(key.as_str());
+        }
+        Ok(f.iter().cloned().collect::<Vec<_>>())
+    })?;
+    http::json(200, &json!({"failing": failing})).map_err(internal)
 }
 
 /// Serve `/sink`.
@@ -35,7 +68,8 @@ pub async fn handle(
     if !post {
         tokens.authorize(auth, Op::Status)?;
         let received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
-        return http::json(200, &json!({"received": received})).map_err(internal);
+        let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
+        return http::json(200, &json!({"received": received, "failing": failing})).map_err(internal);
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let (signature, idempotency_key, attempt) =
@@ -50,15 +84,22 @@ pub async fn handle(
         return http::json(401, &json!({"error": {"code": "bad_signature", "message": why}})).map_err(internal);
     };
     let delivery: Value = serde_json::from_slice(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    let refused = delivery["key"].as_str().is_some_and(|k| FAILING.with_borrow(|f| f.contains(k)));
+    let status = if refused { 503 } else { 200 };
     let entry = json!({"received_at": now_ms(), "idempotency_key": idempotency_key, "attempt": attempt,
-                       "delivery": delivery});
+                       "status": status, "delivery": delivery});
     let duplicate = RECEIVED.with_borrow_mut(|r| {
-        let seen = r.iter().any(|e| e["idempotency_key"] == entry["idempotency_key"]);
+        let accepted = |e: &Value| e["status"] == 200 && e["idempotency_key"] == entry["idempotency_key"];
+        let seen = r.iter().any(accepted);
         r.push_back(entry);
         while r.len() > KEEP {
             r.pop_front();
         }
         seen
     });
+    if refused {
+        let error = json!({"error": {"code": "sink_failing", "message": "this key's deliveries are refused (the demo's failing switch)"}});
+        return http::json(503, &error).map_err(internal);
+    }
     http::json(200, &json!({"ok": true, "duplicate": duplicate})).map_err(internal)
 }

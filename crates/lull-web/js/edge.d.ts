@@ -1,0 +1,87 @@
+/** An answer of lull-edge that is not a success. */
+export class EdgeError extends Error {
+  /** The HTTP status. */
+  readonly status: number;
+  /** The edge's error code (`unauthorized`, `too_many_pending`, …). */
+  readonly code: string;
+}
+
+/** Options of `edge()`. */
+export interface EdgeOptions {
+  /** The worker's origin, e.g. `https://lull.example.com`. */
+  url: string;
+  /** A bearer token: the ingest token may only send; the rest takes the admin token. */
+  token: string;
+  /** Tries after a network error, `429` or `5xx` (after `Retry-After` or a jittered backoff). Default 4. */
+  retries?: number;
+  /** The `fetch` to use. Default `globalThis.fetch`. */
+  fetch?: typeof fetch;
+}
+
+/** Options of `send`. */
+export interface SendOptions {
+  /** Coalesce sends of this key in the page for this quiet period (ms) first. Default 0: send now. */
+  debounce?: number;
+  /** Longest the page holds a burst (ms). */
+  maxWait?: number;
+  /** What the coalesced event carries: the last payload (default) or all of them as an array. */
+  combine?: "last" | "all";
+}
+
+/** The edge's answer to a send. */
+export interface Sent {
+  /** The edge's window the event joined. */
+  window: number;
+  /** The event's sequence number at the key. */
+  seq: number;
+  /** The `Idempotency-Key` it was sent (and retried) with. */
+  idempotencyKey: string;
+  /** How many `send` calls it carried. */
+  count: number;
+}
+
+/** One entry of a key's timeline: a log line of the key, with its number `n` and time `t`. */
+export interface TimelineEntry {
+  n: number;
+  t: number;
+  /** `accept`, `fire`, `queued`, `deliver`, `retry`, `timeout`, `dead_letter`, `cancel`, `replay`, … */
+  lull: string;
+  [field: string]: unknown;
+}
+
+/** A page of a key's timeline. */
+export interface Timeline {
+  timeline: TimelineEntry[];
+  /** Pass as `after` to get only newer entries. */
+  next_after: number | null;
+  /** When the key's object started keeping it (unix ms); a change means it restarted. */
+  since: number;
+  /** Entries kept at most. */
+  kept: number;
+  /** Entries dropped past that bound. */
+  dropped: number;
+}
+
+/** A client of one lull-edge. */
+export interface EdgeClient {
+  /** Send `payload` as an event of `key` (coalesced in the page first with `debounce`). */
+  send(topic: string, key: string, payload: unknown, options?: SendOptions): Promise<Sent>;
+  /** Hand over what the page holds (for `key`, or all), then fire the edge's open window of `key`. */
+  flush(topic?: string, key?: string): Promise<Record<string, unknown> | undefined>;
+  /** Drop what the page holds for `key` (its sends reject with an `AbortError`) and cancel the edge's open window. */
+  cancel(topic: string, key: string): Promise<Record<string, unknown>>;
+  /** The key's status at the edge. */
+  status(topic: string, key: string): Promise<Record<string, unknown>>;
+  /** The key's recent events, fires and deliveries. */
+  timeline(topic: string, key: string, options?: { after?: number; limit?: number }): Promise<Timeline>;
+  /** Whether the page holds sends not yet handed over (for `key`, or any). */
+  pending(topic?: string, key?: string): boolean;
+  /** Hand over what the page holds and stop listening for the page being hidden. */
+  close(): void;
+}
+
+/**
+ * A client of lull-edge. Sends held in the page are handed over (with
+ * `fetch`'s `keepalive`) when the page is hidden.
+ */
+export function edge(options: EdgeOptions): EdgeClient;

@@ -1,0 +1,192 @@
+// `lull-web/edge`: a browser client for lull-edge. `send` coalesces a burst
+// in the page first (lull's debounce, per topic and key), then hands the
+// window to the edge under the same key, with an `Idempotency-Key` the
+// retries repeat; what the page holds is sent with `keepalive` when it is
+// hidden. Its own entry: debounce-only apps don't pay for it.
+
+import { debounce } from './debounce.js';
+import { onHide, typeError } from './runtime.js';
+
+/** An answer of the edge that is not a success: its HTTP status and error code. */
+export class EdgeError extends Error {
+  constructor(status, code, message) {
+    super(`lull-edge: ${status} ${code}: ${message}`);
+    this.name = 'EdgeError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// A body the browser still sends when the page goes: keepalive's quota is 64 KiB in flight.
+const KEEPALIVE_BYTES = 60 * 1024;
+const isHidden = () => typeof document !== 'undefined' && document.visibilityState === 'hidden';
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+const path = (topic, key) => `/v1/topics/${encodeURIComponent(topic)}/keys/${encodeURIComponent(key)}`;
+
+function text(name, value) {
+  if (typeof value !== 'string' || value === '') throw typeError(`\`${name}\` must be a non-empty string`);
+  return value;
+}
+
+/** One request; retried on a network error, `429` and `5xx` (after `Retry-After` or a backoff). */
+async function call(c, method, route, body, headers) {
+  const init = { method, headers: { authorization: `Bearer ${c.token}`, ...headers } };
+  if (body !== undefined) {
+    init.body = body;
+    init.headers['content-type'] = 'application/json';
+    init.keepalive = (c.leaving || isHidden()) && body.length <= KEEPALIVE_BYTES;
+  }
+  for (let attempt = 0; ; attempt++) {
+    let res;
+    try {
+      res = await c.fetch(c.url + route, init);
+    } catch (error) {
+      if (attempt >= c.retries || error?.name === 'AbortError') throw error;
+      await sleep(c.backoff(attempt));
+      continue;
+    }
+    const json = await res.json().catch(() => null);
+    if (res.ok) return json;
+    const again = res.status === 429 || res.status >= 500;
+    if (!again || attempt >= c.retries) {
+      throw new EdgeError(res.status, json?.error?.code ?? 'http_error', json?.error?.message ?? res.statusText);
+    }
+    const after = Number(res.headers.get('retry-after'));
+    await sleep(after > 0 ? after * 1000 : c.backoff(attempt));
+  }
+}
+
+/** Hand a page window to the edge: one event, one `Idempotency-Key` for all its tries. */
+function handOver(c, id, entry) {
+  c.held.delete(id);
+  const body = JSON.stringify(entry.combine === 'all' ? entry.payloads : entry.payloads[entry.payloads.length - 1]);
+  const idempotencyKey = `${c.producer}.${++c.sent}`;
+  const route = path(entry.topic, entry.key) + '/events';
+  call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey }).then(
+    (reply) => entry.waiters.forEach((w) => w.ok({ ...reply, idempotencyKey, count: entry.payloads.length })),
+    (error) => entry.waiters.forEach((w) => w.fail(error)),
+  );
+}
+
+/** Hand over every window the page holds now (the page is being hidden, or `flush()`). */
+function handOverAll(c, topic, key) {
+  for (const entry of [...c.held.values()]) {
+    if ((topic === undefined || entry.topic === topic) && (key === undefined || entry.key === key)) entry.run.flush();
+  }
+}
+
+/** A client of one lull-edge, made by `edge()`. */
+class EdgeClient {
+  #c;
+
+  constructor(c) {
+    this.#c = c;
+  }
+
+  /**
+   * Send `payload` (JSON) as an event of `key`. With `debounce` (ms), sends
+   * within that quiet period (and at most `maxWait` apart) coalesce in the
+   * page into one event: the last payload, or all of them as an array with
+   * `combine: "all"`. Resolves with the edge's `{ window, seq }` (plus the
+   * `idempotencyKey` used and the `count` of sends it carried).
+   */
+  send(topic, key, payload, options = {}) {
+    const c = this.#c;
+    text('topic', topic);
+    text('key', key);
+    if (JSON.stringify(payload) === undefined) throw typeError('`payload` must be JSON');
+    const { debounce: wait = 0, maxWait, combine = 'last' } = options;
+    if (combine !== 'last' && combine !== 'all') throw typeError('`combine` must be "last" or "all"');
+    const id = `${topic}\u0000${key}`;
+    let entry = c.held.get(id);
+    if (!entry) {
+      entry = { topic, key, combine, payloads: [], waiters: [] };
+      entry.run = debounce(() => handOver(c, id, entry), wait, maxWait === undefined ? {} : { maxWait });
+      c.held.set(id, entry);
+    }
+    entry.payloads.push(payload);
+    const reply = new Promise((ok, fail) => entry.waiters.push({ ok, fail }));
+    if (wait > 0) {
+      entry.run();
+    } else {
+      // Sent at once, with whatever the page held for the key.
+      entry.run.cancel();
+      handOver(c, id, entry);
+    }
+    return reply;
+  }
+
+  /** Hand over now what the page holds (for `key`, or every key), then fire the edge's open window of `key`. */
+  async flush(topic, key) {
+    handOverAll(this.#c, topic, key);
+    if (key === undefined) return undefined;
+    return call(this.#c, 'POST', path(text('topic', topic), text('key', key)) + '/flush');
+  }
+
+  /** Drop what the page holds for `key` (its sends reject) and cancel the edge's open window. */
+  async cancel(topic, key) {
+    const c = this.#c;
+    const entry = c.held.get(`${text('topic', topic)}\u0000${text('key', key)}`);
+    if (entry) {
+      entry.run.cancel();
+      c.held.delete(`${topic}\u0000${key}`);
+      const error = new DOMException('send cancelled', 'AbortError');
+      entry.waiters.forEach((w) => w.fail(error));
+    }
+    return call(c, 'DELETE', path(topic, key));
+  }
+
+  /** The key's status at the edge (admin token). */
+  status(topic, key) {
+    return call(this.#c, 'GET', path(text('topic', topic), text('key', key)));
+  }
+
+  /** The key's recent events, fires and deliveries (admin token): entries numbered after `after`. */
+  timeline(topic, key, { after, limit } = {}) {
+    const query = new URLSearchParams();
+    if (after !== undefined) query.set('after', String(after));
+    if (limit !== undefined) query.set('limit', String(limit));
+    const q = query.toString();
+    return call(this.#c, 'GET', path(text('topic', topic), text('key', key)) + '/timeline' + (q ? '?' + q : ''));
+  }
+
+  /** Whether the page holds sends not yet handed over (for `key`, or any). */
+  pending(topic, key) {
+    for (const entry of this.#c.held.values()) {
+      if ((topic === undefined || entry.topic === topic) && (key === undefined || entry.key === key)) return true;
+    }
+    return false;
+  }
+
+  /** Hand over what the page holds and stop listening for the page being hidden. */
+  close() {
+    handOverAll(this.#c);
+    this.#c.unhook?.();
+  }
+}
+
+/**
+ * A client of the lull-edge at `url` with a bearer `token` (the ingest token
+ * may only send; status, flush, cancel and timeline take the admin token).
+ * `retries` (default 4): tries after a network error, `429` or `5xx`.
+ */
+export function edge({ url, token, retries = 4, fetch: fetchImpl } = {}) {
+  const c = {
+    url: text('url', url).replace(/\/+$/, ''),
+    token: text('token', token),
+    retries,
+    fetch: fetchImpl ?? ((...args) => globalThis.fetch(...args)),
+    held: new Map(),
+    producer: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
+    sent: 0,
+    leaving: false,
+    backoff: (attempt) => Math.random() * Math.min(10_000, 250 * 2 ** attempt),
+  };
+  // Strong: a client with sends held must deliver them when the page goes.
+  c.unhook = onHide(true, c, () => {
+    c.leaving = true;
+    handOverAll(c);
+    c.leaving = false;
+  });
+  return new EdgeClient(c);
+}

