@@ -34,7 +34,7 @@ function describe(e) {
 export function edgePanel() {
   const producer = `tab-${Math.random().toString(36).slice(2, 6)}`;
   const client = edge({ url: location.origin, token: TOKEN });
-  const state = { producer, key: '', sends: 0, handedOver: [], timeline: [], since: undefined, after: undefined, sink: [], status: undefined, errors: [] };
+  const state = { producer, key: '', pending: () => client.pending(), sends: 0, handedOver: [], timeline: [], since: undefined, after: undefined, sink: [], status: undefined, errors: [] };
   $('producer').textContent = producer;
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
   if (fromHash) $('doc').value = fromHash;
@@ -88,6 +88,7 @@ export function edgePanel() {
   function renderStatus(s) {
     state.status = s;
     $('s-state').textContent = s.state;
+    $('edge-wait').textContent = `${s.wait_ms.toLocaleString('en')} ms`;
     const open = s.open && s.open.span.last - s.open.span.first + 1;
     $('s-window').textContent = s.open ? `${s.open.window} (${open} event${open === 1 ? '' : 's'})` : 'none';
     $('s-events').textContent = s.stats.events;
@@ -154,7 +155,7 @@ export function edgePanel() {
   const row = { accept: 0, fire: 1, retry: 1, queued: 1, cancel: 1, deliver: 2, dead_letter: 2 };
   liveTimeline($('edge-timeline'), {
     rows: ['events', 'fires', 'deliveries'],
-    span: 60_000,
+    span: 20_000,
     now: () => Date.now(),
     marks: () =>
       state.timeline

@@ -31,7 +31,7 @@ export function liveTimeline(svg, { rows, span, now, marks, keep = 500 }) {
       children.push(el('text', { x: 4, y: y + rowHeight / 2 + 4 }, name));
     });
     for (let s = 0; s <= span; s += span / 5) {
-      children.push(el('text', { x: x(t - s) - (s === 0 ? 14 : 8), y: height - 2 }, s === 0 ? 'now' : `-${s / 1000}s`));
+      children.push(el('text', { x: x(t - s) - (s === 0 ? 24 : 8), y: height - 2 }, s === 0 ? 'now' : `-${s / 1000}s`));
     }
     for (const m of all) {
       const end = m.until ?? t;
@@ -43,7 +43,11 @@ export function liveTimeline(svg, { rows, span, now, marks, keep = 500 }) {
       } else {
         children.push(el('rect', { class: m.kind, x: x(m.at) - 1.5, y: y + rowHeight * 0.2, width: 3, height: rowHeight * 0.6 }));
       }
-      if (m.label) children.push(el('text', { x: x(m.at) + 3, y: y + rowHeight * 0.2 - 1 }, m.label));
+      if (m.label) {
+        const at = x(m.at);
+        const right = at > WIDTH - 90; // near the right edge: the label ends at its mark
+        children.push(el('text', { x: right ? at - 3 : at + 3, y: y + rowHeight * 0.2 - 1, 'text-anchor': right ? 'end' : 'start' }, m.label));
+      }
     }
     svg.replaceChildren(...children);
     requestAnimationFrame(draw);

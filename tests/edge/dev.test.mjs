@@ -4,32 +4,12 @@
 // topic pointed at this run's own sink and the secrets of .dev.vars.example.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { resolve } from "node:path";
-import { client, freePort, stateDir, until } from "./harness.mjs";
-
-const root = resolve(import.meta.dirname, "../..");
+import { client, startWranglerDev, until } from "./harness.mjs";
 
 test("wrangler dev serves the API and delivers the README's event to the demo sink", { timeout: 240_000 }, async () => {
-  const [port, inspector] = [await freePort(), await freePort()];
-  const state = stateDir();
-  const topics = { demo: { target: `http://127.0.0.1:${port}/sink`, wait_ms: 300, payload: "all" } };
-  const wrangler = spawn(
-    process.execPath,
-    [
-      resolve(import.meta.dirname, "node_modules/wrangler/bin/wrangler.js"),
-      "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-      "--persist-to", state.dir, "--show-interactive-dev-session=false", "--log-level", "warn",
-      "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(topics)}`,
-    ],
-    { cwd: root, detached: true, stdio: ["ignore", "pipe", "pipe"], env: process.env },
-  );
-  let output = "";
-  wrangler.stdout.on("data", (c) => (output += c));
-  wrangler.stderr.on("data", (c) => (output += c));
+  const dev = await startWranglerDev((base) => ({ demo: { target: `${base}/sink`, wait_ms: 300, payload: "all" } }));
   try {
-    const base = `http://127.0.0.1:${port}`;
-    await until(async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 180_000, `wrangler dev: ${output}`);
+    const base = dev.base;
     const ingest = client(base, "dev-ingest-token");
     const accepted = await ingest.event("demo", "doc-1", { edit: 1 });
     assert.equal(accepted.status, 202);
@@ -43,9 +23,11 @@ test("wrangler dev serves the API and delivers the README's event to the demo si
     assert.deepEqual(sink[0].delivery.events, [{ edit: 1 }]);
     assert.equal(sink[0].delivery.reason, "quiet");
     assert.equal((await client(base, "dev-ingest-token").call("GET", "/sink")).status, 403);
+    // The demo page is served from the static assets, the API by the worker.
+    const page = await fetch(`${base}/`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<title>lull/);
   } finally {
-    process.kill(-wrangler.pid, "SIGTERM");
-    await new Promise((ok) => (wrangler.exitCode !== null ? ok() : wrangler.on("exit", ok)));
-    state.cleanup();
+    await dev.stop();
   }
 });

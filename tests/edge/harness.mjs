@@ -1,5 +1,6 @@
 // A local lull-edge on workerd (Miniflare, from the worker-build output) and
 // a receiver on 127.0.0.1, for the end-to-end tests and the benchmark.
+import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createTcpServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -61,6 +62,49 @@ export async function startEdge({ topics, persist, logs = [] }) {
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { mf, url, logs, stop: () => mf.dispose() };
+}
+
+/**
+ * What `cargo xtask dev` runs: `wrangler dev` on workerd with wrangler.toml's
+ * build command, bindings, migration and static assets (the demo page), on
+ * free ports, with the secrets of .dev.vars.example and `topics` as
+ * LULL_TOPICS (the demo topic pointed at this run's own sink, `{base}/sink`).
+ * Stopped (by its process group) with `stop()`; `output()` is what it printed.
+ */
+export async function startWranglerDev(topics) {
+  const [port, inspector] = [await freePort(), await freePort()];
+  const base = `http://127.0.0.1:${port}`;
+  const state = stateDir();
+  const resolved = typeof topics === "function" ? topics(base) : topics;
+  const wrangler = spawn(
+    process.execPath,
+    [
+      join(root, "tests/edge/node_modules/wrangler/bin/wrangler.js"),
+      "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+      "--persist-to", state.dir, "--show-interactive-dev-session=false", "--log-level", "warn",
+      "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(resolved)}`,
+    ],
+    { cwd: root, detached: true, stdio: ["ignore", "pipe", "pipe"], env: process.env },
+  );
+  let output = "";
+  wrangler.stdout.on("data", (c) => (output += c));
+  wrangler.stderr.on("data", (c) => (output += c));
+  const stop = async () => {
+    if (wrangler.exitCode === null) {
+      try {
+        process.kill(-wrangler.pid, "SIGTERM");
+      } catch {}
+      await new Promise((ok) => (wrangler.exitCode !== null ? ok() : wrangler.on("exit", ok)));
+    }
+    state.cleanup();
+  };
+  try {
+    await until(async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 180_000, `wrangler dev: ${output}`);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { base, stop, output: () => output };
 }
 
 /** Verify a `Lull-Signature` header the way a receiver should. */

@@ -18,6 +18,8 @@ const version = (dir) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf
 
 const DEBOUNCE_THROTTLE = 'debounce + throttle';
 const EVERYTHING = 'everything';
+// lull-web/edge, its own entry (not in "everything": apps that only debounce don't pay for it).
+const EDGE_CLIENT = 'edge client (lull-web/edge)';
 const BASELINE = 'no library (stubs)';
 
 // The peers, each with the import line that brings `debounce` and `throttle`
@@ -114,6 +116,8 @@ function apps(lull) {
     { library: BASELINE, app: EVERYTHING, assets: [], source: `${stubs(everything)}\nglobalThis.lull = { ${everything.join(', ')} };\n` },
     { library: 'lull-web', app: DEBOUNCE_THROTTLE, assets: lull.assets, source: lullApp(['debounce', 'throttle'], wireButton((ms) => ms)) },
     { library: 'lull-web', app: EVERYTHING, assets: lull.assets, source: lullApp(everything, `globalThis.lull = { ${everything.join(', ')} };`) },
+    { library: BASELINE, app: EDGE_CLIENT, assets: [], source: `${stubs(['edge', 'EdgeError'])}\nglobalThis.lull = { edge, EdgeError };\n` },
+    { library: 'lull-web', app: EDGE_CLIENT, assets: lull.assets, source: `import { edge, EdgeError } from 'lull-web/edge';\nglobalThis.lull = { edge, EdgeError };\n` },
     ...PEERS.map((peer) => ({ library: peer.name, app: DEBOUNCE_THROTTLE, assets: [], source: `${peer.imports}\n${wireButton(peer.wait)}\n` })),
   ];
 }
@@ -154,6 +158,7 @@ export async function consumerSizes(pkg) {
       apps: {
         [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once',
         [EVERYTHING]: `lull-web only: imports and references every export of its JS entry (${lull.exports.join(', ')}); peers are compared on debounce + throttle`,
+        [EDGE_CLIENT]: 'lull-web only: imports edge and EdgeError from lull-web/edge (the browser client for lull-edge, with the debounce it coalesces with)',
       },
       versions: {
         vite: version(join(modules, 'vite')),
@@ -199,6 +204,7 @@ export function printConsumerSizes(sizes) {
     }
   }
   console.log(`  ${EVERYTHING}: ${sizes.apps[EVERYTHING]}`);
+  console.log(`  ${EDGE_CLIENT}: ${sizes.apps[EDGE_CLIENT]}`);
   const ratios = Object.entries(sizes.vite_gzip_ratio_lull_web_to_peer).map(([peer, r]) => `${peer} ${r.toFixed(1)}x`);
   console.log(`lull-web / peer, Vite gzip, ${DEBOUNCE_THROTTLE}: ${ratios.join(', ')}`);
 }

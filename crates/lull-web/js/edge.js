@@ -56,23 +56,27 @@ async function call(c, method, route, body, headers) {
   }
 }
 
-/** Hand a page window to the edge: one event, one `Idempotency-Key` for all its tries. */
+/** Hand a page window to the edge: one event, one `Idempotency-Key` for all its tries. Settles when it is stored. */
 function handOver(c, id, entry) {
   c.held.delete(id);
   const body = JSON.stringify(entry.combine === 'all' ? entry.payloads : entry.payloads[entry.payloads.length - 1]);
   const idempotencyKey = `${c.producer}.${++c.sent}`;
   const route = path(entry.topic, entry.key) + '/events';
-  call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey }).then(
+  return call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey }).then(
     (reply) => entry.waiters.forEach((w) => w.ok({ ...reply, idempotencyKey, count: entry.payloads.length })),
     (error) => entry.waiters.forEach((w) => w.fail(error)),
   );
 }
 
-/** Hand over every window the page holds now (the page is being hidden, or `flush()`). */
+/** Hand over every window the page holds now (for `key`, or all); settles when they are stored (or failed). */
 function handOverAll(c, topic, key) {
+  const sending = [];
   for (const entry of [...c.held.values()]) {
-    if ((topic === undefined || entry.topic === topic) && (key === undefined || entry.key === key)) entry.run.flush();
+    if ((topic === undefined || entry.topic === topic) && (key === undefined || entry.key === key)) {
+      sending.push(entry.run.flush());
+    }
   }
+  return Promise.all(sending);
 }
 
 /** A client of one lull-edge, made by `edge()`. */
@@ -111,14 +115,14 @@ class EdgeClient {
     } else {
       // Sent at once, with whatever the page held for the key.
       entry.run.cancel();
-      handOver(c, id, entry);
+      void handOver(c, id, entry);
     }
     return reply;
   }
 
   /** Hand over now what the page holds (for `key`, or every key), then fire the edge's open window of `key`. */
   async flush(topic, key) {
-    handOverAll(this.#c, topic, key);
+    await handOverAll(this.#c, topic, key);
     if (key === undefined) return undefined;
     return call(this.#c, 'POST', path(text('topic', topic), text('key', key)) + '/flush');
   }

@@ -15,7 +15,8 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::copy(from, to).map(|_| ()).map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))
 }
 
-/// The page's files (www's top level, not its build inputs) with the
+/// The page's files (www's top level, not its build inputs, tools or the
+/// README's screenshot in `img/`) with the
 /// package (as built in `package`, e.g. `target/npm/lull-web`) in
 /// `lull-web/` and the places in `data/places.tsv`.
 pub fn build(root: &Path, tools: &Tools, package: &Path) -> Result<PathBuf, String> {
@@ -30,16 +31,10 @@ pub fn build(root: &Path, tools: &Tools, package: &Path) -> Result<PathBuf, Stri
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         p.is_file() && matches!(ext, "html" | "js" | "css" | "svg" | "png") && !name.starts_with("package")
     };
-    for dir in [www.clone(), www.join("img")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries {
-            let from = entry.map_err(|e| e.to_string())?.path();
-            if page(&from) {
-                let rel = from.strip_prefix(&www).map_err(|e| e.to_string())?;
-                let to = out.join(rel);
-                std::fs::create_dir_all(to.parent().unwrap_or(&out)).map_err(|e| e.to_string())?;
-                copy(&from, &to)?;
-            }
+    for entry in std::fs::read_dir(&www).map_err(|e| format!("{}: {e}", www.display()))? {
+        let from = entry.map_err(|e| e.to_string())?.path();
+        if page(&from) {
+            copy(&from, &out.join(from.file_name().ok_or("a file with no name")?))?;
         }
     }
     for entry in std::fs::read_dir(package).map_err(|e| format!("{}: {e}", package.display()))? {

@@ -1,5 +1,6 @@
 // A plain import: lull-web is ready on import, no `init()`.
 import { debounce, debounceAsync, throttle, type DebouncedFunc } from 'lull-web';
+import { edge, EdgeError, type EdgeClient, type Sent } from 'lull-web/edge';
 
 // When each call began and ended (performance.now(), the engine's clock): the
 // test judges the outcome by the times that happened, not the ones meant.
@@ -22,6 +23,21 @@ const double: DebouncedFunc<(x: number) => number> = debounce((x: number) => {
 export function typesAreReal(): void {
   // @ts-expect-error -- a string is not a number
   double('nope');
+}
+
+// Never run either: lull-web/edge resolves through the package's exports, with its types.
+export async function edgeTypesAreReal(): Promise<number> {
+  const client: EdgeClient = edge({ url: 'https://edge.example', token: 't' });
+  const sent: Sent = await client.send('docs', 'd1', { text: 'x' }, { debounce: 500, combine: 'all' });
+  // @ts-expect-error -- combine is "last" or "all"
+  void client.send('docs', 'd1', 1, { combine: 'first' });
+  const page = await client.timeline('docs', 'd1', { after: sent.seq });
+  try {
+    await client.flush('docs', 'd1');
+  } catch (e) {
+    if (e instanceof EdgeError) return e.status;
+  }
+  return page.timeline.length;
 }
 
 const callTimes: Span[] = [];

@@ -1,0 +1,333 @@
+// The demo page end to end: wrangler dev serving the page (static assets) and
+// the API, Chromium typing into it with real per-key delays. Counts come from
+// the system: the search endpoint's own log of queries, the browser's failed
+// (aborted) requests, the sink's received deliveries, the key's timeline.
+import { after, afterEach, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { SHOTS, ScheduleBroken, startDemo, typeWith, typingDelays, until } from "./harness.mjs";
+
+let demo;
+before(async () => {
+  demo = await startDemo();
+}, { timeout: 240_000 });
+afterEach(async () => {
+  await demo?.closePages();
+});
+after(async () => {
+  await demo?.stop();
+});
+
+/** Run `body(i)`, again (at most `tries` in all) while the machine broke the schedule it needed. */
+async function scheduled(name, body, tries = 3) {
+  for (let i = 1; ; i++) {
+    try {
+      return await body(i);
+    } catch (e) {
+      if (!(e instanceof ScheduleBroken) || i === tries) throw e;
+      console.log(`# ${name}: ${e.message}; again`);
+    }
+  }
+}
+
+const searchesAfter = async (n) => (await demo.api("GET", "/demo/searches")).json.searches.filter((s) => s.n > n);
+const lastSearch = async () => (await demo.api("GET", "/demo/searches")).json.searches.at(-1)?.n ?? 0;
+const text = (page, id) => page.locator(`#${id}`).textContent();
+
+/** The page's search state once the box is settled on `query`. */
+async function settled(page, query) {
+  await page.waitForFunction(
+    (q) => !window.lullDemo.search.binding.pending() && window.lullDemo.search.shown.at(-1)?.query === q,
+    query,
+    { timeout: 20_000 },
+  );
+  return page.evaluate(() => {
+    const s = window.lullDemo.search;
+    return { keystrokes: s.keystrokes, requests: s.requests, shown: s.shown };
+  });
+}
+
+/**
+ * Every request but the last was either answered before the next one was
+ * sent (and its results shown), or still in flight then and aborted.
+ */
+function assertStaleAborted(requests) {
+  requests.forEach((r, i) => {
+    const next = requests[i + 1];
+    if (!next) return assert.equal(r.outcome, "done", `the last request (${r.query}) is answered`);
+    if (r.outcome === "aborted") assert.ok(r.until >= next.at, `${r.query} was aborted by ${next.query}, not before`);
+    else assert.ok(r.outcome === "done" && r.until <= next.at, `${r.query} answered before ${next.query} was sent: ${JSON.stringify(r)}`);
+  });
+}
+
+/** The results the page shows are the endpoint's for `query`. */
+async function assertShows(page, query) {
+  const expected = (await (await fetch(`${demo.base}/demo/search?q=${encodeURIComponent(query)}&latency_ms=0`)).json());
+  assert.match(await text(page, "results-summary"), new RegExp(`^${expected.total.toLocaleString("en")} places? starts? with “${query}”$`));
+  const shown = await page.locator("#results li").allTextContents();
+  assert.equal(shown.length, expected.results.length);
+  expected.results.forEach((p, i) => assert.ok(shown[i].startsWith(p.name), `${shown[i]} is ${p.name}`));
+  assert.ok(expected.results.length > 0 && expected.results.every((p) => p.name.toLowerCase().startsWith(query.toLowerCase())));
+}
+
+describe("search panel", () => {
+  test("on load: no console errors, no failed requests, every control labelled, Tab reaches the box first", async () => {
+    const { page, problems } = await demo.page();
+    await page.waitForFunction(() => /\d/.test(document.getElementById("places-count").textContent));
+    assert.match(await text(page, "places-count"), /^the 171,075$/);
+    const unlabelled = await page.evaluate(() =>
+      [...document.querySelectorAll("input, select, textarea, button")]
+        .filter((c) => !(c.labels?.length || c.getAttribute("aria-label") || (c.tagName === "BUTTON" && c.textContent.trim())))
+        .map((c) => c.outerHTML),
+    );
+    assert.deepEqual(unlabelled, []);
+    await page.keyboard.press("Tab");
+    assert.equal(await page.evaluate(() => document.activeElement.id), "q");
+    await page.waitForTimeout(1500); // the edge panel's first polls
+    assert.deepEqual(problems, []);
+  });
+
+  test("typing with real per-key delays: one search per pause, none more, the final query's results shown, counters agree", { timeout: 120_000 }, async () => {
+    const WAIT = 300; // the page's default fixed wait
+    const bursts = ["Spr", "ing", "field"];
+    await scheduled("typing", async () => {
+      const { page, problems, aborted } = await demo.page({ expectAborts: true });
+      const since = await lastSearch();
+      await page.locator("#q").click();
+      for (const [i, burst] of bursts.entries()) {
+        const delays = typingDelays(burst.length);
+        if (i < bursts.length - 1) delays[delays.length - 1] = 900; // a pause: the search should fire
+        await typeWith(page, burst, delays);
+      }
+      const query = bursts.join("");
+      const s = await settled(page, query);
+      // Judge by the gaps that happened: none may sit near `wait`, where either outcome is right.
+      const gaps = s.keystrokes.slice(1).map((t, i) => t - s.keystrokes[i]);
+      const near = gaps.find((g) => g > WAIT - 100 && g < WAIT + 250);
+      if (near !== undefined) throw new ScheduleBroken(`a gap of ${near.toFixed(0)} ms between keys, too near wait`);
+      const ends = gaps.flatMap((g, i) => (g > WAIT ? [i] : [])).concat(query.length - 1);
+      const expected = ends.map((i) => query.slice(0, i + 1));
+      const reached = await searchesAfter(since);
+      assert.deepEqual(reached.map((r) => r.q), expected, "the endpoint got one search per pause, for the text typed by then");
+      assert.deepEqual(s.requests.map((r) => r.query), expected);
+      assertStaleAborted(s.requests);
+      const abortedHere = s.requests.filter((r) => r.outcome === "aborted").length;
+      assert.equal(aborted.length, abortedHere, "the browser aborted the requests the page counts as aborted");
+      assert.equal(s.shown.length, s.requests.length - abortedHere, "every answered request was shown, no aborted one");
+      await assertShows(page, query);
+      assert.equal(await text(page, "c-keys"), String(query.length));
+      assert.equal(s.keystrokes.length, query.length);
+      assert.equal(await text(page, "c-sent"), String(reached.length));
+      assert.equal(await text(page, "c-aborted"), String(aborted.length));
+      assert.equal(await text(page, "c-shown"), String(s.shown.length));
+      const saved = query.length - reached.length;
+      assert.equal(await text(page, "c-saved"), `${saved} (${Math.round((100 * saved) / query.length)}%)`);
+      assert.equal(await text(page, "c-wait"), "300 ms");
+      assert.deepEqual(problems, []);
+      await page.locator("#search").screenshot({ path: join(SHOTS, "search-panel.png") });
+    });
+  });
+
+  test("a slow server and maxWait: searches fire while typing, each stale one is aborted, only the final one is shown", { timeout: 120_000 }, async () => {
+    await scheduled("slow server", async () => {
+      const { page, problems, aborted } = await demo.page({ expectAborts: true });
+      await page.selectOption("#latency", "1500");
+      await page.fill("#max-wait", "400");
+      await page.dispatchEvent("#max-wait", "change");
+      const since = await lastSearch();
+      await page.locator("#q").click();
+      const query = "Buenos";
+      await typeWith(page, query, typingDelays(query.length, 130, 200));
+      const s = await settled(page, query);
+      const gaps = s.keystrokes.slice(1).map((t, i) => t - s.keystrokes[i]);
+      if (Math.max(...gaps) > 300) throw new ScheduleBroken(`a gap of ${Math.max(...gaps).toFixed(0)} ms while typing`);
+      // Typing lasted over 2 × maxWait: maxWait fired searches mid-burst, each slower than the next one's arrival.
+      assert.ok(s.requests.length >= 2, `searches fired mid-burst: ${JSON.stringify(s.requests)}`);
+      assert.equal((await searchesAfter(since)).length, s.requests.length);
+      assertStaleAborted(s.requests);
+      const abortedHere = s.requests.filter((r) => r.outcome === "aborted").length;
+      assert.equal(abortedHere, s.requests.length - 1, "every search but the last was in flight when the next fired");
+      assert.equal(aborted.length, abortedHere);
+      assert.equal(s.shown.length, 1);
+      await assertShows(page, query);
+      assert.deepEqual(problems, []);
+    });
+  });
+
+  test('wait "auto" shows the quiet period it learned; an IME composition searches only when committed', { timeout: 60_000 }, async () => {
+    const { page, problems } = await demo.page();
+    await page.check('input[name="wait-mode"][value="auto"]');
+    await page.locator("#q").click();
+    await typeWith(page, "Lond", typingDelays(4, 90, 110));
+    await settled(page, "Lond");
+    const learned = await page.evaluate(() => window.lullDemo.search.binding.wait());
+    assert.ok(Number.isFinite(learned) && learned > 0, `learned ${learned}`);
+    assert.equal(await text(page, "c-wait"), `${Math.round(learned)} ms (learned)`);
+    // A composition (what a CJK input method sends): no search until compositionend.
+    await page.fill("#q", "");
+    const since = await lastSearch();
+    await page.evaluate(async () => {
+      const q = document.getElementById("q");
+      q.dispatchEvent(new CompositionEvent("compositionstart", { data: "" }));
+      for (const v of ["b", "be", "bei", "beij", "beijing"]) {
+        q.value = v;
+        q.dispatchEvent(new InputEvent("input", { data: v, isComposing: true, inputType: "insertCompositionText" }));
+        await new Promise((ok) => setTimeout(ok, 120));
+      }
+    });
+    assert.match(await text(page, "composing"), /Composing/);
+    await page.waitForTimeout(1500); // longer than any wait it may have learned
+    assert.deepEqual(await searchesAfter(since), [], "no search mid-composition");
+    await page.evaluate(() => {
+      const q = document.getElementById("q");
+      q.value = "北京";
+      q.dispatchEvent(new CompositionEvent("compositionend", { data: "北京" }));
+    });
+    await until(async () => (await searchesAfter(since)).length === 1, 10_000, "the committed search");
+    assert.deepEqual((await searchesAfter(since)).map((r) => r.q), ["北京"]);
+    assert.equal(await text(page, "composing"), "");
+    assert.deepEqual(problems, []);
+  });
+});
+
+/** The sink's deliveries of `key`. */
+const sinkOf = async (key) => (await demo.api("GET", "/sink")).json.received.filter((r) => r.delivery.key === key);
+const timelineOf = async (key) => (await demo.api("GET", `/v1/topics/demo/keys/${key}/timeline?limit=256`)).json.timeline;
+
+describe("edge panel", () => {
+  test("two pages autosave one document: one delivery per window with both pages' edits, shown in the timeline", { timeout: 150_000 }, async () => {
+    await scheduled("two producers", async (i) => {
+      const key = `doc-two-${Date.now()}-${i}`;
+      const [a, b] = [await demo.page({ path: `/#doc=${key}` }), await demo.page({ path: `/#doc=${key}` })];
+      const keys = [];
+      for (const p of [a, b]) {
+        p.page.on("request", (r) => r.url().endsWith("/events") && keys.push(r.headers()["idempotency-key"]));
+      }
+      const tabs = await Promise.all([a, b].map((p) => p.page.evaluate(() => window.lullDemo.edge.producer)));
+      const round = async (words, window) => {
+        await a.page.locator("#editor").click();
+        await b.page.locator("#editor").click();
+        // Interleaved keystrokes: both pages type at once.
+        for (let j = 0; j < words[0].length; j++) {
+          await a.page.keyboard.press(words[0][j]);
+          await b.page.keyboard.press(words[1][j]);
+          await a.page.waitForTimeout(60 + Math.random() * 80);
+        }
+        const delivered = await until(async () => {
+          const got = (await sinkOf(key)).filter((r) => r.status === 200 && r.delivery.window === window);
+          return got.length > 0 && got;
+        }, 20_000, `window ${window} in the sink`);
+        // Judged by what happened: each page handed its burst over as one event, both in this window.
+        const accepts = (await timelineOf(key)).filter((e) => e.lull === "accept");
+        const here = accepts.filter((e) => e.window === window).length;
+        if (here !== 2 || accepts.length !== 2 * window) {
+          throw new ScheduleBroken(`window ${window} got ${here} of ${accepts.length} events (a page or the edge split a burst)`);
+        }
+        return delivered;
+      };
+      const [first] = await round(["hello", "world"], 1);
+      assert.equal(first.delivery.reason, "quiet");
+      assert.equal(first.delivery.count, 2, "each page coalesced its five keystrokes into one event");
+      assert.deepEqual(first.delivery.events.map((e) => e.tab).sort(), [...tabs].sort());
+      const byTab = Object.fromEntries(first.delivery.events.map((e) => [e.tab, e.text]));
+      assert.deepEqual(byTab, { [tabs[0]]: "hello", [tabs[1]]: "world" });
+      const [second] = await round(["!!", "??"], 2);
+      assert.equal(second.delivery.count, 2);
+      await a.page.waitForTimeout(1500);
+      const all = (await sinkOf(key)).filter((r) => r.status === 200);
+      assert.deepEqual(all.map((r) => r.delivery.window), [1, 2], "one delivery per window");
+      assert.equal(new Set(keys).size, 4, "each send carried its own Idempotency-Key");
+      keys.forEach((k) => assert.match(k, /^[0-9a-z]+\.\d+$/));
+      // The timeline (API and panel) tells the same story.
+      const timeline = await timelineOf(key);
+      const kinds = timeline.map((e) => `${e.lull}:${e.window}`);
+      for (const w of [1, 2]) {
+        assert.equal(kinds.filter((k) => k === `accept:${w}`).length, 2);
+        assert.ok(kinds.includes(`fire:${w}`) && kinds.includes(`deliver:${w}`), kinds.join(" "));
+      }
+      await a.page.waitForFunction(() => document.querySelectorAll("#sink-log li.good").length === 2, null, { timeout: 10_000 });
+      const sinkLines = await a.page.locator("#sink-log li").allTextContents();
+      assert.match(sinkLines.at(-1), new RegExp(`window 1, attempt 1: 2 event\\(s\\) from (${tabs[0]} \\+ ${tabs[1]}|${tabs[1]} \\+ ${tabs[0]}), quiet → 200`));
+      await a.page.waitForFunction(() => /fire window 2/.test(document.getElementById("edge-log").textContent), null, { timeout: 10_000 });
+      assert.equal(await text(a.page, "s-succeeded"), "2");
+      assert.equal(await text(a.page, "s-events"), "4");
+      assert.deepEqual([...a.problems, ...b.problems], []);
+      await a.page.locator("#edge").screenshot({ path: join(SHOTS, "edge-panel.png") });
+    });
+  });
+
+  test("a failing sink: retries and a dead letter in the panel; replay delivers it", { timeout: 120_000 }, async () => {
+    const key = `doc-fail-${Date.now()}`;
+    const { page, problems } = await demo.page({ path: `/#doc=${key}` });
+    await page.click("#fail");
+    await page.waitForFunction(() => document.getElementById("fail").getAttribute("aria-pressed") === "true");
+    assert.deepEqual((await demo.api("GET", "/sink")).json.failing.includes(key), true);
+    await page.locator("#editor").click();
+    await typeWith(page, "draft", typingDelays(5));
+    await page.click("#flush"); // hand it over now and fire the edge's window
+    await page.waitForFunction(() => document.getElementById("s-dead").textContent === "1", null, { timeout: 30_000 });
+    const refused = (await sinkOf(key)).filter((r) => r.status === 503);
+    assert.deepEqual(refused.map((r) => Number(r.attempt)), [1, 2, 3], "three attempts, each refused");
+    const timeline = await timelineOf(key);
+    assert.equal(timeline.filter((e) => e.lull === "deliver" && !e.ok).length, 3);
+    assert.equal(timeline.filter((e) => e.lull === "retry").length, 2);
+    assert.equal(timeline.filter((e) => e.lull === "dead_letter").length, 1);
+    await page.waitForFunction(() => /dead letter: window 1 after 3 attempts/.test(document.getElementById("edge-log").textContent), null, { timeout: 10_000 });
+    assert.equal(await text(page, "s-failures"), "3");
+    await page.locator("#edge").screenshot({ path: join(SHOTS, "edge-dead-letter.png") });
+    await page.click("#fail");
+    await page.waitForFunction(() => document.getElementById("fail").getAttribute("aria-pressed") === "false");
+    await page.click("#replay");
+    const replayed = await until(async () => (await sinkOf(key)).find((r) => r.status === 200), 15_000, "the replay in the sink");
+    assert.equal(replayed.delivery.reason, "replay");
+    assert.equal(replayed.delivery.window, 1);
+    assert.deepEqual(replayed.delivery.events.map((e) => e.text), ["draft"]);
+    await page.waitForFunction(() => document.getElementById("s-dead").textContent === "0", null, { timeout: 10_000 });
+    assert.equal(await text(page, "s-succeeded"), "1");
+    // The refusals were the sink's answers to the worker, not the page's requests.
+    assert.deepEqual(problems, []);
+  });
+
+  test("leaving the page hands over the edits it still held (fetch keepalive)", { timeout: 60_000 }, async () => {
+    await scheduled("page hide", async (i) => {
+      const key = `doc-hide-${Date.now()}-${i}`;
+      const { page } = await demo.page({ path: `/#doc=${key}` });
+      await page.locator("#editor").click();
+      await typeWith(page, "bye", [40, 40, 0]);
+      const held = await page.evaluate(() => {
+        // Leave in the next task (pagehide: the client hands over what it holds).
+        setTimeout(() => (location.href = "about:blank"));
+        return window.lullDemo.edge.pending();
+      });
+      if (!held) throw new ScheduleBroken("the page debounce had already handed the edits over");
+      const delivered = await until(async () => (await sinkOf(key)).find((r) => r.status === 200), 15_000, "the edit in the sink");
+      assert.deepEqual(delivered.delivery.events.map((e) => e.text), ["bye"]);
+    });
+  });
+
+  test("screenshots: the whole page, in the dark scheme, and on a narrow screen with nothing cut off", { timeout: 60_000 }, async () => {
+    // Both halves at work: a search shown, an autosave delivered.
+    const key = `doc-shot-${Date.now()}`;
+    const light = await demo.page({ path: `/#doc=${key}` });
+    await light.page.locator("#q").click();
+    await typeWith(light.page, "Spri", typingDelays(4));
+    await light.page.waitForTimeout(700);
+    await typeWith(light.page, "ng", typingDelays(2));
+    await settled(light.page, "Spring");
+    await light.page.locator("#editor").click();
+    await typeWith(light.page, "Meeting notes", typingDelays(13));
+    await until(async () => (await sinkOf(key)).some((r) => r.status === 200), 15_000, "the autosave in the sink");
+    await light.page.waitForFunction(() => document.querySelectorAll("#sink-log li").length > 0);
+    await light.page.screenshot({ path: join(SHOTS, "page.png"), fullPage: true });
+    const dark = await demo.page({ colorScheme: "dark" });
+    const bg = await dark.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(bg, "rgb(21, 23, 26)", "the dark scheme's background");
+    await dark.page.screenshot({ path: join(SHOTS, "page-dark.png"), fullPage: true });
+    const narrow = await demo.page({ viewport: { width: 390, height: 900 } });
+    await narrow.page.waitForTimeout(500);
+    const overflow = await narrow.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the page is ${overflow} px wider than a 390 px screen`);
+    await narrow.page.screenshot({ path: join(SHOTS, "page-narrow.png"), fullPage: true });
+    assert.deepEqual([...light.problems, ...dark.problems, ...narrow.problems], []);
+  });
+});

@@ -1,0 +1,135 @@
+// `lull-web/edge` as built into target/npm, over a `fetch` that records every
+// request and answers as each test scripts it: retries keep their
+// Idempotency-Key, refusals are typed errors, bad input sends nothing, a
+// burst coalesces in the page, `flush` stores the page's window before it
+// fires the edge's. (The demo test drives the same client against a real edge.)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const built = resolve(import.meta.dirname, "../../target/npm/lull-web/edge.js");
+const { edge, EdgeError } = await import(pathToFileURL(built).href);
+
+/** A fetch answering `script(request, i)` (a status, `[status, body, headers]`, or an Error to throw). */
+function fakeFetch(script) {
+  const requests = [];
+  const fetch = async (url, init) => {
+    const request = { url, method: init.method, headers: init.headers, body: init.body, keepalive: init.keepalive, at: Date.now() };
+    requests.push(request);
+    const answer = await script(request, requests.length - 1);
+    if (answer instanceof Error) throw answer;
+    const [status, body = {}, headers = {}] = Array.isArray(answer) ? answer : [answer];
+    return new Response(JSON.stringify(body), { status, headers });
+  };
+  return { fetch, requests };
+}
+
+const accepted = (window = 1, seq = 1) => [202, { window, seq }];
+
+test("a send is one POST with a bearer token and an Idempotency-Key; its promise gets the edge's answer", async () => {
+  const f = fakeFetch(() => accepted(3, 7));
+  const client = edge({ url: "http://edge.test/", token: "t0k", fetch: f.fetch });
+  const sent = await client.send("orders", "customer/42", { n: 1 });
+  assert.equal(f.requests.length, 1);
+  const [r] = f.requests;
+  assert.equal(r.url, "http://edge.test/v1/topics/orders/keys/customer%2F42/events");
+  assert.equal(r.method, "POST");
+  assert.equal(r.headers.authorization, "Bearer t0k");
+  assert.match(r.headers["idempotency-key"], /^[0-9a-z]+\.1$/);
+  assert.equal(r.body, '{"n":1}');
+  assert.equal(r.keepalive, false, "keepalive only when the page is going");
+  assert.deepEqual(sent, { window: 3, seq: 7, idempotencyKey: r.headers["idempotency-key"], count: 1 });
+});
+
+test("503 (after Retry-After), 429 and a network error are retried with the same Idempotency-Key; 400 is not", async () => {
+  const answers = [[503, { error: { code: "unavailable", message: "storage" } }, { "retry-after": "1" }], new TypeError("network"), 429, accepted()];
+  const f = fakeFetch((_, i) => answers[i]);
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const started = Date.now();
+  await client.send("t", "k", 1);
+  assert.equal(f.requests.length, 4);
+  assert.equal(new Set(f.requests.map((r) => r.headers["idempotency-key"])).size, 1, "one key for every try of one send");
+  assert.ok(f.requests[1].at - f.requests[0].at >= 990, "waited Retry-After before the second try");
+  assert.ok(Date.now() - started < 10_000);
+
+  const refused = fakeFetch(() => [400, { error: { code: "malformed_json", message: "bad" } }]);
+  const strict = edge({ url: "http://edge.test", token: "t", fetch: refused.fetch });
+  const error = await strict.send("t", "k", 1).then(() => null, (e) => e);
+  assert.ok(error instanceof EdgeError);
+  assert.deepEqual([error.status, error.code], [400, "malformed_json"]);
+  assert.equal(refused.requests.length, 1, "a refusal is not retried");
+
+  const down = fakeFetch(() => 503);
+  const bounded = edge({ url: "http://edge.test", token: "t", retries: 2, fetch: down.fetch });
+  const last = await bounded.send("t", "k", 1).then(() => null, (e) => e);
+  assert.equal(last.status, 503);
+  assert.equal(down.requests.length, 3, "retries: 2 means three tries in all");
+});
+
+test("bad input throws at once and sends nothing", () => {
+  const f = fakeFetch(() => accepted());
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  assert.throws(() => client.send("", "k", 1), /`topic` must be a non-empty string/);
+  assert.throws(() => client.send("t", 5, 1), /`key` must be a non-empty string/);
+  assert.throws(() => client.send("t", "k", undefined), /`payload` must be JSON/);
+  assert.throws(() => client.send("t", "k", 1, { combine: "first" }), /`combine` must be "last" or "all"/);
+  assert.throws(() => edge({ url: "http://edge.test" }), /`token` must be a non-empty string/);
+  assert.equal(f.requests.length, 0);
+});
+
+test("with debounce, a burst is one event (the last payload, or all with combine: 'all'); every caller gets its answer", async () => {
+  const f = fakeFetch(() => accepted(1, 1));
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const last = [1, 2, 3].map((n) => client.send("t", "doc", { n }, { debounce: 200 }));
+  const all = [1, 2].map((n) => client.send("t", "list", n, { debounce: 200, combine: "all" }));
+  assert.equal(client.pending("t", "doc"), true);
+  assert.equal(f.requests.length, 0, "held in the page");
+  const answers = await Promise.all([...last, ...all]);
+  assert.equal(f.requests.length, 2);
+  const body = (key) => f.requests.find((r) => r.url.includes(`/keys/${key}/`)).body;
+  assert.equal(body("doc"), '{"n":3}');
+  assert.equal(body("list"), "[1,2]");
+  assert.deepEqual(answers.map((a) => a.count), [3, 3, 3, 2, 2]);
+  assert.equal(client.pending(), false);
+});
+
+test("flush stores the page's window before it fires the edge's; cancel rejects what the page held and cancels at the edge", async () => {
+  let release;
+  const slow = new Promise((ok) => (release = ok));
+  const f = fakeFetch(async (r) => {
+    if (r.url.endsWith("/events")) {
+      await slow;
+      return accepted();
+    }
+    return [200, { state: "due" }];
+  });
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const sent = client.send("t", "k", { a: 1 }, { debounce: 10_000 });
+  const flushed = client.flush("t", "k");
+  await new Promise((ok) => setTimeout(ok, 50));
+  assert.deepEqual(f.requests.map((r) => r.url.split("/keys/k")[1]), ["/events"], "the flush waits for the event to be stored");
+  release();
+  assert.deepEqual(await flushed, { state: "due" });
+  await sent;
+  assert.deepEqual(f.requests.map((r) => `${r.method} ${r.url.split("/keys/k")[1]}`), ["POST /events", "POST /flush"]);
+
+  const c = fakeFetch(() => [200, { state: "idle" }]);
+  const cancelling = edge({ url: "http://edge.test", token: "t", fetch: c.fetch });
+  const dropped = cancelling.send("t", "k", 1, { debounce: 10_000 });
+  await cancelling.cancel("t", "k");
+  const error = await dropped.then(() => null, (e) => e);
+  assert.equal(error.name, "AbortError");
+  assert.deepEqual(c.requests.map((r) => `${r.method} ${r.url.split("/keys/k")[1]}`), ["DELETE "], "nothing sent, the edge's window cancelled");
+});
+
+test("status and timeline read the key with the token; the timeline pages after an entry", async () => {
+  const f = fakeFetch(() => [200, { ok: true }]);
+  const client = edge({ url: "http://edge.test", token: "admin", fetch: f.fetch });
+  await client.status("t", "a b");
+  await client.timeline("t", "a b", { after: 12, limit: 50 });
+  assert.deepEqual(f.requests.map((r) => `${r.method} ${r.url}`), [
+    "GET http://edge.test/v1/topics/t/keys/a%20b",
+    "GET http://edge.test/v1/topics/t/keys/a%20b/timeline?after=12&limit=50",
+  ]);
+});
