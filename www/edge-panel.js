@@ -14,6 +14,13 @@ const POLL_MS = 500;
 const PAGE_DEBOUNCE_MS = 500;
 const PAGE_MAX_WAIT_MS = 3000;
 
+// What the page keeps of the key's history (the list and the chart show the recent part).
+const KEEP = 500;
+const keep = (list, item) => {
+  list.push(item);
+  if (list.length > KEEP) list.shift();
+};
+
 const clock = (t) => new Date(t).toLocaleTimeString('en-GB', { hour12: false }) + `.${String(t % 1000).padStart(3, '0')}`;
 
 /** One timeline entry in words. */
@@ -34,7 +41,19 @@ function describe(e) {
 export function edgePanel() {
   const producer = `tab-${Math.random().toString(36).slice(2, 6)}`;
   const client = edge({ url: location.origin, token: TOKEN });
-  const state = { producer, key: '', pending: () => client.pending(), sends: 0, handedOver: [], timeline: [], since: undefined, after: undefined, sink: [], status: undefined, errors: [] };
+  const state = {
+    producer,
+    key: '',
+    pending: () => client.pending(),
+    sends: 0,
+    handedOver: [],
+    timeline: [],
+    since: undefined,
+    after: undefined,
+    sink: [],
+    status: undefined,
+    lastError: undefined,
+  };
   $('producer').textContent = producer;
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
   if (fromHash) $('doc').value = fromHash;
@@ -47,9 +66,11 @@ export function edgePanel() {
     });
   const keyPath = () => `/v1/topics/${TOPIC}/keys/${encodeURIComponent(state.key)}`;
   const message = (text) => ($('edge-message').textContent = text);
+  // A failure is announced once, not at every poll that repeats it.
   const failed = (what) => (error) => {
-    state.errors.push(`${what}: ${error.message}`);
-    message(`${what} failed: ${error.message}`);
+    const text = `${what} failed: ${error.message}`;
+    if (text !== state.lastError) message(text);
+    state.lastError = text;
   };
 
   function useKey() {
@@ -70,7 +91,7 @@ export function edgePanel() {
     client
       .send(TOPIC, state.key, edit, { debounce: PAGE_DEBOUNCE_MS, maxWait: PAGE_MAX_WAIT_MS })
       .then((sent) => {
-        state.handedOver.push({ ...sent, at: Date.now() });
+        keep(state.handedOver, { ...sent, at: Date.now() });
         message(`Handed over ${sent.count} edit(s) as one event: window ${sent.window}, seq ${sent.seq}.`);
       }, failed('send'));
   });
@@ -98,14 +119,21 @@ export function edgePanel() {
   }
 
   function renderTimeline(page) {
+    const log = $('edge-log');
     if (state.since !== page.since) {
-      state.since = page.since; // the key's object started afresh: its numbering too
+      // The key's object started afresh, its numbering too: read it again from its start.
+      const restarted = state.since !== undefined;
+      state.since = page.since;
       state.timeline = [];
+      log.replaceChildren();
+      if (restarted) {
+        state.after = undefined;
+        return;
+      }
     }
     state.after = page.next_after ?? state.after;
-    const log = $('edge-log');
     for (const e of page.timeline) {
-      state.timeline.push(e);
+      keep(state.timeline, e);
       const li = document.createElement('li');
       li.textContent = `${clock(e.t)} ${describe(e)}`;
       if (e.lull === 'dead_letter' || (e.lull === 'deliver' && !e.ok)) li.className = 'bad';
@@ -115,7 +143,8 @@ export function edgePanel() {
     while (log.children.length > 200) log.lastChild.remove();
   }
 
-  function renderSink(received) {
+  function renderSink({ received, failing }) {
+    $('fail').setAttribute('aria-pressed', String(failing.includes(state.key)));
     state.sink = received.filter((r) => r.delivery?.key === state.key);
     $('sink-log').replaceChildren(
       ...state.sink
@@ -143,7 +172,8 @@ export function edgePanel() {
       if (key === state.key) {
         renderStatus(status);
         renderTimeline(page);
-        renderSink(sink.received);
+        renderSink(sink);
+        state.lastError = undefined;
       }
     } catch (error) {
       failed('status')(error);

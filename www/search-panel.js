@@ -7,6 +7,12 @@ import { liveTimeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
 const ROWS = ['keystrokes', 'requests', 'shown'];
+// What the page keeps of its history (the timeline shows the last seconds; the counters count all).
+const KEEP = 1000;
+const keep = (list, item) => {
+  list.push(item);
+  if (list.length > KEEP) list.shift();
+};
 
 export function searchPanel() {
   const input = $('q');
@@ -14,17 +20,16 @@ export function searchPanel() {
     keystrokes: [], // performance.now() of each input event
     requests: [], // { query, at, until, outcome: 'pending' | 'done' | 'aborted' | 'failed' }
     shown: [], // { query, at, total }
+    counts: { keys: 0, sent: 0, aborted: 0, shown: 0 },
     binding: undefined,
   };
 
   const count = () => {
-    const sent = state.requests.length;
-    const aborted = state.requests.filter((r) => r.outcome === 'aborted').length;
-    const keys = state.keystrokes.length;
+    const { keys, sent, aborted, shown } = state.counts;
     $('c-keys').textContent = keys;
     $('c-sent').textContent = sent;
     $('c-aborted').textContent = aborted;
-    $('c-shown').textContent = state.shown.length;
+    $('c-shown').textContent = shown;
     $('c-saved').textContent = keys ? `${keys - sent} (${Math.round((100 * (keys - sent)) / keys)}%)` : '–';
     const wait = state.binding?.wait();
     const auto = document.querySelector('input[name="wait-mode"]:checked').value === 'auto';
@@ -33,7 +38,8 @@ export function searchPanel() {
 
   async function search(query, signal) {
     const request = { query, at: performance.now(), until: undefined, outcome: 'pending' };
-    state.requests.push(request);
+    keep(state.requests, request);
+    state.counts.sent += 1;
     count();
     const latency = $('latency').value;
     const url = `/demo/search?q=${encodeURIComponent(query)}${latency ? `&latency_ms=${latency}` : ''}`;
@@ -45,6 +51,7 @@ export function searchPanel() {
       return body;
     } catch (error) {
       request.outcome = error?.name === 'AbortError' ? 'aborted' : 'failed';
+      if (request.outcome === 'aborted') state.counts.aborted += 1;
       throw error;
     } finally {
       request.until = performance.now();
@@ -53,7 +60,8 @@ export function searchPanel() {
   }
 
   function show(body, query) {
-    state.shown.push({ query, at: performance.now(), total: body.total });
+    keep(state.shown, { query, at: performance.now(), total: body.total });
+    state.counts.shown += 1;
     const noun = body.total === 1 ? 'place starts' : 'places start';
     $('results-summary').textContent = `${body.total.toLocaleString('en')} ${noun} with “${query}”`;
     $('results').replaceChildren(
@@ -86,7 +94,8 @@ export function searchPanel() {
   }
 
   input.addEventListener('input', () => {
-    state.keystrokes.push(performance.now());
+    keep(state.keystrokes, performance.now());
+    state.counts.keys += 1;
     count();
   });
   input.addEventListener('compositionstart', () => ($('composing').textContent = 'Composing: no search until you commit.'));

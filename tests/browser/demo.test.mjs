@@ -5,7 +5,7 @@
 import { after, afterEach, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { SHOTS, ScheduleBroken, startDemo, typeWith, typingDelays, until } from "./harness.mjs";
+import { SHOTS, ScheduleBroken, startDemo, typeWith, typingDelays, until, withFreshKey } from "./harness.mjs";
 
 let demo;
 before(async () => {
@@ -17,18 +17,6 @@ afterEach(async () => {
 after(async () => {
   await demo?.stop();
 });
-
-/** Run `body(i)`, again (at most `tries` in all) while the machine broke the schedule it needed. */
-async function scheduled(name, body, tries = 3) {
-  for (let i = 1; ; i++) {
-    try {
-      return await body(i);
-    } catch (e) {
-      if (!(e instanceof ScheduleBroken) || i === tries) throw e;
-      console.log(`# ${name}: ${e.message}; again`);
-    }
-  }
-}
 
 const searchesAfter = async (n) => (await demo.api("GET", "/demo/searches")).json.searches.filter((s) => s.n > n);
 const lastSearch = async () => (await demo.api("GET", "/demo/searches")).json.searches.at(-1)?.n ?? 0;
@@ -90,7 +78,7 @@ describe("search panel", () => {
   test("typing with real per-key delays: one search per pause, none more, the final query's results shown, counters agree", { timeout: 120_000 }, async () => {
     const WAIT = 300; // the page's default fixed wait
     const bursts = ["Spr", "ing", "field"];
-    await scheduled("typing", async () => {
+    await withFreshKey("typing", async () => {
       const { page, problems, aborted } = await demo.page({ expectAborts: true });
       const since = await lastSearch();
       await page.locator("#q").click();
@@ -129,7 +117,7 @@ describe("search panel", () => {
   });
 
   test("a slow server and maxWait: searches fire while typing, each stale one is aborted, only the final one is shown", { timeout: 120_000 }, async () => {
-    await scheduled("slow server", async () => {
+    await withFreshKey("slow server", async () => {
       const { page, problems, aborted } = await demo.page({ expectAborts: true });
       await page.selectOption("#latency", "1500");
       await page.fill("#max-wait", "400");
@@ -154,14 +142,19 @@ describe("search panel", () => {
     });
   });
 
-  test('wait "auto" shows the quiet period it learned; an IME composition searches only when committed', { timeout: 60_000 }, async () => {
+  test('wait "auto" shows the quiet period it learned; an IME composition searches only when committed', { timeout: 90_000 }, async () => {
+    await withFreshKey("auto wait", async () => {
     const { page, problems } = await demo.page();
     await page.check('input[name="wait-mode"][value="auto"]');
     await page.locator("#q").click();
-    await typeWith(page, "Lond", typingDelays(4, 90, 110));
-    await settled(page, "Lond");
+    await typeWith(page, "London", typingDelays(6, 90, 110));
+    const s = await settled(page, "London");
+    // Five gaps (lull learns from four on): 2.5 × their median, as the page measured them.
+    const gaps = s.keystrokes.slice(1).map((t, i) => t - s.keystrokes[i]).sort((x, y) => x - y);
+    if (gaps.at(-1) > 250) throw new ScheduleBroken(`a gap of ${gaps.at(-1).toFixed(0)} ms while typing`);
     const learned = await page.evaluate(() => window.lullDemo.search.binding.wait());
-    assert.ok(Number.isFinite(learned) && learned > 0, `learned ${learned}`);
+    assert.ok(Math.abs(learned - 2.5 * gaps[2]) <= 15, `learned ${learned} ms from gaps ${gaps.map(Math.round)}`);
+    assert.notEqual(learned, 300, "not the starting value");
     assert.equal(await text(page, "c-wait"), `${Math.round(learned)} ms (learned)`);
     // A composition (what a CJK input method sends): no search until compositionend.
     await page.fill("#q", "");
@@ -187,6 +180,7 @@ describe("search panel", () => {
     assert.deepEqual((await searchesAfter(since)).map((r) => r.q), ["北京"]);
     assert.equal(await text(page, "composing"), "");
     assert.deepEqual(problems, []);
+    });
   });
 });
 
@@ -196,8 +190,7 @@ const timelineOf = async (key) => (await demo.api("GET", `/v1/topics/demo/keys/$
 
 describe("edge panel", () => {
   test("two pages autosave one document: one delivery per window with both pages' edits, shown in the timeline", { timeout: 150_000 }, async () => {
-    await scheduled("two producers", async (i) => {
-      const key = `doc-two-${Date.now()}-${i}`;
+    await withFreshKey(`doc-two-${Date.now()}`, async (key) => {
       const [a, b] = [await demo.page({ path: `/#doc=${key}` }), await demo.page({ path: `/#doc=${key}` })];
       const keys = [];
       for (const p of [a, b]) {
@@ -289,9 +282,8 @@ describe("edge panel", () => {
   });
 
   test("leaving the page hands over the edits it still held (fetch keepalive)", { timeout: 60_000 }, async () => {
-    await scheduled("page hide", async (i) => {
-      const key = `doc-hide-${Date.now()}-${i}`;
-      const { page } = await demo.page({ path: `/#doc=${key}` });
+    await withFreshKey(`doc-hide-${Date.now()}`, async (key) => {
+      const { page } = await demo.page({ path: `/#doc=${key}`, recordFetches: true });
       await page.locator("#editor").click();
       await typeWith(page, "bye", [40, 40, 0]);
       const held = await page.evaluate(() => {
@@ -302,6 +294,11 @@ describe("edge panel", () => {
       if (!held) throw new ScheduleBroken("the page debounce had already handed the edits over");
       const delivered = await until(async () => (await sinkOf(key)).find((r) => r.status === 200), 15_000, "the edit in the sink");
       assert.deepEqual(delivered.delivery.events.map((e) => e.text), ["bye"]);
+      // What the page's fetches were, read back from its origin's storage.
+      await page.goto(`${demo.base}/healthz`);
+      const noted = await page.evaluate(() => JSON.parse(localStorage.getItem("lull-test-fetches")));
+      const sends = noted.filter((f) => f.method === "POST" && f.url.endsWith("/events"));
+      assert.deepEqual(sends.map((f) => f.keepalive), [true], "one send, made with keepalive as the page went");
     });
   });
 

@@ -133,3 +133,34 @@ test("status and timeline read the key with the token; the timeline pages after 
     "GET http://edge.test/v1/topics/t/keys/a%20b/timeline?after=12&limit=50",
   ]);
 });
+
+test("a key's bursts reach the edge in order: the next waits while the previous one is still retrying", async () => {
+  let first = true;
+  const f = fakeFetch(async (r) => {
+    if (first) {
+      first = false;
+      return new TypeError("network"); // the first burst's first try fails, then backs off
+    }
+    return accepted();
+  });
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const a = client.send("t", "doc", { v: 1 });
+  const b = client.send("t", "doc", { v: 2 });
+  await Promise.all([a, b]);
+  assert.deepEqual(f.requests.map((r) => r.body), ['{"v":1}', '{"v":1}', '{"v":2}'], "v2 was sent only after v1 was stored");
+});
+
+test("flush rejects, firing nothing, when the page's window could not be handed over; cancel is not repeated after a network error", async () => {
+  const f = fakeFetch((r) => (r.url.endsWith("/events") ? [400, { error: { code: "malformed_json", message: "no" } }] : [200, {}]));
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const sent = client.send("t", "k", 1, { debounce: 10_000 });
+  const error = await client.flush("t", "k").then(() => null, (e) => e);
+  assert.equal(error?.code, "malformed_json");
+  assert.equal((await sent.then(() => null, (e) => e))?.code, "malformed_json");
+  assert.deepEqual(f.requests.map((r) => r.method), ["POST"], "no flush after a failed hand-over");
+
+  const lost = fakeFetch(() => new TypeError("network"));
+  const cancelling = edge({ url: "http://edge.test", token: "t", fetch: lost.fetch });
+  await assert.rejects(cancelling.cancel("t", "k"), TypeError);
+  assert.equal(lost.requests.length, 1, "a cancel whose answer was lost may have happened: not sent again");
+});

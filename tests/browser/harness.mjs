@@ -5,9 +5,9 @@
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { launch } from "../web/chromium.mjs";
-import { startWranglerDev } from "../edge/harness.mjs";
+import { client, startWranglerDev } from "../edge/harness.mjs";
 
-export { ScheduleBroken, sleep, until, withFreshKey } from "../edge/harness.mjs";
+export { ScheduleBroken, until, withFreshKey } from "../edge/harness.mjs";
 
 const root = resolve(import.meta.dirname, "../..");
 /** Where the screenshots go. */
@@ -43,10 +43,26 @@ export async function startDemo() {
   return {
     base: dev.base,
     browser,
-    /** The demo page, loaded; `problems` collects what went wrong in it. */
-    async page({ path = "/", viewport = { width: 1400, height: 1400 }, colorScheme = "light", expectAborts = false } = {}) {
+    /**
+     * The demo page, loaded; `problems` collects what went wrong in it. With
+     * `recordFetches`, each `fetch` the page makes is noted (url, method,
+     * keepalive) in its origin's localStorage (`lull-test-fetches`), which
+     * outlives the document: a test can read what a page did as it went.
+     */
+    async page({ path = "/", viewport = { width: 1400, height: 1400 }, colorScheme = "light", expectAborts = false, recordFetches = false } = {}) {
       const context = await browser.newContext({ viewport, colorScheme });
       const page = await context.newPage();
+      if (recordFetches) {
+        await page.addInitScript(() => {
+          const fetch = window.fetch;
+          window.fetch = (input, init) => {
+            const noted = JSON.parse(localStorage.getItem("lull-test-fetches") ?? "[]");
+            noted.push({ url: String(input), method: init?.method ?? "GET", keepalive: init?.keepalive === true });
+            localStorage.setItem("lull-test-fetches", JSON.stringify(noted));
+            return fetch(input, init);
+          };
+        });
+      }
       const problems = [];
       const aborted = [];
       page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
@@ -63,10 +79,7 @@ export async function startDemo() {
       return { page, context, problems, aborted };
     },
     /** The API, with the admin token. */
-    async api(method, path) {
-      const res = await fetch(dev.base + path, { method, headers: { authorization: `Bearer ${ADMIN}` } });
-      return { status: res.status, json: await res.json() };
-    },
+    api: client(dev.base, ADMIN).call,
     /** Close every page opened so far (they poll the edge while open). */
     async closePages() {
       for (const c of pages.splice(0)) await c.close().catch(() => {});

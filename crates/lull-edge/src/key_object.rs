@@ -419,9 +419,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 let log = Logger { topic: &topic, key: key.as_str() };
                 batch.logs.push(log.line("migrated", json!({"from_schema": restored.schema})));
             }
-            for line in &batch.logs {
-                self.host.log(line);
-            }
+            self.committed(&batch.logs);
         }
         *self.loaded.borrow_mut() = Some(loaded);
         Ok(true)
@@ -475,18 +473,23 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     }
                     Ok(())
                 });
-                let at = self.host.now();
-                let mut timeline = self.timeline.borrow_mut();
-                for line in &batch.logs {
-                    self.host.log(line);
-                    timeline.push(at, line);
-                }
+                self.committed(&batch.logs);
                 Ok(())
             }
             Err(e) => {
                 self.forget();
                 Err(unavailable(e))
             }
+        }
+    }
+
+    /// Log what a committed operation did, and keep it in the timeline.
+    fn committed(&self, logs: &[String]) {
+        let at = self.host.now();
+        let mut timeline = self.timeline.borrow_mut();
+        for line in logs {
+            self.host.log(line);
+            timeline.push(at, line);
         }
     }
 

@@ -10,7 +10,9 @@
 //!   describes, and starts empty when the object starts (`since`). A line
 //!   enters only after its operation committed, so it never shows what a
 //!   failed write undid.
-//! - Entries are numbered from 1 in commit order; `?after=n` returns the newer ones.
+//! - Entries are numbered from 1 in commit order; `?after=n` returns the newer
+//!   ones. An `after` at or past the next number comes from before the object
+//!   restarted (`since` changed): the answer starts from the oldest kept entry.
 
 use std::collections::VecDeque;
 
@@ -47,6 +49,7 @@ impl Timeline {
     /// The entries numbered after `after` (all kept ones if `None`), oldest
     /// first, at most `limit`: `{"timeline", "next_after", "since", "kept", "dropped"}`.
     pub fn page(&self, after: Option<u64>, limit: usize) -> Value {
+        let after = after.filter(|a| *a < self.next);
         let first_kept = self.entries.front().map_or(self.next, |e| e.0);
         let entries: Vec<Value> = self
             .entries
@@ -102,5 +105,7 @@ mod tests {
         assert_eq!(none["timeline"].as_array().unwrap().len(), 0);
         assert_eq!(none["next_after"], last, "nothing newer: poll again from the same place");
         assert_eq!(none["since"], 5);
+        let stale = timeline.page(Some(last + 50), 3);
+        assert_eq!(stale["timeline"][0]["n"], 11, "a cursor from an earlier life starts over");
     }
 }

@@ -12,7 +12,10 @@ export interface EdgeOptions {
   url: string;
   /** A bearer token: the ingest token may only send; the rest takes the admin token. */
   token: string;
-  /** Tries after a network error, `429` or `5xx` (after `Retry-After` or a jittered backoff). Default 4. */
+  /**
+   * Tries after `429` or `503` (after `Retry-After` or a jittered backoff), and for sends and reads
+   * also after a network error or another `5xx`. Default 4.
+   */
   retries?: number;
   /** The `fetch` to use. Default `globalThis.fetch`. */
   fetch?: typeof fetch;
@@ -66,7 +69,7 @@ export interface Timeline {
 export interface EdgeClient {
   /** Send `payload` as an event of `key` (coalesced in the page first with `debounce`). */
   send(topic: string, key: string, payload: unknown, options?: SendOptions): Promise<Sent>;
-  /** Hand over what the page holds (for `key`, or all), then fire the edge's open window of `key`. */
+  /** Hand over what the page holds (for `key`, or all), then fire the edge's open window of `key`; rejects, firing nothing, if a hand-over failed. */
   flush(topic?: string, key?: string): Promise<Record<string, unknown> | undefined>;
   /** Drop what the page holds for `key` (its sends reject with an `AbortError`) and cancel the edge's open window. */
   cancel(topic: string, key: string): Promise<Record<string, unknown>>;
@@ -82,6 +85,7 @@ export interface EdgeClient {
 
 /**
  * A client of lull-edge. Sends held in the page are handed over (with
- * `fetch`'s `keepalive`) when the page is hidden.
+ * `fetch`'s `keepalive`, within its 64 KiB quota) when the page is hidden;
+ * a key's sends reach the edge in order. `close()` when done with it.
  */
 export function edge(options: EdgeOptions): EdgeClient;

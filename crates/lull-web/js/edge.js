@@ -28,26 +28,39 @@ function text(name, value) {
   return value;
 }
 
-/** One request; retried on a network error, `429` and `5xx` (after `Retry-After` or a backoff). */
-async function call(c, method, route, body, headers) {
+/**
+ * One request. Retried after `Retry-After` or a jittered backoff: on `429`
+ * and `503` (the edge changed nothing), and for a send or a read also on a
+ * network error and any `5xx` (a send repeats its `Idempotency-Key`, so the
+ * edge stores it once); a flush or cancel whose answer was lost is not repeated.
+ */
+async function call(c, method, route, body, headers = {}) {
   const init = { method, headers: { authorization: `Bearer ${c.token}`, ...headers } };
+  const repeatable = method === 'GET' || headers['idempotency-key'] !== undefined;
+  let bytes = 0;
   if (body !== undefined) {
     init.body = body;
     init.headers['content-type'] = 'application/json';
-    init.keepalive = (c.leaving || isHidden()) && body.length <= KEEPALIVE_BYTES;
+    bytes = new TextEncoder().encode(body).length;
   }
   for (let attempt = 0; ; attempt++) {
+    // keepalive (the page is going) while the bodies in flight stay within its quota.
+    init.keepalive = bytes > 0 && (c.leaving || isHidden()) && c.keepalive + bytes <= KEEPALIVE_BYTES;
+    const held = init.keepalive ? bytes : 0;
+    c.keepalive += held;
     let res;
     try {
       res = await c.fetch(c.url + route, init);
     } catch (error) {
-      if (attempt >= c.retries || error?.name === 'AbortError') throw error;
+      if (!repeatable || attempt >= c.retries || error?.name === 'AbortError') throw error;
       await sleep(c.backoff(attempt));
       continue;
+    } finally {
+      c.keepalive -= held;
     }
     const json = await res.json().catch(() => null);
     if (res.ok) return json;
-    const again = res.status === 429 || res.status >= 500;
+    const again = res.status === 429 || res.status === 503 || (repeatable && res.status >= 500);
     if (!again || attempt >= c.retries) {
       throw new EdgeError(res.status, json?.error?.code ?? 'http_error', json?.error?.message ?? res.statusText);
     }
@@ -56,19 +69,32 @@ async function call(c, method, route, body, headers) {
   }
 }
 
-/** Hand a page window to the edge: one event, one `Idempotency-Key` for all its tries. Settles when it is stored. */
+/**
+ * Hand a page window to the edge: one event, one `Idempotency-Key` for all
+ * its tries, after the key's previous hand-over settled (so a key's events
+ * reach the edge in order; not when the page is going: then at once). The
+ * promise resolves when it is stored, or to the error that stopped it.
+ */
 function handOver(c, id, entry) {
   c.held.delete(id);
   const body = JSON.stringify(entry.combine === 'all' ? entry.payloads : entry.payloads[entry.payloads.length - 1]);
   const idempotencyKey = `${c.producer}.${++c.sent}`;
   const route = path(entry.topic, entry.key) + '/events';
-  return call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey }).then(
+  const previous = c.leaving ? undefined : c.sending.get(id);
+  const send = () => call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey });
+  const done = (previous ? previous.then(send) : send()).then(
     (reply) => entry.waiters.forEach((w) => w.ok({ ...reply, idempotencyKey, count: entry.payloads.length })),
-    (error) => entry.waiters.forEach((w) => w.fail(error)),
+    (error) => {
+      entry.waiters.forEach((w) => w.fail(error));
+      return error;
+    },
   );
+  c.sending.set(id, done);
+  done.then(() => c.sending.get(id) === done && c.sending.delete(id));
+  return done;
 }
 
-/** Hand over every window the page holds now (for `key`, or all); settles when they are stored (or failed). */
+/** Hand over every window the page holds now (for `key`, or all); resolves to the errors of those that failed. */
 function handOverAll(c, topic, key) {
   const sending = [];
   for (const entry of [...c.held.values()]) {
@@ -76,7 +102,7 @@ function handOverAll(c, topic, key) {
       sending.push(entry.run.flush());
     }
   }
-  return Promise.all(sending);
+  return Promise.all(sending).then((outcomes) => outcomes.filter(Boolean));
 }
 
 /** A client of one lull-edge, made by `edge()`. */
@@ -120,9 +146,13 @@ class EdgeClient {
     return reply;
   }
 
-  /** Hand over now what the page holds (for `key`, or every key), then fire the edge's open window of `key`. */
+  /**
+   * Hand over now what the page holds (for `key`, or every key), then fire
+   * the edge's open window of `key`. Rejects (firing nothing) if a hand-over failed.
+   */
   async flush(topic, key) {
-    await handOverAll(this.#c, topic, key);
+    const [failed] = await handOverAll(this.#c, topic, key);
+    if (failed) throw failed;
     if (key === undefined) return undefined;
     return call(this.#c, 'POST', path(text('topic', topic), text('key', key)) + '/flush');
   }
@@ -181,12 +211,14 @@ export function edge({ url, token, retries = 4, fetch: fetchImpl } = {}) {
     retries,
     fetch: fetchImpl ?? ((...args) => globalThis.fetch(...args)),
     held: new Map(),
+    sending: new Map(),
+    keepalive: 0,
     producer: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
     sent: 0,
     leaving: false,
     backoff: (attempt) => Math.random() * Math.min(10_000, 250 * 2 ** attempt),
   };
-  // Strong: a client with sends held must deliver them when the page goes.
+  // The hook holds the client weakly; held sends keep it alive (their timers hold it).
   c.unhook = onHide(true, c, () => {
     c.leaving = true;
     handOverAll(c);

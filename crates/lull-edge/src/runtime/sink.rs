@@ -19,12 +19,14 @@ use crate::key::Key;
 use crate::route::{Op, Tokens};
 use crate::signing;
 
+/// Accepted deliveries kept (the newest); refused ones are kept apart, as many.
 const KEEP: usize = 100;
 /// Keys the sink refuses at most at once.
 const MAX_FAILING: usize = 64;
 
 thread_local! {
     static RECEIVED: RefCell<VecDeque<Value>> = const { RefCell::new(VecDeque::new()) };
+    static REFUSED: RefCell<VecDeque<Value>> = const { RefCell::new(VecDeque::new()) };
     static FAILING: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
 }
 
@@ -67,7 +69,9 @@ pub async fn handle(
     }
     if !post {
         tokens.authorize(auth, Op::Status)?;
-        let received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
+        let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
+        received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
+        received.sort_by_key(|e| e["received_at"].as_u64());
         let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
         return http::json(200, &json!({"received": received, "failing": failing})).map_err(internal);
     }
@@ -88,15 +92,18 @@ pub async fn handle(
     let status = if refused { 503 } else { 200 };
     let entry = json!({"received_at": now_ms(), "idempotency_key": idempotency_key, "attempt": attempt,
                        "status": status, "delivery": delivery});
-    let duplicate = RECEIVED.with_borrow_mut(|r| {
-        let accepted = |e: &Value| e["status"] == 200 && e["idempotency_key"] == entry["idempotency_key"];
-        let seen = r.iter().any(accepted);
+    let keep = |r: &mut VecDeque<Value>, entry: Value| {
         r.push_back(entry);
         while r.len() > KEEP {
             r.pop_front();
         }
-        seen
-    });
+    };
+    let duplicate = RECEIVED.with_borrow(|r| r.iter().any(|e| e["idempotency_key"] == entry["idempotency_key"]));
+    if refused {
+        REFUSED.with_borrow_mut(|r| keep(r, entry));
+    } else {
+        RECEIVED.with_borrow_mut(|r| keep(r, entry));
+    }
     if refused {
         let error = json!({"error": {"code": "sink_failing", "message": "this key's deliveries are refused (the demo's failing switch)"}});
         return http::json(503, &error).map_err(internal);
