@@ -53,6 +53,7 @@ export function edgePanel() {
     sink: [],
     status: undefined,
     lastError: undefined,
+    switches: 0,
   };
   $('producer').textContent = producer;
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
@@ -99,6 +100,7 @@ export function edgePanel() {
   $('cancel').addEventListener('click', () => client.cancel(TOPIC, state.key).then(() => message('Cancelled the open window.'), failed('cancel')));
   $('fail').addEventListener('click', () => {
     const on = $('fail').getAttribute('aria-pressed') !== 'true';
+    state.switches += 1; // a poll begun before this no longer tells the switch's state
     admin(on ? 'PUT' : 'DELETE', `/sink/failing/${encodeURIComponent(state.key)}`).then(() => {
       $('fail').setAttribute('aria-pressed', String(on));
       message(on ? 'The sink now refuses this document (503): watch the retries.' : 'The sink accepts this document again.');
@@ -143,8 +145,8 @@ export function edgePanel() {
     while (log.children.length > 200) log.lastChild.remove();
   }
 
-  function renderSink({ received, failing }) {
-    $('fail').setAttribute('aria-pressed', String(failing.includes(state.key)));
+  function renderSink({ received, failing }, switches) {
+    if (switches === state.switches) $('fail').setAttribute('aria-pressed', String(failing.includes(state.key)));
     state.sink = received.filter((r) => r.delivery?.key === state.key);
     $('sink-log').replaceChildren(
       ...state.sink
@@ -162,7 +164,7 @@ export function edgePanel() {
   }
 
   async function poll() {
-    const key = state.key;
+    const [key, switches] = [state.key, state.switches];
     try {
       const [status, page, sink] = await Promise.all([
         client.status(TOPIC, key),
@@ -172,7 +174,7 @@ export function edgePanel() {
       if (key === state.key) {
         renderStatus(status);
         renderTimeline(page);
-        renderSink(sink);
+        renderSink(sink, switches);
         state.lastError = undefined;
       }
     } catch (error) {
