@@ -33,6 +33,7 @@ export function liveTimeline(svg, { rows, span, now, marks, keep = 500 }) {
     for (let s = 0; s <= span; s += span / 5) {
       children.push(el('text', { x: x(t - s) - (s === 0 ? 24 : 8), y: height - 2 }, s === 0 ? 'now' : `-${s / 1000}s`));
     }
+    const labelled = [];
     for (const m of all) {
       const end = m.until ?? t;
       if (m.bar ? end < t - span : m.at < t - span) continue;
@@ -43,11 +44,19 @@ export function liveTimeline(svg, { rows, span, now, marks, keep = 500 }) {
       } else {
         children.push(el('rect', { class: m.kind, x: x(m.at) - 1.5, y: y + rowHeight * 0.2, width: 3, height: rowHeight * 0.6 }));
       }
-      if (m.label) {
-        const at = x(m.at);
-        const right = at > WIDTH - 90; // near the right edge: the label ends at its mark
-        children.push(el('text', { x: right ? at - 3 : at + 3, y: y + rowHeight * 0.2 - 1, 'text-anchor': right ? 'end' : 'start' }, m.label));
-      }
+      if (m.label) labelled.push(m);
+    }
+    // Labels, newest first: one that would overlap a newer one in its row is left out.
+    const room = new Map(); // row -> where the newer labels begin
+    for (const m of labelled.sort((a, b) => b.at - a.at)) {
+      const at = x(m.at);
+      const width = m.label.length * 6.5;
+      const right = at + 3 + width > WIDTH; // near the right edge: the label ends at its mark
+      const start = right ? at - 3 - width : at + 3;
+      if (start + width + 4 > (room.get(m.row) ?? Infinity) || start < LABEL) continue;
+      room.set(m.row, start);
+      const y = 8 + m.row * rowHeight + rowHeight * 0.2 - 1;
+      children.push(el('text', { x: right ? at - 3 : at + 3, y, 'text-anchor': right ? 'end' : 'start' }, m.label));
     }
     svg.replaceChildren(...children);
     requestAnimationFrame(draw);
