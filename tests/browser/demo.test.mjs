@@ -5,17 +5,35 @@
 import { after, afterEach, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { SHOTS, ScheduleBroken, startDemo, typeWith, typingDelays, until, withFreshKey } from "./harness.mjs";
+import { SHOTS, ScheduleBroken, startDemo, startOtherSite, typeWith, typingDelays, until, withFreshKey } from "./harness.mjs";
+
+// Pages of two other sites calling the edge with lull-web/edge: one in LULL_CORS_ORIGINS, one not.
+const OTHER_SITE = `<!doctype html><meta charset="utf-8"><title>another site</title>
+<script type="module">
+  import { edge } from "/lull-web/edge.js";
+  const q = new URLSearchParams(location.search);
+  const client = edge({ url: q.get("edge"), token: "dev-ingest-token", retries: 0 });
+  window.outcome = client.send("demo", q.get("key"), { from: location.origin }).then(
+    (sent) => ({ ok: true, sent }),
+    (e) => ({ ok: false, name: e.name }),
+  );
+</script>`;
 
 let demo;
+let allowedSite;
+let otherSite;
 before(async () => {
-  demo = await startDemo();
+  allowedSite = await startOtherSite(OTHER_SITE);
+  otherSite = await startOtherSite(OTHER_SITE);
+  demo = await startDemo({ LULL_CORS_ORIGINS: allowedSite.origin });
 }, { timeout: 240_000 });
 afterEach(async () => {
   await demo?.closePages();
 });
 after(async () => {
   await demo?.stop();
+  await allowedSite?.close();
+  await otherSite?.close();
 });
 
 const searchesAfter = async (n) => (await demo.api("GET", "/demo/searches")).json.searches.filter((s) => s.n > n);
@@ -340,5 +358,40 @@ describe("edge panel", () => {
     assert.ok(overflow <= 0, `the page is ${overflow} px wider than a 390 px screen`);
     await narrow.page.screenshot({ path: join(SHOTS, "page-narrow.png"), fullPage: true });
     assert.deepEqual([...light.problems, ...dark.problems, ...narrow.problems], []);
+  });
+});
+
+describe("lull-web/edge from another site", () => {
+  test("a page on an origin LULL_CORS_ORIGINS lists sends to the edge; one on another origin is stopped by the browser, and nothing is stored", { timeout: 60_000 }, async () => {
+    const context = await demo.browser.newContext();
+    try {
+      const page = await context.newPage();
+      const key = `doc-cors-${Date.now()}`;
+      await page.goto(`${allowedSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${key}`);
+      const outcome = await page.waitForFunction(() => window.outcome, null, { timeout: 15_000 }).then((h) => h.jsonValue());
+      assert.equal(outcome.ok, true, JSON.stringify(outcome));
+      assert.deepEqual([outcome.sent.window, outcome.sent.seq], [1, 1]);
+      assert.equal((await demo.api("GET", `/v1/topics/demo/keys/${key}`)).json.stats.events, 1);
+
+      const refusedKey = `doc-cors-refused-${Date.now()}`;
+      await page.goto(`${otherSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${refusedKey}`);
+      const refused = await page.waitForFunction(() => window.outcome, null, { timeout: 15_000 }).then((h) => h.jsonValue());
+      assert.deepEqual(refused, { ok: false, name: "TypeError" }, "the browser refused the call (CORS)");
+      assert.equal((await demo.api("GET", `/v1/topics/demo/keys/${refusedKey}`)).json.stats.events, 0, "nothing stored");
+      const preflight = await fetch(`${demo.base}/v1/topics/demo/keys/k/events`, {
+        method: "OPTIONS",
+        headers: { origin: otherSite.origin, "access-control-request-method": "POST" },
+      });
+      assert.equal(preflight.status, 403);
+      assert.equal((await preflight.json()).error.code, "origin_not_allowed");
+      const allowed = await fetch(`${demo.base}/healthz`, { headers: { origin: allowedSite.origin } });
+      assert.equal(allowed.headers.get("access-control-allow-origin"), allowedSite.origin);
+      assert.equal(allowed.headers.get("access-control-expose-headers"), "retry-after");
+      assert.equal(allowed.headers.get("vary"), "Origin");
+      const other = await fetch(`${demo.base}/healthz`, { headers: { origin: otherSite.origin } });
+      assert.equal(other.headers.get("access-control-allow-origin"), null);
+    } finally {
+      await context.close();
+    }
   });
 });

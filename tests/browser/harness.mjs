@@ -2,8 +2,9 @@
 // `cargo xtask dev` does, on free ports), Debian's Chromium driven by
 // playwright-core, and what a page did wrong (console errors, page errors,
 // failed requests) collected per page.
-import { mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { basename, join, resolve } from "node:path";
 import { launch } from "../web/chromium.mjs";
 import { client, startWranglerDev } from "../edge/harness.mjs";
 
@@ -28,10 +29,10 @@ export const TOPICS = (base) => ({
   },
 });
 
-/** wrangler dev and a browser; `page()` opens the demo in a fresh context. */
-export async function startDemo() {
+/** wrangler dev (with `vars`) and a browser; `page()` opens the demo in a fresh context. */
+export async function startDemo(vars = {}) {
   mkdirSync(SHOTS, { recursive: true });
-  const dev = await startWranglerDev(TOPICS);
+  const dev = await startWranglerDev(TOPICS, vars);
   let browser;
   try {
     browser = await launch();
@@ -90,6 +91,28 @@ export async function startDemo() {
       await dev.stop();
     },
     output: dev.output,
+  };
+}
+
+/**
+ * A site of its own on 127.0.0.1 (another origin than the worker's) serving
+ * `html` at `/` and the built lull-web package under `/lull-web/`.
+ */
+export async function startOtherSite(html) {
+  const pkg = join(root, "target/www/lull-web");
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    if (url.pathname === "/") return res.writeHead(200, { "content-type": "text/html" }).end(html);
+    const file = join(pkg, basename(url.pathname));
+    if (url.pathname.startsWith("/lull-web/") && existsSync(file)) {
+      return res.writeHead(200, { "content-type": "text/javascript" }).end(readFileSync(file));
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  return {
+    origin: `http://127.0.0.1:${server.address().port}`,
+    close: () => new Promise((ok) => (server.closeAllConnections(), server.close(ok))),
   };
 }
 

@@ -68,10 +68,11 @@ export async function startEdge({ topics, persist, logs = [] }) {
  * What `cargo xtask dev` runs: `wrangler dev` on workerd with wrangler.toml's
  * build command, bindings, migration and static assets (the demo page), on
  * free ports, with the secrets of .dev.vars.example and `topics` as
- * LULL_TOPICS (the demo topic pointed at this run's own sink, `{base}/sink`).
+ * LULL_TOPICS (the demo topic pointed at this run's own sink, `{base}/sink`)
+ * and `vars` as more variables.
  * Stopped (by its process group) with `stop()`; `output()` is what it printed.
  */
-export async function startWranglerDev(topics) {
+export async function startWranglerDev(topics, vars = {}) {
   const [port, inspector] = [await freePort(), await freePort()];
   const base = `http://127.0.0.1:${port}`;
   const state = stateDir();
@@ -83,6 +84,7 @@ export async function startWranglerDev(topics) {
       "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
       "--persist-to", state.dir, "--show-interactive-dev-session=false", "--log-level", "warn",
       "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(resolved)}`,
+      ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
     ],
     { cwd: root, detached: true, stdio: ["ignore", "pipe", "pipe"], env: process.env },
   );

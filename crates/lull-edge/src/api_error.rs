@@ -20,6 +20,8 @@ pub enum ApiError {
     Unauthorized,
     /// `403 forbidden`: a valid token that may not do this (the ingest token on an admin route).
     Forbidden,
+    /// `403 origin_not_allowed`: a browser preflight from an origin `LULL_CORS_ORIGINS` does not list.
+    OriginNotAllowed(String),
     /// `400 malformed_json`: the body is not JSON.
     MalformedJson(String),
     /// `413 payload_too_large`: the body is over the topic's limit.
@@ -73,7 +75,7 @@ impl ApiError {
             ApiError::UnknownTopic(_) | ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed { .. } => 405,
             ApiError::Unauthorized => 401,
-            ApiError::Forbidden => 403,
+            ApiError::Forbidden | ApiError::OriginNotAllowed(_) => 403,
             ApiError::MalformedJson(_)
             | ApiError::InvalidKey(_)
             | ApiError::BadQuery(_)
@@ -93,6 +95,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
+            ApiError::OriginNotAllowed(_) => "origin_not_allowed",
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::InvalidKey(_) => "invalid_key",
@@ -113,6 +116,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { method, allowed } => format!("{method} is not allowed here; use {allowed}"),
             ApiError::Unauthorized => "a valid bearer token is required".into(),
             ApiError::Forbidden => "this token may not do that".into(),
+            ApiError::OriginNotAllowed(origin) => {
+                format!("origin {origin} may not call this API from a browser (LULL_CORS_ORIGINS)")
+            }
             ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
             ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
             ApiError::InvalidKey(why) | ApiError::Config(why) | ApiError::BadQuery(why) => why.clone(),
@@ -156,6 +162,7 @@ mod tests {
             (ApiError::MethodNotAllowed { method: "PUT".into(), allowed: "POST" }, 405, "method_not_allowed"),
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::Forbidden, 403, "forbidden"),
+            (ApiError::OriginNotAllowed("https://x.example".into()), 403, "origin_not_allowed"),
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),
             (ApiError::PayloadTooLarge { limit: 65_536 }, 413, "payload_too_large"),
             (ApiError::InvalidKey("empty".into()), 400, "invalid_key"),

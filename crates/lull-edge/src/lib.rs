@@ -8,6 +8,7 @@
 //! - [`delivery`]: the JSON a target receives, and its idempotency key;
 //! - [`api_error`]: the stable JSON error shape and its HTTP statuses;
 //! - [`route`]: methods and paths to operations, and bearer-token access;
+//! - [`cors`]: which web origins may call the API from a browser;
 //! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation;
 //! - [`ports`]: what the key's logic needs from where it runs (storage, host, outbound call);
 //! - [`key_object`]: the key's whole logic over those ports (the Durable Object is a shell around it);
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api_error;
+pub mod cors;
 pub mod delivery;
 pub mod key;
 pub mod key_object;

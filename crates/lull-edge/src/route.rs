@@ -129,6 +129,8 @@ pub enum DemoRoute {
 pub enum Route {
     /// `GET /healthz`.
     Health,
+    /// `OPTIONS` on any path: a browser's CORS preflight.
+    Preflight,
     /// `GET /sink` (the recent deliveries) or `POST /sink` (one delivery): the demo receiver.
     Sink {
         /// `true` for `POST`.
@@ -169,6 +171,9 @@ impl Route {
     /// `400 invalid_key` for a bad key.
     pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
         let not_found = || ApiError::NotFound(format!("route {path:?}"));
+        if method == "OPTIONS" {
+            return Ok(Route::Preflight);
+        }
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match parts.as_slice() {
             ["healthz"] => method_check(method, "GET").map(|()| Route::Health),
@@ -292,6 +297,7 @@ mod tests {
         }
         assert_eq!(Op::from_object_path("/replay/x"), None);
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
+        assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
         assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
         assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
         assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));

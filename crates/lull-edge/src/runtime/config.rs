@@ -6,6 +6,7 @@ use std::rc::Rc;
 use worker::Env;
 
 use crate::api_error::ApiError;
+use crate::cors::Cors;
 use crate::topic::Topics;
 
 /// The Durable Object binding's name in `wrangler.toml`.
@@ -23,6 +24,8 @@ pub struct Config {
     pub signing_secret: String,
     /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
     pub demo_sink: bool,
+    /// `LULL_CORS_ORIGINS`: web origins that may call the API from a browser.
+    pub cors: Cors,
 }
 
 thread_local! {
@@ -64,6 +67,7 @@ pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
         admin_token: required(env, "LULL_ADMIN_TOKEN")?,
         signing_secret: required(env, "LULL_SIGNING_SECRET")?,
         demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
+        cors: Cors::parse(text(env, "LULL_CORS_ORIGINS").as_deref())?,
     });
     CACHE.with_borrow_mut(|c| *c = Some((json, config.clone())));
     Ok(config)

@@ -21,15 +21,33 @@ pub const PRODUCER_KEY_HEADER: &str = "lull-producer-key";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    http::respond(handle(req, &env).await)
+    let origin = req.headers().get("origin").ok().flatten();
+    let response = http::respond(handle(req, &env, origin.as_deref()).await)?;
+    // Every answer (errors too) tells an allowed origin's page that it may read it.
+    let cors = config::load(&env).map(|c| c.cors.headers(origin.as_deref())).unwrap_or_default();
+    if cors.is_empty() {
+        return Ok(response);
+    }
+    let headers = response.headers().clone();
+    for (name, value) in cors {
+        headers.set(name, &value)?;
+    }
+    Ok(response.with_headers(headers))
 }
 
-async fn handle(mut req: Request, env: &Env) -> Result<Response, ApiError> {
+async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Response, ApiError> {
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     let config = config::load(env)?;
     let auth = req.headers().get("authorization").map_err(internal)?;
     let tokens = Tokens { ingest: &config.ingest_token, admin: &config.admin_token };
     match route {
+        Route::Preflight => {
+            let headers = worker::Headers::new();
+            for (name, value) in config.cors.preflight(origin)? {
+                headers.set(name, &value).map_err(internal)?;
+            }
+            Ok(Response::empty().map_err(internal)?.with_status(204).with_headers(headers))
+        }
         Route::Health => {
             let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
             http::json(200, &serde_json::json!({"ok": true, "topics": topics})).map_err(internal)
