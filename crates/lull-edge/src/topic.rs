@@ -14,6 +14,7 @@ use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyCo
 use serde::Deserialize;
 
 use crate::key::is_topic_name;
+use crate::queue_message::MAX_QUEUE_EVENT_BYTES;
 
 /// Default body limit per event: 64 KiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
@@ -118,7 +119,46 @@ struct TopicConfig {
     dedupe_window_ms: u64,
     #[serde(default = "default_retention")]
     retention_ms: u64,
+    #[serde(default)]
+    delivery: DeliveryKind,
+    #[serde(default)]
+    queue: Option<String>,
+    #[serde(default = "default_forward_concurrency")]
+    forward_concurrency: u32,
+    #[serde(default)]
+    forward_rate_per_s: Option<f64>,
 }
+
+fn default_forward_concurrency() -> u32 {
+    1
+}
+
+/// How a topic's fired windows leave the key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryKind {
+    /// The key's object `POST`s the window to the target (the default).
+    #[default]
+    Webhook,
+    /// The window goes to a Cloudflare Queue; the worker's consumer forwards it to the target.
+    Queue,
+}
+
+/// A queue topic's settings (`delivery = "queue"`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueDelivery {
+    /// The producer binding's name in `wrangler.toml` (`queue`, default [`DEFAULT_QUEUE_BINDING`]).
+    pub binding: String,
+    /// Forwards to the target in flight at most, across every batch and isolate (1..=64, default 1).
+    pub forward_concurrency: u32,
+    /// Forwards started per second at most, if set (0 < rate ≤ 1000).
+    pub forward_rate_per_s: Option<f64>,
+}
+
+impl Eq for QueueDelivery {}
+
+/// The queue binding a queue topic uses unless it names one.
+pub const DEFAULT_QUEUE_BINDING: &str = "LULL_QUEUE";
 
 fn default_retention() -> u64 {
     DEFAULT_RETENTION_MS
@@ -154,6 +194,8 @@ pub struct Topic {
     /// How long a key with nothing open, queued, running or dead-lettered is
     /// kept before all its storage is deleted (ms); at least `dedupe_window_ms`.
     pub retention_ms: u64,
+    /// `Some` when windows go through a queue (`delivery = "queue"`), `None` for webhooks.
+    pub queue: Option<QueueDelivery>,
 }
 
 /// Every configured topic, by name.
@@ -222,6 +264,44 @@ impl Topic {
         if !(1..=MAX_PENDING_WINDOWS).contains(&c.max_pending_windows) {
             return Err(fail(Problem::PendingLimit(c.max_pending_windows)));
         }
+        let queue = match c.delivery {
+            DeliveryKind::Webhook
+                if c.queue.is_some() || c.forward_rate_per_s.is_some() || c.forward_concurrency != 1 =>
+            {
+                return Err(fail(Problem::Queue(
+                    "queue, forward_concurrency and forward_rate_per_s need delivery = \"queue\"".into(),
+                )));
+            }
+            DeliveryKind::Webhook => None,
+            DeliveryKind::Queue => {
+                let binding = c.queue.unwrap_or_else(|| DEFAULT_QUEUE_BINDING.to_string());
+                if binding.is_empty() || !binding.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                    return Err(fail(Problem::Queue(format!(
+                        "queue must name a binding (A-Z a-z 0-9 _), not {binding:?}"
+                    ))));
+                }
+                if !(1..=crate::gate::MAX_LIMIT).contains(&c.forward_concurrency) {
+                    return Err(fail(Problem::Queue(format!(
+                        "forward_concurrency must be 1..={}, not {}",
+                        crate::gate::MAX_LIMIT,
+                        c.forward_concurrency
+                    ))));
+                }
+                if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= 1000.0)) {
+                    return Err(fail(Problem::Queue("forward_rate_per_s must be above 0 and at most 1000".into())));
+                }
+                if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
+                    return Err(fail(Problem::Queue(format!(
+                        "max_body_bytes must be at most {MAX_QUEUE_EVENT_BYTES} with delivery = \"queue\" (an event fits in one message)"
+                    ))));
+                }
+                Some(QueueDelivery {
+                    binding,
+                    forward_concurrency: c.forward_concurrency,
+                    forward_rate_per_s: c.forward_rate_per_s,
+                })
+            }
+        };
         let max_batch = match (c.payload, c.max_batch) {
             (PayloadMode::All, None) => Some(DEFAULT_MAX_BATCH),
             (_, batch) => batch,
@@ -256,6 +336,7 @@ impl Topic {
             max_pending_windows: c.max_pending_windows,
             dedupe_window_ms: c.dedupe_window_ms,
             retention_ms: c.retention_ms,
+            queue,
         })
     }
 }
@@ -286,6 +367,8 @@ pub enum Problem {
     },
     /// The timing or retry settings (see [`PolicyError`]).
     Policy(PolicyError),
+    /// The queue delivery settings (what is wrong, in words).
+    Queue(String),
 }
 
 /// Why `LULL_TOPICS` was refused; the worker does not start with it.
@@ -328,6 +411,7 @@ impl fmt::Display for TopicError {
                         write!(f, "max_pending_windows must be 1..={MAX_PENDING_WINDOWS}, not {n}")
                     }
                     Problem::Policy(e) => write!(f, "{e}"),
+                    Problem::Queue(why) => f.write_str(why),
                 }
             }
         }
@@ -404,5 +488,43 @@ mod tests {
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"max_attempts": 0}}}"#)
                 .contains("max_attempts")
         );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "forward_concurrency": 2}}"#)
+                .contains("need delivery = \"queue\"")
+        );
+        let queue =
+            |extra: &str| format!(r#"{{"t": {{"target": "https://a", "wait_ms": 1, "delivery": "queue"{extra}}}}}"#);
+        assert!(refused(&queue(r#", "forward_concurrency": 0"#)).contains("forward_concurrency must be 1..=64, not 0"));
+        assert!(refused(&queue(r#", "forward_concurrency": 65"#)).contains("not 65"));
+        assert!(refused(&queue(r#", "forward_rate_per_s": 0"#)).contains("forward_rate_per_s"));
+        assert!(refused(&queue(r#", "queue": "a-b""#)).contains("must name a binding"));
+        assert!(refused(&queue(r#", "max_body_bytes": 200000"#)).contains("one message"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery": "carrier-pigeon"}}"#)
+                .contains("unknown variant")
+        );
+    }
+
+    #[test]
+    fn a_queue_topic_names_its_binding_and_bound() {
+        let topics = Topics::parse(
+            r#"{"slow": {"target": "https://a/x", "wait_ms": 1, "delivery": "queue", "forward_concurrency": 4,
+                         "forward_rate_per_s": 2.5},
+                "plain": {"target": "https://a/y", "wait_ms": 1, "delivery": "queue", "queue": "OTHER"}}"#,
+        )
+        .unwrap();
+        let slow = topics.get("slow").unwrap().queue.clone().unwrap();
+        assert_eq!(
+            slow,
+            QueueDelivery {
+                binding: DEFAULT_QUEUE_BINDING.into(),
+                forward_concurrency: 4,
+                forward_rate_per_s: Some(2.5)
+            }
+        );
+        let plain = topics.get("plain").unwrap().queue.clone().unwrap();
+        assert_eq!((plain.binding.as_str(), plain.forward_concurrency, plain.forward_rate_per_s), ("OTHER", 1, None));
+        let hook = Topics::parse(r#"{"h": {"target": "https://a", "wait_ms": 1}}"#).unwrap();
+        assert_eq!(hook.get("h").unwrap().queue, None);
     }
 }

@@ -1,0 +1,169 @@
+//! [`Gate`]: a topic's bound on forwards to its target — at most
+//! `forward_concurrency` in flight and, optionally, starts at least
+//! `1000 / forward_rate_per_s` ms apart — for queue delivery, where batches,
+//! consumer invocations and isolates forward at once. One gate per topic
+//! lives in a Durable Object; consumers ask it before each forward
+//! ([`Gate::acquire`]) and tell it after ([`Gate::release`]).
+//!
+//! Like the core, it is told the time and asked what to do; it never waits.
+//!
+//! Guarantees:
+//! - **The bound holds**: a lease is granted only while fewer than the limit
+//!   are held, and only once the rate's spacing since the last grant passed.
+//! - **No lease is lost for good**: a lease not released (its consumer died)
+//!   expires `lease_ms` after its grant, so a crash costs the bound's room for
+//!   at most that long, never forever.
+//! - **A wait says how long**: [`Grant::Wait`] carries when to ask again
+//!   (the rate's next start, or a short poll while the room is full).
+
+use std::collections::BTreeMap;
+
+/// How soon to ask again while every lease is held (ms): releases are not pushed.
+pub const FULL_POLL_MS: u64 = 25;
+/// Leases a gate holds at most, whatever the limit asks.
+pub const MAX_LIMIT: u32 = 64;
+
+/// A forward's permission, or when to ask again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// Go: forward now, then release `lease`.
+    Go {
+        /// The lease to release.
+        lease: u64,
+        /// When it expires unless released (unix ms).
+        expires_at: u64,
+    },
+    /// Not now: ask again at this time (unix ms).
+    Wait {
+        /// When to ask again.
+        retry_at: u64,
+    },
+}
+
+/// One topic's bound on forwards in flight and their rate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    limit: u32,
+    spacing_ms: u64,
+    lease_ms: u64,
+    held: BTreeMap<u64, u64>,
+    next_lease: u64,
+    last_start: Option<u64>,
+}
+
+impl Gate {
+    /// A gate for `limit` forwards in flight (1..=[`MAX_LIMIT`]), at most
+    /// `rate_per_s` starts a second if given, each lease expiring after `lease_ms`.
+    pub fn new(limit: u32, rate_per_s: Option<f64>, lease_ms: u64) -> Gate {
+        let spacing_ms = rate_per_s.filter(|r| r.is_finite() && *r > 0.0).map_or(0, |r| (1000.0 / r).ceil() as u64);
+        Gate {
+            limit: limit.clamp(1, MAX_LIMIT),
+            spacing_ms,
+            lease_ms: lease_ms.max(1),
+            held: BTreeMap::new(),
+            next_lease: 1,
+            last_start: None,
+        }
+    }
+
+    /// Change the bound (a redeployed topic); leases held stay held.
+    pub fn configure(&mut self, limit: u32, rate_per_s: Option<f64>, lease_ms: u64) {
+        let fresh = Gate::new(limit, rate_per_s, lease_ms);
+        (self.limit, self.spacing_ms, self.lease_ms) = (fresh.limit, fresh.spacing_ms, fresh.lease_ms);
+    }
+
+    /// Ask to forward at `now`.
+    pub fn acquire(&mut self, now: u64) -> Grant {
+        self.held.retain(|_, expires| *expires > now);
+        if let Some(last) = self.last_start {
+            let next = last.saturating_add(self.spacing_ms);
+            if now < next {
+                return Grant::Wait { retry_at: next };
+            }
+        }
+        if self.held.len() >= self.limit as usize {
+            let soonest = self.held.values().min().copied().unwrap_or(now);
+            return Grant::Wait { retry_at: soonest.min(now.saturating_add(FULL_POLL_MS)) };
+        }
+        let lease = self.next_lease;
+        self.next_lease += 1;
+        let expires_at = now.saturating_add(self.lease_ms);
+        self.held.insert(lease, expires_at);
+        self.last_start = Some(now);
+        Grant::Go { lease, expires_at }
+    }
+
+    /// The forward under `lease` ended; `false` if the lease had expired (or never was).
+    pub fn release(&mut self, lease: u64) -> bool {
+        self.held.remove(&lease).is_some()
+    }
+
+    /// Leases held at `now` (expired ones not counted).
+    pub fn in_flight(&self, now: u64) -> usize {
+        self.held.values().filter(|expires| **expires > now).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go(grant: Grant) -> u64 {
+        match grant {
+            Grant::Go { lease, .. } => lease,
+            Grant::Wait { retry_at } => panic!("waited until {retry_at}"),
+        }
+    }
+
+    #[test]
+    fn never_more_than_the_limit_in_flight() {
+        let mut gate = Gate::new(2, None, 10_000);
+        let (a, _b) = (go(gate.acquire(0)), go(gate.acquire(0)));
+        assert_eq!(gate.acquire(1), Grant::Wait { retry_at: 1 + FULL_POLL_MS });
+        assert_eq!(gate.in_flight(1), 2);
+        assert!(gate.release(a));
+        assert!(!gate.release(a), "a lease is released once");
+        go(gate.acquire(2));
+        assert!(matches!(gate.acquire(3), Grant::Wait { .. }));
+    }
+
+    #[test]
+    fn a_lease_never_released_expires() {
+        let mut gate = Gate::new(1, None, 500);
+        let lost = go(gate.acquire(0));
+        assert_eq!(gate.acquire(490), Grant::Wait { retry_at: 500 }, "ask again when it expires");
+        go(gate.acquire(500));
+        assert!(!gate.release(lost), "too late: it had expired");
+    }
+
+    #[test]
+    fn starts_are_spaced_by_the_rate() {
+        let mut gate = Gate::new(4, Some(3.0), 10_000); // 334 ms apart
+        let first = go(gate.acquire(1_000));
+        assert_eq!(gate.acquire(1_100), Grant::Wait { retry_at: 1_334 });
+        gate.release(first);
+        assert_eq!(gate.acquire(1_333), Grant::Wait { retry_at: 1_334 }, "room is not enough: the spacing holds");
+        go(gate.acquire(1_334));
+        // Over any second, at most ⌈rate⌉ starts.
+        let mut gate = Gate::new(64, Some(5.0), 10_000);
+        let starts: Vec<u64> = (0..5_000).filter(|t| matches!(gate.acquire(*t), Grant::Go { .. })).collect();
+        assert!(starts.windows(2).all(|w| w[1] - w[0] >= 200));
+        assert_eq!(starts.len(), 25);
+    }
+
+    #[test]
+    fn limits_are_clamped_and_a_new_bound_keeps_what_is_held() {
+        let mut gate = Gate::new(0, Some(f64::NAN), 10_000);
+        go(gate.acquire(0));
+        assert!(matches!(gate.acquire(0), Grant::Wait { .. }), "a limit of 0 means 1; NaN means no rate");
+        gate.configure(3, None, 10_000);
+        assert_eq!(gate.in_flight(1), 1);
+        go(gate.acquire(1));
+        go(gate.acquire(1));
+        assert!(matches!(gate.acquire(1), Grant::Wait { .. }));
+        assert_eq!(Gate::new(1_000, None, 1).limit, MAX_LIMIT);
+        let mut brief = Gate::new(1, None, 0);
+        go(brief.acquire(0));
+        go(brief.acquire(1)); // a lease of 0 ms lasts 1 ms
+    }
+}

@@ -1,0 +1,195 @@
+//! A fired window as Cloudflare Queue messages (`delivery = "queue"`): the
+//! same JSON body and idempotency key as a webhook delivery, in one message,
+//! or — when the window is larger than a message can hold — in parts, each
+//! saying so (`"part": {"index", "count"}`, index from 0) and each with its
+//! own idempotency key naming the window and the part
+//! (`{window's key}.part-{index}-of-{count}`).
+//!
+//! Guarantees: every message is at most [`MAX_MESSAGE_BYTES`]; every event
+//! of the window is in exactly one part, in order; the split depends only on
+//! the window's events, so each attempt splits it the same way and a
+//! receiver deduplicating on the key keeps every part exactly once.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::delivery::{Delivery, Payload};
+
+/// The largest message a queue takes (bytes of its JSON).
+pub const MAX_MESSAGE_BYTES: usize = 128_000;
+/// Room kept for the envelope around a part's body (topic, idempotency key, attempt).
+pub const ENVELOPE_BYTES: usize = 4_000;
+/// The largest event a queue topic accepts (`max_body_bytes`): with the
+/// delivery's own fields it always fits in one part.
+pub const MAX_QUEUE_EVENT_BYTES: usize = 120_000;
+
+/// Which part of a split window a message holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// From 0.
+    pub index: usize,
+    /// How many parts the window has.
+    pub count: usize,
+}
+
+/// One message on the queue: what the consumer forwards, and to whom.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct QueueMessage {
+    /// The topic (its target, signing and bound are the consumer's to look up).
+    pub topic: String,
+    /// Sent as `Idempotency-Key`: the window's, or the part's.
+    pub idempotency_key: String,
+    /// The key's attempt at the window (the queue counts its own retries apart).
+    pub attempt: u32,
+    /// The delivery's JSON body, as a webhook would get it (plus `part` when split).
+    pub body: Box<RawValue>,
+}
+
+/// Why a window cannot go as messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SplitError {
+    /// One event alone is larger than a message can hold (bytes).
+    EventTooLarge(usize),
+    /// JSON could not be written.
+    Json(String),
+}
+
+impl core::fmt::Display for SplitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SplitError::EventTooLarge(n) => write!(f, "an event of {n} bytes does not fit in a queue message"),
+            SplitError::Json(e) => write!(f, "queue message: {e}"),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WithPart<'a> {
+    #[serde(flatten)]
+    delivery: &'a Delivery<'a>,
+    part: Part,
+}
+
+fn json<T: Serialize>(value: &T) -> Result<String, SplitError> {
+    serde_json::to_string(value).map_err(|e| SplitError::Json(e.to_string()))
+}
+
+/// `delivery` as messages for `topic`: one if it fits, else parts of its events.
+pub fn messages(
+    topic: &str,
+    delivery: &Delivery<'_>,
+    idempotency_key: &str,
+    attempt: u32,
+) -> Result<Vec<QueueMessage>, SplitError> {
+    let budget = MAX_MESSAGE_BYTES - ENVELOPE_BYTES;
+    let message = |body: String, key: String| -> Result<QueueMessage, SplitError> {
+        let body = RawValue::from_string(body).map_err(|e| SplitError::Json(e.to_string()))?;
+        Ok(QueueMessage { topic: topic.to_string(), idempotency_key: key, attempt, body })
+    };
+    let whole = json(delivery)?;
+    let events = match &delivery.payload {
+        _ if whole.len() <= budget => return Ok(vec![message(whole, idempotency_key.to_string())?]),
+        Payload::Events(events) => events,
+        Payload::Event(event) => return Err(SplitError::EventTooLarge(event.get().len())),
+    };
+    // The delivery's own fields with no event, and a part's room for events.
+    let empty = Delivery { payload: Payload::Events(Vec::new()), ..*delivery };
+    let fixed = json(&WithPart { delivery: &empty, part: Part { index: 999_999, count: 999_999 } })?.len();
+    let room = budget.saturating_sub(fixed);
+    let mut groups: Vec<Vec<&RawValue>> = vec![Vec::new()];
+    let mut used = 0;
+    for event in events {
+        let size = event.get().len() + 1; // and its comma
+        if size > room {
+            return Err(SplitError::EventTooLarge(event.get().len()));
+        }
+        if used + size > room {
+            groups.push(Vec::new());
+            used = 0;
+        }
+        used += size;
+        if let Some(group) = groups.last_mut() {
+            group.push(*event);
+        }
+    }
+    let count = groups.len();
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(index, events)| {
+            let part = Part { index, count };
+            let body = json(&WithPart { delivery: &Delivery { payload: Payload::Events(events), ..*delivery }, part })?;
+            message(body, format!("{idempotency_key}.part-{index}-of-{count}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lull_core::{Reason, WindowId};
+
+    fn raw(json: String) -> Box<RawValue> {
+        RawValue::from_string(json).unwrap()
+    }
+
+    fn delivery<'a>(payload: Payload<'a>, count: u64) -> Delivery<'a> {
+        Delivery {
+            topic: "orders",
+            key: "c42",
+            window: WindowId(7),
+            reason: Reason::Quiet,
+            count,
+            first_at: 1,
+            last_at: 2,
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_window_that_fits_is_one_message_with_the_webhook_body_and_key() {
+        let e = raw(r#"{"n":1}"#.into());
+        let d = delivery(Payload::Events(vec![&e]), 1);
+        let out = messages("orders", &d, "orders/c42/k.7", 2).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].body.get(), d.to_json().unwrap());
+        assert_eq!((out[0].idempotency_key.as_str(), out[0].attempt), ("orders/c42/k.7", 2));
+    }
+
+    #[test]
+    fn a_large_window_is_split_in_order_every_event_once_each_part_fitting() {
+        let big: Vec<Box<RawValue>> =
+            (0..40).map(|i| raw(format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(10_000)))).collect();
+        let d = delivery(Payload::Events(big.iter().map(|b| b.as_ref()).collect()), 40);
+        let out = messages("orders", &d, "orders/c42/k.7", 1).unwrap();
+        assert!(out.len() >= 4, "{} parts", out.len());
+        let mut seen = Vec::new();
+        for (i, m) in out.iter().enumerate() {
+            assert!(serde_json::to_string(m).unwrap().len() <= MAX_MESSAGE_BYTES);
+            assert_eq!(m.idempotency_key, format!("orders/c42/k.7.part-{i}-of-{}", out.len()));
+            let body: serde_json::Value = serde_json::from_str(m.body.get()).unwrap();
+            assert_eq!(body["part"], serde_json::json!({"index": i, "count": out.len()}));
+            assert_eq!(
+                (body["window"].as_u64(), body["count"].as_u64()),
+                (Some(7), Some(40)),
+                "the window's own count"
+            );
+            seen.extend(body["events"].as_array().unwrap().iter().map(|e| e["i"].as_u64().unwrap()));
+        }
+        assert_eq!(seen, (0..40).collect::<Vec<u64>>());
+        let again = messages("orders", &d, "orders/c42/k.7", 2).unwrap();
+        assert_eq!(
+            again.iter().map(|m| m.body.get()).collect::<Vec<_>>(),
+            out.iter().map(|m| m.body.get()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_event_larger_than_a_message_is_refused() {
+        let huge = raw(format!(r#""{}""#, "y".repeat(MAX_MESSAGE_BYTES)));
+        let d = delivery(Payload::Event(&huge), 1);
+        assert!(matches!(messages("orders", &d, "k", 1), Err(SplitError::EventTooLarge(_))));
+        let d = delivery(Payload::Events(vec![&huge]), 1);
+        assert!(matches!(messages("orders", &d, "k", 1), Err(SplitError::EventTooLarge(_))));
+    }
+}
