@@ -34,7 +34,8 @@ use crate::api_error::ApiError;
 use crate::delivery::{Delivery, Payload, idempotency_key};
 use crate::key::Key;
 use crate::key_state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
-use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, WindowRow, Write};
+use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, QueueSend, Store, StoreError, WindowRow, Write};
+use crate::queue_message;
 use crate::timeline::{TIMELINE_KEEP, Timeline};
 use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
 
@@ -276,12 +277,29 @@ impl Loaded {
             last_at: fire.span.last_at,
             payload,
         };
+        let idempotency_key = idempotency_key(&self.topic, &self.key, self.ks.incarnation(), fire.window);
+        let queue = match &topic.queue {
+            None => None,
+            Some(q) => match queue_message::messages(&self.topic, &delivery, &idempotency_key, fire.attempt) {
+                Ok(messages) => Some(QueueSend {
+                    binding: q.binding.clone(),
+                    messages: messages
+                        .iter()
+                        .map(serde_json::to_string)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(json_error)?,
+                }),
+                // Counts as a failed attempt: retried, then a dead letter, never lost.
+                Err(e) => return Ok(Job { fire, out: Err(e.to_string()) }),
+            },
+        };
         let out = Outgoing {
             target: topic.target.clone(),
             body: delivery.to_json().map_err(json_error)?,
-            idempotency_key: idempotency_key(&self.topic, &self.key, self.ks.incarnation(), fire.window),
+            idempotency_key,
             attempt: fire.attempt,
             timeout_ms: topic.delivery_timeout_ms,
+            queue,
         };
         Ok(Job { fire, out: Ok(out) })
     }

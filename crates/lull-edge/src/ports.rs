@@ -128,6 +128,17 @@ pub struct Outgoing {
     pub attempt: u32,
     /// How long to wait for an answer (ms).
     pub timeout_ms: u64,
+    /// For a queue topic: send these messages to this queue instead of `POST`ing.
+    pub queue: Option<QueueSend>,
+}
+
+/// A window as messages for a queue (`delivery = "queue"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueSend {
+    /// The producer binding's name.
+    pub binding: String,
+    /// Each message's JSON (a [`crate::queue_message::QueueMessage`]), in order.
+    pub messages: Vec<String>,
 }
 
 /// What the target made of a delivery.

@@ -1,14 +1,19 @@
-//! The delivery call: a signed `POST` to the topic's target, bounded by the topic's timeout.
+//! The delivery call: a signed `POST` to the topic's target, bounded by the
+//! topic's timeout — or, for a queue topic, the window's messages sent to
+//! its queue (in batches the queue takes: at most 100 messages and
+//! [`BATCH_BYTES`] each).
 
 use std::pin::pin;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{
+    AbortController, Delay, Env, Fetch, Headers, Method, QueueContentType, RawMessageBuilder, Request, RequestInit,
+};
 
 use super::config;
 use crate::delivery::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
-use crate::ports::{Outbound, Outcome, Outgoing};
+use crate::ports::{Outbound, Outcome, Outgoing, QueueSend};
 use crate::signing;
 
 /// [`Outbound`] over `fetch`, signing with the configured secret.
@@ -19,11 +24,55 @@ pub struct Fetcher {
 
 impl Outbound for Fetcher {
     async fn send(&self, out: Outgoing) -> Outcome {
+        if let Some(queue) = out.queue {
+            return enqueue(&self.env, queue).await;
+        }
         match config::load(&self.env) {
             Ok(config) => send(out, &config.signing_secret).await,
             Err(e) => Outcome { ok: false, detail: format!("config: {}", e.message()) },
         }
     }
+}
+
+/// Bytes of messages per `sendBatch` at most (the queue takes 288,000).
+pub const BATCH_BYTES: usize = 256_000;
+/// Messages per `sendBatch` at most.
+pub const BATCH_MESSAGES: usize = 100;
+
+/// Send a window's messages to its queue; a failure part way is a failed
+/// attempt (the retry sends every part again, under the same keys).
+async fn enqueue(env: &Env, send: QueueSend) -> Outcome {
+    let queue = match env.queue(&send.binding) {
+        Ok(queue) => queue,
+        Err(e) => return Outcome { ok: false, detail: format!("queue binding {}: {e}", send.binding) },
+    };
+    let mut batches: Vec<Vec<&String>> = Vec::new();
+    let mut bytes = 0;
+    for message in &send.messages {
+        let full = batches.last().is_none_or(|b| b.len() == BATCH_MESSAGES || bytes + message.len() > BATCH_BYTES);
+        if full {
+            batches.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += message.len();
+        if let Some(batch) = batches.last_mut() {
+            batch.push(message);
+        }
+    }
+    let count = send.messages.len();
+    for batch in batches {
+        let mut raw = Vec::with_capacity(batch.len());
+        for message in batch {
+            match worker::js_sys::JSON::parse(message) {
+                Ok(value) => raw.push(RawMessageBuilder::new(value).build_with_content_type(QueueContentType::Json)),
+                Err(_) => return Outcome { ok: false, detail: "queue: a message is not JSON".into() },
+            }
+        }
+        if let Err(e) = queue.send_raw_batch(raw).await {
+            return Outcome { ok: false, detail: format!("queue {}: {e}", send.binding) };
+        }
+    }
+    Outcome { ok: true, detail: format!("queued {count} message(s)") }
 }
 
 /// Send it; never fails, the outcome says what happened.
