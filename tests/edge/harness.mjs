@@ -38,8 +38,18 @@ export function lullWorker(topics) {
       { type: "CompiledWasm", path: join(build, "index_bg.wasm") },
     ],
     modulesRoot: build,
-    durableObjects: { KEY_WINDOW: { className: "KeyWindow", useSQLite: true } },
+    durableObjects: {
+      KEY_WINDOW: { className: "KeyWindow", useSQLite: true },
+      TOPIC_GATE: { className: "TopicGate", useSQLite: true },
+    },
+    // As wrangler.toml declares them (queue delivery and its dead letters).
+    queueProducers: { LULL_QUEUE: { queueName: "lull-deliveries" } },
+    queueConsumers: {
+      "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters" },
+      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1 },
+    },
     bindings: {
+      LULL_DEAD_LETTER_QUEUE: "lull-dead-letters",
       LULL_TOPICS: JSON.stringify(topics),
       LULL_INGEST_TOKEN: TOKENS.ingest,
       LULL_ADMIN_TOKEN: TOKENS.admin,

@@ -18,6 +18,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 /// How soon to ask again while every lease is held (ms): releases are not pushed.
 pub const FULL_POLL_MS: u64 = 25;
 /// Leases a gate holds at most, whatever the limit asks.
@@ -40,8 +42,9 @@ pub enum Grant {
     },
 }
 
-/// One topic's bound on forwards in flight and their rate.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One topic's bound on forwards in flight and their rate (serialisable: its
+/// Durable Object stores it after every change, so a restart keeps the leases).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gate {
     limit: u32,
     spacing_ms: u64,

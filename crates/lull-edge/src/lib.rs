@@ -37,4 +37,4 @@ pub mod topic;
 #[cfg(target_arch = "wasm32")]
 mod runtime;
 #[cfg(target_arch = "wasm32")]
-pub use runtime::KeyWindow;
+pub use runtime::{KeyWindow, TopicGate};

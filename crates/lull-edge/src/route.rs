@@ -146,6 +146,11 @@ pub enum Route {
     },
     /// `GET /demo/…`: the demo page's endpoints.
     Demo(DemoRoute),
+    /// `GET /v1/topics/{topic}/queue`: a queue topic's forwards in flight, bound and counters.
+    QueueStatus {
+        /// The topic name (checked for shape).
+        topic: String,
+    },
     /// An operation on one key of one topic.
     Key {
         /// The topic name (checked for shape, not yet for existence).
@@ -189,6 +194,13 @@ impl Route {
                     "searches" => DemoRoute::Searches,
                     _ => DemoRoute::Places,
                 }))
+            }
+            ["v1", "topics", topic, "queue"] => {
+                method_check(method, "GET")?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::QueueStatus { topic: (*topic).to_string() })
             }
             ["v1", "topics", topic, "keys", key, rest @ ..] => {
                 let (op, allowed) = match rest {
@@ -298,6 +310,7 @@ mod tests {
         assert_eq!(Op::from_object_path("/replay/x"), None);
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
+        assert_eq!(Route::parse("GET", "/v1/topics/t/queue"), Ok(Route::QueueStatus { topic: "t".into() }));
         assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
         assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
         assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));

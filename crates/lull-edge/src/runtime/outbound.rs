@@ -76,7 +76,7 @@ async fn enqueue(env: &Env, send: QueueSend) -> Outcome {
 }
 
 /// Send it; never fails, the outcome says what happened.
-async fn send(out: Outgoing, secret: &str) -> Outcome {
+pub(super) async fn send(out: Outgoing, secret: &str) -> Outcome {
     let request = match request(&out, secret) {
         Ok(request) => request,
         Err(e) => return Outcome { ok: false, detail: format!("request: {e}") },

@@ -54,6 +54,21 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
         }
         Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
         Route::SinkFailing { key, on } => sink::failing(&config, &key, on, &tokens, auth.as_deref()),
+        Route::QueueStatus { topic } => {
+            tokens.authorize(auth.as_deref(), Op::Status)?;
+            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
+            if topic.queue.is_none() {
+                return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
+            }
+            let namespace = env.durable_object(super::gate_object::TOPIC_GATE_BINDING).map_err(internal)?;
+            let stub = namespace.id_from_name(&topic.name).and_then(|id| id.get_stub()).map_err(internal)?;
+            let headers = worker::Headers::new();
+            headers.set("lull-topic", &topic.name).map_err(internal)?;
+            let mut init = RequestInit::new();
+            init.with_method(Method::Get).with_headers(headers);
+            let inner = Request::new_with_init("https://gate/status", &init).map_err(internal)?;
+            stub.fetch_with_request(inner).await.map_err(internal)
+        }
         Route::Demo(page) => demo::handle(req, env, &config, page).await,
         Route::Key { topic, key, op } => {
             tokens.authorize(auth.as_deref(), op)?;

@@ -1,0 +1,143 @@
+//! The queue consumer (`delivery = "queue"`): each message is forwarded to its
+//! topic's target, signed as a webhook is, once the topic's [`TopicGate`]
+//! grants a lease — so at most `forward_concurrency` forwards are in flight
+//! for the topic, across batches and isolates, and starts keep to
+//! `forward_rate_per_s`. A 2xx acks the message; anything else retries it with
+//! the queue's `retry_delay`, and past `max_retries` the queue moves it to its
+//! dead-letter queue, whose messages this consumer records and acks.
+//! Topics sharing a queue never wait on each other: each asks its own gate,
+//! and every message of a batch is handled at once.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use worker::{
+    Context, Delay, Env, MessageBatch, MessageExt, Method, QueueRetryOptionsBuilder, RawMessage, Request, RequestInit,
+    console_log, event,
+};
+
+use super::config::{self, Config};
+use super::gate_object::TOPIC_GATE_BINDING;
+use super::http::now_ms;
+use super::outbound;
+use crate::ports::Outgoing;
+use crate::queue_message::QueueMessage;
+
+/// How long a message may wait for the gate inside one batch before it is
+/// handed back to the queue (with a delay) instead.
+const GATE_WAIT_BUDGET_MS: u64 = 30_000;
+/// The variable naming the dead-letter queue, whose messages are recorded.
+const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
+
+#[derive(Deserialize)]
+struct Acquired {
+    go: Option<u64>,
+    wait_until: Option<u64>,
+}
+
+fn log(event: &str, fields: serde_json::Value) {
+    let mut line = json!({"lull": event});
+    if let (Some(line), serde_json::Value::Object(fields)) = (line.as_object_mut(), fields) {
+        line.extend(fields);
+    }
+    console_log!("{line}");
+}
+
+/// Ask `topic`'s gate (`op`: `acquire`, `release/{lease}`, `count/{what}`).
+async fn gate(env: &Env, topic: &str, op: &str) -> worker::Result<serde_json::Value> {
+    let stub = env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
+    let headers = worker::Headers::new();
+    headers.set("lull-topic", topic)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers);
+    let mut res = stub.fetch_with_request(Request::new_with_init(&format!("https://gate/{op}"), &init)?).await?;
+    if res.status_code() != 200 {
+        return Err(worker::Error::RustError(format!("gate {op}: {}", res.status_code())));
+    }
+    res.json().await
+}
+
+#[event(queue)]
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> worker::Result<()> {
+    let config = match config::load(&env) {
+        Ok(config) => config,
+        Err(e) => {
+            log("queue_retry", json!({"why": e.message(), "messages": batch.raw_iter().len()}));
+            batch.retry_all();
+            return Ok(());
+        }
+    };
+    let dead_letters = env.var(DEAD_LETTER_VAR).map(|v| v.to_string()).unwrap_or_default();
+    let from_dead_letters = !dead_letters.is_empty() && batch.queue() == dead_letters;
+    let work = batch.raw_iter().map(|m| handle(m, &env, &config, from_dead_letters));
+    futures::future::join_all(work).await;
+    Ok(())
+}
+
+async fn handle(m: RawMessage, env: &Env, config: &Config, dead_letter: bool) {
+    let text = worker::js_sys::JSON::stringify(&m.body()).ok().and_then(|s| s.as_string()).unwrap_or_default();
+    let message: QueueMessage = match serde_json::from_str(&text) {
+        Ok(message) => message,
+        Err(e) => {
+            // Never dropped: retried, then in the dead-letter queue for a person to look at.
+            log("queue_retry", json!({"id": m.id(), "why": format!("not a lull message: {e}")}));
+            return if dead_letter { m.ack() } else { m.retry() };
+        }
+    };
+    let (topic_name, key) = (message.topic.clone(), message.idempotency_key.clone());
+    if dead_letter {
+        log("queue_dead_letter", json!({"topic": topic_name, "idempotency_key": key}));
+        if gate(env, &topic_name, "count/dead_lettered").await.is_ok() {
+            m.ack();
+        } else {
+            m.retry();
+        }
+        return;
+    }
+    let Some(topic) = config.topics.get(&topic_name).filter(|t| t.queue.is_some()) else {
+        log("queue_retry", json!({"topic": topic_name, "idempotency_key": key, "why": "not a queue topic here"}));
+        return m.retry();
+    };
+    // A lease from the topic's gate, waiting here while that is short.
+    let started = now_ms();
+    let lease = loop {
+        let acquired = gate(env, &topic_name, "acquire")
+            .await
+            .and_then(|v| serde_json::from_value::<Acquired>(v).map_err(|e| worker::Error::RustError(e.to_string())));
+        match acquired {
+            Ok(Acquired { go: Some(lease), .. }) => break lease,
+            Ok(Acquired { wait_until: Some(until), .. }) if until < started + GATE_WAIT_BUDGET_MS => {
+                Delay::from(Duration::from_millis(until.saturating_sub(now_ms()).max(1))).await;
+            }
+            other => {
+                let why = match other {
+                    Err(e) => e.to_string(),
+                    _ => "the topic's gate is full for longer than a batch may wait".into(),
+                };
+                log("queue_retry", json!({"topic": topic_name, "idempotency_key": key, "why": why}));
+                let _ = gate(env, &topic_name, "count/retried").await;
+                return m.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(1).build());
+            }
+        }
+    };
+    let out = Outgoing {
+        target: topic.target.clone(),
+        body: message.body.get().to_string(),
+        idempotency_key: key.clone(),
+        attempt: message.attempt,
+        timeout_ms: topic.delivery_timeout_ms,
+        queue: None,
+    };
+    let outcome = outbound::send(out, &config.signing_secret).await;
+    let _ = gate(env, &topic_name, &format!("release/{lease}")).await;
+    if outcome.ok {
+        log("queue_ack", json!({"topic": topic_name, "idempotency_key": key, "outcome": outcome.detail}));
+        let _ = gate(env, &topic_name, "count/acked").await;
+        m.ack();
+    } else {
+        log("queue_retry", json!({"topic": topic_name, "idempotency_key": key, "outcome": outcome.detail}));
+        let _ = gate(env, &topic_name, "count/retried").await;
+        m.retry();
+    }
+}
