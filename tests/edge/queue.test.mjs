@@ -49,3 +49,103 @@ for (const concurrency of [1, 4]) {
     }
   });
 }
+
+/** lull-edge with `topics` and the slow receivers it needs; `body(api)` runs the test. */
+async function withEdge(topics, body) {
+  const state = stateDir();
+  const edge = await startEdge({ topics, persist: state.dir });
+  try {
+    return await body(client(edge.url), edge);
+  } finally {
+    await edge.stop();
+    state.cleanup();
+  }
+}
+
+test("forward_rate_per_s: the receiver's measured starts stay under the rate", { timeout: 120_000 }, async () => {
+  const { receiver } = await slowReceiver(20);
+  try {
+    const topics = { r: { target: `${receiver.url}/r`, wait_ms: 50, delivery: "queue", forward_concurrency: 4, forward_rate_per_s: 5 } };
+    await withEdge(topics, async (api) => {
+      await Promise.all(Array.from({ length: 12 }, (_, i) => api.event("r", `k${i}`, { i })));
+      await receiver.waitFor(12, 60_000);
+      const starts = receiver.deliveries.map((d) => d.at).sort((a, b) => a - b);
+      const gaps = starts.slice(1).map((t, i) => t - starts[i]);
+      // 5 a second: starts at least 200 ms apart (less a few ms of clock between worker and receiver).
+      assert.ok(Math.min(...gaps) >= 190, `gaps ${gaps}`);
+      for (let i = 0; i + 5 < starts.length; i++) assert.ok(starts[i + 5] - starts[i] >= 990, "at most 5 starts in any second");
+    });
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("a receiver that keeps failing: retried per the queue's settings, then dead-lettered; the counters agree", { timeout: 120_000 }, async () => {
+  const { receiver } = await slowReceiver(10, () => 500);
+  try {
+    const topics = { f: { target: `${receiver.url}/f`, wait_ms: 50, delivery: "queue", retry: { max_attempts: 1 } } };
+    await withEdge(topics, async (api) => {
+      await Promise.all(["a", "b", "c"].map((k) => api.event("f", k, { k })));
+      const status = await until(async () => {
+        const res = await api.call("GET", "/v1/topics/f/queue");
+        return res.json?.counters?.dead_lettered === 3 && res.json;
+      }, 60_000, "three dead letters");
+      // max_retries 3: four deliveries of each message, every one refused.
+      const perKey = new Map();
+      for (const d of receiver.deliveries) perKey.set(d.idempotencyKey, (perKey.get(d.idempotencyKey) ?? 0) + 1);
+      assert.deepEqual([...perKey.values()], [4, 4, 4]);
+      assert.equal(status.counters.retried, 12);
+      assert.equal(status.counters.acked ?? 0, 0);
+    });
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("a window larger than a message is split: every part arrives, each with its own idempotency key", { timeout: 120_000 }, async () => {
+  const { receiver } = await slowReceiver(10);
+  try {
+    const topics = { big: { target: `${receiver.url}/big`, wait_ms: 300, payload: "all", delivery: "queue", forward_concurrency: 2 } };
+    await withEdge(topics, async (api) => {
+      const pad = "x".repeat(50_000);
+      for (let i = 0; i < 6; i++) assert.equal((await api.event("big", "doc", { i, pad })).status, 202);
+      await until(async () => receiver.deliveries.length >= 3, 30_000, "the parts");
+      await new Promise((ok) => setTimeout(ok, 1500));
+      const parts = receiver.deliveries.map((d) => d.body).sort((a, b) => a.part.index - b.part.index);
+      const count = parts[0].part.count;
+      assert.ok(count >= 3, `${count} parts`);
+      assert.equal(parts.length, count);
+      assert.deepEqual(parts.map((p) => p.part.index), [...Array(count).keys()]);
+      assert.deepEqual(parts.flatMap((p) => p.events.map((e) => e.i)), [0, 1, 2, 3, 4, 5], "every event once, in order");
+      const keys = receiver.deliveries.map((d) => d.idempotencyKey);
+      assert.equal(new Set(keys).size, count);
+      keys.forEach((k) => assert.match(k, new RegExp(`^big/doc/[0-9a-z]{10}\\.1\\.part-\\d+-of-${count}$`)));
+    });
+  } finally {
+    await receiver.close();
+  }
+});
+
+test("two topics sharing a queue: a slow target on one does not slow the other's deliveries", { timeout: 120_000 }, async () => {
+  const slow = await slowReceiver(3000);
+  const fast = await slowReceiver(10);
+  try {
+    const topics = {
+      slow: { target: `${slow.receiver.url}/s`, wait_ms: 50, delivery: "queue", forward_concurrency: 1 },
+      fast: { target: `${fast.receiver.url}/f`, wait_ms: 50, delivery: "queue", forward_concurrency: 1 },
+    };
+    await withEdge(topics, async (api) => {
+      const sent = Date.now();
+      await Promise.all(Array.from({ length: 5 }, (_, i) => api.event("slow", `s${i}`, { i })));
+      await Promise.all(Array.from({ length: 5 }, (_, i) => api.event("fast", `f${i}`, { i })));
+      await fast.receiver.waitFor(5, 30_000);
+      const fastDone = Math.max(...fast.receiver.deliveries.map((d) => d.at)) - sent;
+      // The slow topic needs 5 × 3 s one at a time; the fast one is done long before its first slow forward ends twice.
+      assert.ok(fastDone < 5000, `the fast topic took ${fastDone} ms`);
+      assert.ok(slow.receiver.deliveries.length < 5, "the slow one was still at it");
+    });
+  } finally {
+    await slow.receiver.close();
+    await fast.receiver.close();
+  }
+});
