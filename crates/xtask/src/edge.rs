@@ -63,7 +63,11 @@ pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
     let mut cmd = Command::new(&tools.node22);
     cmd.arg("tests/edge/bench.mjs").arg(root.join("target/bench/edge.json"));
     offline(&mut cmd, root);
-    steps::run("bench (lull-edge vs JS Durable Object vs no-op)", root, &mut cmd)
+    steps::run("bench (lull-edge vs JS Durable Object vs no-op)", root, &mut cmd)?;
+    let mut queues = Command::new(&tools.node22);
+    queues.arg("tests/edge/bench-queues.mjs").arg(root.join("target/bench/queues.json"));
+    offline(&mut queues, root);
+    steps::run("bench (load levelling: webhook vs queue, forward_concurrency 1 and 4)", root, &mut queues)
 }
 
 /// `wrangler dev` on 127.0.0.1:8787 with state persisted under `.wrangler/state`;

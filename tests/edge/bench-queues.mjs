@@ -1,0 +1,81 @@
+// Load levelling, measured: a burst of 10,000 events over 1,000 keys whose
+// windows all fire together (each key flushed at once after the events are
+// in), delivered to a receiver that takes 20 ms per call: by webhook (each
+// key's object POSTs as its window fires) and through the queue with
+// forward_concurrency 1 and 4. Per shape: downstream calls, their peak
+// concurrency (as the receiver counted), and the time from the flushes to the
+// last window delivered. Usage: node bench-queues.mjs OUT.json
+import { writeFileSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { client, startEdge, startReceiver, stateDir } from "./harness.mjs";
+
+const out = process.argv[2] ?? "queues.json";
+const EVENTS = 10_000;
+const KEYS = 1_000;
+const SENDERS = 32;
+const RECEIVER_MS = 20;
+
+async function shape(name, delivery) {
+  let inFlight = 0;
+  let peak = 0;
+  const rx = await startReceiver(() => {
+    inFlight += 1;
+    peak = Math.max(peak, inFlight);
+    return new Promise((ok) => setTimeout(() => (inFlight -= 1, ok(200)), RECEIVER_MS));
+  });
+  const state = stateDir();
+  // A long quiet period: nothing fires until the flushes.
+  const topics = { b: { target: `${rx.url}/b`, wait_ms: 600_000, payload: "all", ...delivery } };
+  const edge = await startEdge({ topics, persist: state.dir });
+  try {
+    const api = client(edge.url);
+    const started = Date.now();
+    let next = 0;
+    await Promise.all(Array.from({ length: SENDERS }, async () => {
+      while (next < EVENTS) {
+        const i = next++;
+        const res = await api.event("b", `k${Math.floor(i / (EVENTS / KEYS))}`, { i }); // each key's events back to back: a burst
+        if (res.status !== 202) throw new Error(`event ${i}: ${res.status}`);
+      }
+    }));
+    const sent = Date.now() - started;
+    // Every key's window fires now (64 flushes at a time).
+    const flushed = Date.now();
+    let nextKey = 0;
+    await Promise.all(Array.from({ length: 64 }, async () => {
+      while (nextKey < KEYS) {
+        const k = nextKey++;
+        const res = await api.flush("b", `k${k}`);
+        if (res.status !== 200) throw new Error(`flush k${k}: ${res.status}`);
+      }
+    }));
+    const flushMs = Date.now() - flushed;
+    const events = () => rx.deliveries.reduce((n, d) => n + (d.body.events?.length ?? 0), 0);
+    const deadline = Date.now() + 600_000;
+    while (events() < EVENTS) {
+      if (Date.now() > deadline) throw new Error(`${name}: ${events()} of ${EVENTS} events delivered`);
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    const last = Math.max(...rx.deliveries.map((d) => d.at));
+    return { calls: rx.deliveries.length, peak_concurrency: peak, events: events(), send_ms: sent, flush_ms: flushMs, last_delivered_ms: last - flushed };
+  } finally {
+    await edge.stop();
+    await rx.close();
+    state.cleanup();
+  }
+}
+
+const results = {
+  webhook: await shape("webhook", {}),
+  "queue, forward_concurrency 1": await shape("queue 1", { delivery: "queue", forward_concurrency: 1 }),
+  "queue, forward_concurrency 4": await shape("queue 4", { delivery: "queue", forward_concurrency: 4 }),
+};
+console.log(`\nload levelling: ${EVENTS} events over ${KEYS} keys, every window fired at once (flush); receiver ${RECEIVER_MS} ms per call`);
+console.log("shape".padEnd(32) + ["calls", "peak in flight", "events", "flushes ms", "last delivered ms"].map((h) => h.padStart(18)).join(""));
+for (const [name, r] of Object.entries(results)) {
+  console.log(name.padEnd(32) + [r.calls, r.peak_concurrency, r.events, r.flush_ms, r.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
+}
+console.log("(last delivered: from the first flush to the last window at the receiver)");
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, JSON.stringify({ events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results }, null, 2));
+console.log(`wrote ${out}`);
