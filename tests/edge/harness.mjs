@@ -46,7 +46,7 @@ export function lullWorker(topics) {
     queueProducers: { LULL_QUEUE: { queueName: "lull-deliveries" } },
     queueConsumers: {
       "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters" },
-      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1 },
+      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100 },
     },
     bindings: {
       LULL_DEAD_LETTER_QUEUE: "lull-dead-letters",

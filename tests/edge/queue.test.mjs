@@ -29,7 +29,8 @@ for (const concurrency of [1, 4]) {
     try {
       const api = client(edge.url);
       const keys = Array.from({ length: 16 }, (_, i) => `k${i}`);
-      await Promise.all(keys.map((k) => api.event("q", k, { k })));
+      // k0's event carries an integer JavaScript cannot hold: the body must arrive byte for byte.
+      await Promise.all(keys.map((k) => api.event("q", k, k === "k0" ? '{"k":"k0","big":12345678901234567890}' : { k })));
       await receiver.waitFor(16, 60_000);
       await new Promise((ok) => setTimeout(ok, 1500));
       const byKey = new Map();
@@ -37,11 +38,18 @@ for (const concurrency of [1, 4]) {
       assert.equal(byKey.size, 16, "one idempotency key per window");
       assert.ok(receiver.deliveries.every((d) => d.verified), "signed as webhooks are");
       assert.equal(peak.value, concurrency, `peak in flight ${peak.value}`);
+      const k0 = receiver.deliveries.find((d) => d.body.key === "k0");
+      assert.ok(k0.raw.includes('"big":12345678901234567890'), k0.raw);
       const status = await until(async () => {
         const res = await api.call("GET", "/v1/topics/q/queue");
         return res.json?.counters?.acked >= 16 && res.json;
       }, 10_000, "the counters");
       assert.equal(status.forward_concurrency, concurrency);
+      assert.equal(status.dead_letter_count, 0);
+      if (concurrency === 1) {
+        // 16 × 300 ms one at a time is longer than a batch waits for room: some went back on the queue.
+        assert.ok(status.counters.requeued >= 1, JSON.stringify(status.counters));
+      }
     } finally {
       await edge.stop();
       await receiver.close();
@@ -73,7 +81,7 @@ test("forward_rate_per_s: the receiver's measured starts stay under the rate", {
       // transit that varies by some ms, so it judges rates, allowing 50 ms of it.
       const starts = receiver.deliveries.map((d) => d.at).sort((a, b) => a - b);
       const rate = ((starts.length - 1) * 1000) / (starts.at(-1) - starts[0]);
-      assert.ok(rate <= 5, `${rate.toFixed(2)} a second over the run`);
+      assert.ok(rate <= 5 * 1.05, `${rate.toFixed(2)} a second over the run`);
       for (let i = 0; i + 5 < starts.length; i++) {
         assert.ok(starts[i + 5] - starts[i] >= 950, `6 arrivals within ${starts[i + 5] - starts[i]} ms`);
       }
@@ -91,14 +99,15 @@ test("a receiver that keeps failing: retried per the queue's settings, then dead
       await Promise.all(["a", "b", "c"].map((k) => api.event("f", k, { k })));
       const status = await until(async () => {
         const res = await api.call("GET", "/v1/topics/f/queue");
-        return res.json?.counters?.dead_lettered === 3 && res.json;
-      }, 60_000, "three dead letters");
+        return res.json?.dead_letter_count === 3 && res.json;
+      }, 60_000, "three dead letters kept");
       // max_retries 3: four deliveries of each message, every one refused.
       const perKey = new Map();
       for (const d of receiver.deliveries) perKey.set(d.idempotencyKey, (perKey.get(d.idempotencyKey) ?? 0) + 1);
       assert.deepEqual([...perKey.values()], [4, 4, 4]);
       assert.equal(status.counters.retried, 12);
       assert.equal(status.counters.acked ?? 0, 0);
+      assert.deepEqual(status.dead_letters.map((d) => d.idempotency_key).sort(), [...perKey.keys()].sort(), "the dead letters kept are those windows");
     });
   } finally {
     await receiver.close();

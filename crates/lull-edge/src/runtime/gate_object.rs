@@ -3,7 +3,9 @@
 //! isolates. Internal routes, called by the queue consumer only:
 //! `POST /acquire` → `{"go": lease, "expires_at"}` or `{"wait_until": ms}`;
 //! `POST /release/{lease}`; `POST /count/{what}` (`acked`, `retried`,
-//! `dead_lettered`); `GET /status` → in flight, bound and counters.
+//! `requeued`); `POST /dead-letter` (the message's JSON: kept, at most
+//! [`MAX_DEAD_LETTERS`], `507` past it); `GET /status` → in flight, bound,
+//! counters and the oldest dead letters.
 //! The gate is stored after each change: a restarted object keeps its leases.
 
 use std::cell::RefCell;
@@ -23,6 +25,9 @@ pub const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
 /// A lease outlives its forward's timeout by this much before it expires.
 const LEASE_MARGIN_MS: u64 = 5_000;
 const STORAGE_KEY: &str = "gate";
+const DEAD_KEY: &str = "dead";
+/// Dead letters a topic keeps at most; past it the dead-letter queue keeps retrying them.
+pub const MAX_DEAD_LETTERS: usize = 1_000;
 
 /// One queue topic's bound on forwards.
 #[durable_object]
@@ -33,8 +38,27 @@ pub struct TopicGate {
 }
 
 impl TopicGate {
+    /// Keep a dead-lettered message (whatever the topic's configuration is now).
+    async fn dead_letter(&self, mut req: Request) -> Result<Response, ApiError> {
+        let text = req.text().await.map_err(internal)?;
+        let mut dead: Vec<String> = self.state.storage().get(DEAD_KEY).await.map_err(internal)?.unwrap_or_default();
+        if dead.len() >= MAX_DEAD_LETTERS {
+            let why = format!("this topic keeps {MAX_DEAD_LETTERS} dead letters; the queue keeps retrying this one");
+            return http::json(507, &json!({"error": {"code": "dead_letters_full", "message": why}})).map_err(internal);
+        }
+        dead.push(text);
+        let count = dead.len();
+        self.state.storage().put(DEAD_KEY, dead).await.map_err(internal)?;
+        http::json(200, &json!({"kept": count})).map_err(internal)
+    }
+}
+
+impl TopicGate {
     async fn serve(&self, req: Request) -> Result<Response, ApiError> {
         let path = req.path();
+        if path == "/dead-letter" {
+            return self.dead_letter(req).await;
+        }
         let topic_name = req.headers().get("lull-topic").ok().flatten().unwrap_or_default();
         let config = config::load(&self.env)?;
         let topic: &Topic = config.topics.get(&topic_name).ok_or(ApiError::UnknownTopic(topic_name.clone()))?;
@@ -56,7 +80,7 @@ impl TopicGate {
                     let released = lease.parse::<u64>().is_ok_and(|l| gate.release(l));
                     (json!({"released": released}), true)
                 }
-                ("count", what @ ("acked" | "retried" | "dead_lettered" | "forward_failed")) => {
+                ("count", what @ ("acked" | "retried" | "requeued")) => {
                     *counters.entry(what.to_string()).or_default() += 1;
                     (json!({"ok": true}), true)
                 }
@@ -71,6 +95,18 @@ impl TopicGate {
         };
         if changed {
             self.store().await?;
+        }
+        let mut answer = answer;
+        if path == "/status" {
+            let dead: Vec<String> = self.state.storage().get(DEAD_KEY).await.map_err(internal)?.unwrap_or_default();
+            let oldest: Vec<serde_json::Value> = dead
+                .iter()
+                .take(10)
+                .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+                .map(|m| json!({"idempotency_key": m["idempotency_key"], "attempt": m["attempt"]}))
+                .collect();
+            answer["dead_letter_count"] = json!(dead.len());
+            answer["dead_letters"] = json!(oldest);
         }
         http::json(200, &answer).map_err(internal)
     }
