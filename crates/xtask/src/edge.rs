@@ -1,6 +1,7 @@
 //! The edge worker: its offline build (worker-build), `cargo xtask dev`
 //! (wrangler dev on workerd), its end-to-end tests and its benchmark.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -38,36 +39,39 @@ pub fn build(root: &Path) -> Result<(), String> {
     steps::run("worker-build (lull-edge)", &root.join("crates/lull-edge"), &mut cmd)
 }
 
-/// The end-to-end suites in `tests/edge` on a local workerd (Miniflare), one file at a time.
-pub fn tests(root: &Path, tools: &Tools) -> Result<(), String> {
-    build(root)?;
+/// Node 22 running `args` as step `name`, with wrangler kept offline.
+fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(), String> {
     let mut cmd = Command::new(&tools.node22);
-    cmd.args(["--test", "--test-concurrency=1", "--test-reporter=spec", "tests/edge/*.test.mjs"]);
+    cmd.args(args);
     offline(&mut cmd, root);
-    steps::run("edge tests (workerd)", root, &mut cmd)
+    steps::run(name, root, &mut cmd)
 }
 
-/// The demo page's end-to-end tests in `tests/browser`: wrangler dev serving
-/// the page and the API, driven by playwright in Chromium.
-pub fn demo_tests(root: &Path, tools: &Tools) -> Result<(), String> {
+/// End-to-end tests (`files`, a glob), one file at a time, after the worker
+/// and the demo page (from `package`, the built lull-web) are built:
+/// `tests/edge` on a local workerd, `tests/browser` on wrangler dev in Chromium.
+pub fn tests(root: &Path, tools: &Tools, package: &Path, files: &str, name: &str) -> Result<(), String> {
+    crate::www::build(root, tools, package)?;
     build(root)?;
-    let mut cmd = Command::new(&tools.node22);
-    cmd.args(["--test", "--test-concurrency=1", "--test-reporter=spec", "tests/browser/*.test.mjs"]);
-    offline(&mut cmd, root);
-    steps::run("demo tests (wrangler dev, Chromium)", root, &mut cmd)
+    let args = ["--test", "--test-concurrency=1", "--test-reporter=spec", files];
+    node22(root, tools, name, &args.map(OsStr::new))
 }
 
-/// The edge benchmark: lull-edge vs a plain JavaScript Durable Object vs a no-op one.
+/// The edge benchmarks: lull-edge vs a plain JavaScript Durable Object vs a
+/// no-op one, and load levelling (webhook vs queue).
 pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
     build(root)?;
-    let mut cmd = Command::new(&tools.node22);
-    cmd.arg("tests/edge/bench.mjs").arg(root.join("target/bench/edge.json"));
-    offline(&mut cmd, root);
-    steps::run("bench (lull-edge vs JS Durable Object vs no-op)", root, &mut cmd)?;
-    let mut queues = Command::new(&tools.node22);
-    queues.arg("tests/edge/bench-queues.mjs").arg(root.join("target/bench/queues.json"));
-    offline(&mut queues, root);
-    steps::run("bench (load levelling: webhook vs queue, forward_concurrency 1 and 4)", root, &mut queues)
+    for (script, out, name) in [
+        ("tests/edge/bench.mjs", "target/bench/edge.json", "bench (lull-edge vs JS Durable Object vs no-op)"),
+        (
+            "tests/edge/bench-queues.mjs",
+            "target/bench/queues.json",
+            "bench (load levelling: webhook vs queue, forward_concurrency 1 and 4)",
+        ),
+    ] {
+        node22(root, tools, name, &[OsStr::new(script), root.join(out).as_os_str()])?;
+    }
+    Ok(())
 }
 
 /// `wrangler dev` on 127.0.0.1:8787 with state persisted under `.wrangler/state`;
@@ -85,10 +89,8 @@ pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
          sleep 3; curl -s http://{DEV_ADDRESS}/sink -H 'authorization: Bearer dev-admin-token'\n"
     );
     let (ip, port) = DEV_ADDRESS.split_once(':').unwrap_or(("127.0.0.1", "8787"));
-    let mut cmd = Command::new(&tools.node22);
-    cmd.arg(root.join("tests/edge/node_modules/wrangler/bin/wrangler.js"))
-        .args(["dev", "--local", "--ip", ip, "--port", port, "--persist-to", ".wrangler/state"])
-        .arg("--show-interactive-dev-session=false");
-    offline(&mut cmd, root);
-    steps::run("wrangler dev", root, &mut cmd)
+    let wrangler = root.join("tests/edge/node_modules/wrangler/bin/wrangler.js");
+    let args = ["dev", "--local", "--ip", ip, "--port", port, "--persist-to", ".wrangler/state"];
+    let flags = args.iter().chain(&["--show-interactive-dev-session=false"]).map(OsStr::new);
+    node22(root, tools, "wrangler dev", &std::iter::once(wrangler.as_os_str()).chain(flags).collect::<Vec<_>>())
 }

@@ -159,18 +159,24 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         Suite {
             id: "edge",
             name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
+            // wrangler dev (one of these tests) serves the demo page's assets too.
             run: Box::new(move || {
-                // wrangler dev (one of these tests) serves the demo page's assets.
-                crate::www::build(root, tools, &built(&for_edge)?.with_file_name("lull-web"))?;
-                crate::edge::tests(root, tools)
+                let package = built(&for_edge)?.with_file_name("lull-web");
+                crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)")
             }),
         },
         Suite {
             id: "demo",
             name: "demo page (wrangler dev, playwright in Chromium)",
             run: Box::new(move || {
-                crate::www::build(root, tools, &built(&for_demo)?.with_file_name("lull-web"))?;
-                crate::edge::demo_tests(root, tools)
+                let package = built(&for_demo)?.with_file_name("lull-web");
+                crate::edge::tests(
+                    root,
+                    tools,
+                    &package,
+                    "tests/browser/*.test.mjs",
+                    "demo tests (wrangler dev, Chromium)",
+                )
             }),
         },
     ]
