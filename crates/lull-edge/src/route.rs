@@ -233,6 +233,13 @@ impl Route {
     }
 }
 
+impl Route {
+    /// Whether it exists only with the demo on (`LULL_DEMO_SINK`): the sink and `/demo/…`.
+    pub fn demo_only(&self) -> bool {
+        matches!(self, Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_))
+    }
+}
+
 /// Who a request's bearer token says it comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller {
@@ -314,6 +321,8 @@ mod tests {
         assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
         assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
         assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));
+        assert!(Route::parse("GET", "/sink").unwrap().demo_only());
+        assert!(!Route::parse("GET", "/healthz").unwrap().demo_only());
         let Ok(Route::SinkFailing { key, on: true }) = Route::parse("PUT", "/sink/failing/doc%201") else { panic!() };
         assert_eq!(key.as_str(), "doc 1");
         assert!(matches!(Route::parse("DELETE", "/sink/failing/d"), Ok(Route::SinkFailing { on: false, .. })));

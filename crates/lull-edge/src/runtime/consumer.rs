@@ -16,12 +16,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 use worker::{
-    Context, Delay, Env, MessageBatch, MessageExt, Method, QueueContentType, QueueRetryOptionsBuilder, RawMessage,
-    RawMessageBuilder, Request, RequestInit, console_log, event,
+    Context, Delay, Env, MessageBatch, MessageExt, QueueContentType, QueueRetryOptionsBuilder, RawMessage,
+    RawMessageBuilder, console_log, event,
 };
 
 use super::config::{self, Config};
-use super::gate_object::TOPIC_GATE_BINDING;
+use super::gate_object;
 use super::http::now_ms;
 use super::outbound;
 use crate::ports::Outgoing;
@@ -51,12 +51,7 @@ fn log(event: &str, fields: serde_json::Value) {
 
 /// Ask `topic`'s gate (`op`: `acquire`, `release/{lease}`, `count/{what}`).
 async fn gate(env: &Env, topic: &str, op: &str) -> worker::Result<serde_json::Value> {
-    let stub = env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
-    let headers = worker::Headers::new();
-    headers.set("lull-topic", topic)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers);
-    let mut res = stub.fetch_with_request(Request::new_with_init(&format!("https://gate/{op}"), &init)?).await?;
+    let mut res = gate_object::ask(env, topic, op, None).await?;
     if res.status_code() != 200 {
         return Err(worker::Error::RustError(format!("gate {op}: {}", res.status_code())));
     }
@@ -73,10 +68,7 @@ async fn requeue(env: &Env, binding: &str, text: &str, delay_seconds: u32) -> wo
 
 /// Keep a dead-lettered message in its topic's gate object.
 async fn keep_dead_letter(env: &Env, topic: &str, text: &str) -> worker::Result<()> {
-    let stub = env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(text.into()));
-    let res = stub.fetch_with_request(Request::new_with_init("https://gate/dead-letter", &init)?).await?;
+    let res = gate_object::ask(env, topic, "dead-letter", Some(text)).await?;
     match res.status_code() {
         200 => Ok(()),
         status => Err(worker::Error::RustError(format!("the gate kept no dead letter ({status})"))),

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use worker::{Delay, Env, Request, Response};
 
-use super::config::Config;
 use super::http::{self, internal, now_ms};
 use crate::api_error::ApiError;
 use crate::places::Places;
@@ -57,10 +56,7 @@ async fn places(env: &Env) -> Result<Rc<Places>, ApiError> {
 }
 
 /// Serve `/demo/{page}`.
-pub async fn handle(req: Request, env: &Env, config: &Config, page: DemoRoute) -> Result<Response, ApiError> {
-    if !config.demo_sink {
-        return Err(ApiError::NotFound(format!("route {:?}", req.path())));
-    }
+pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Response, ApiError> {
     match page {
         DemoRoute::Search => search(req, env).await,
         DemoRoute::Searches => {

@@ -12,10 +12,11 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use worker::{DurableObject, Env, Request, Response, State, durable_object};
+use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
 
 use super::config;
 use super::http::{self, internal, now_ms};
+use super::router::TOPIC_HEADER;
 use crate::api_error::ApiError;
 use crate::gate::{Gate, Grant};
 use crate::topic::Topic;
@@ -28,6 +29,16 @@ const STORAGE_KEY: &str = "gate";
 const DEAD_KEY: &str = "dead";
 /// Dead letters a topic keeps at most; past it the dead-letter queue keeps retrying them.
 pub const MAX_DEAD_LETTERS: usize = 1_000;
+
+/// Ask `topic`'s gate object for `op` (one of its routes above), with `body` if any.
+pub async fn ask(env: &Env, topic: &str, op: &str, body: Option<&str>) -> worker::Result<Response> {
+    let stub = env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
+    let headers = worker::Headers::new();
+    headers.set(TOPIC_HEADER, topic)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(body.map(Into::into));
+    stub.fetch_with_request(Request::new_with_init(&format!("https://gate/{op}"), &init)?).await
+}
 
 /// One queue topic's bound on forwards.
 #[durable_object]
@@ -59,7 +70,7 @@ impl TopicGate {
         if path == "/dead-letter" {
             return self.dead_letter(req).await;
         }
-        let topic_name = req.headers().get("lull-topic").ok().flatten().unwrap_or_default();
+        let topic_name = req.headers().get(TOPIC_HEADER).ok().flatten().unwrap_or_default();
         let config = config::load(&self.env)?;
         let topic: &Topic = config.topics.get(&topic_name).ok_or(ApiError::UnknownTopic(topic_name.clone()))?;
         let queue = topic.queue.as_ref().ok_or_else(|| ApiError::NotFound(format!("queue of topic {topic_name:?}")))?;

@@ -38,6 +38,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Response, ApiError> {
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     let config = config::load(env)?;
+    if route.demo_only() && !config.demo_sink {
+        return Err(ApiError::NotFound(format!("route {:?}", req.path())));
+    }
     let auth = req.headers().get("authorization").map_err(internal)?;
     let tokens = Tokens { ingest: &config.ingest_token, admin: &config.admin_token };
     match route {
@@ -53,23 +56,16 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             http::json(200, &serde_json::json!({"ok": true, "topics": topics})).map_err(internal)
         }
         Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
-        Route::SinkFailing { key, on } => sink::failing(&config, &key, on, &tokens, auth.as_deref()),
+        Route::SinkFailing { key, on } => sink::failing(&key, on, &tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
             tokens.authorize(auth.as_deref(), Op::Status)?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            let namespace = env.durable_object(super::gate_object::TOPIC_GATE_BINDING).map_err(internal)?;
-            let stub = namespace.id_from_name(&topic.name).and_then(|id| id.get_stub()).map_err(internal)?;
-            let headers = worker::Headers::new();
-            headers.set("lull-topic", &topic.name).map_err(internal)?;
-            let mut init = RequestInit::new();
-            init.with_method(Method::Get).with_headers(headers);
-            let inner = Request::new_with_init("https://gate/status", &init).map_err(internal)?;
-            stub.fetch_with_request(inner).await.map_err(internal)
+            super::gate_object::ask(env, &topic.name, "status", None).await.map_err(internal)
         }
-        Route::Demo(page) => demo::handle(req, env, &config, page).await,
+        Route::Demo(page) => demo::handle(req, env, page).await,
         Route::Key { topic, key, op } => {
             tokens.authorize(auth.as_deref(), op)?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
