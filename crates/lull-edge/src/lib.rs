@@ -1,37 +1,37 @@
 //! lull-edge: durable, distributed debounce on Cloudflare Workers, one
 //! Durable Object per `(topic, key)`, driven by [`lull_core`].
 //!
-//! These modules are the runtime-free part of the worker, testable natively:
+//! The crate map — every decision is runtime-free and tested natively; the
+//! Worker (`runtime/`, wasm32 only) implements the ports and is a thin shell:
+//!
+//! ```text
+//! http (route, auth, cors, error) ──▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
+//!                                 └─▶ queue (a topic's Gate, for queue delivery)
+//! key ──▶ delivery (the body a target receives, its signature, queue messages)
+//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits)
+//! runtime/ (wasm32): router, KeyWindow and TopicGate objects, consumer, SQLite store, fetch
+//! ```
+//!
 //! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
-//! - [`key`]: topic and key names from request paths;
-//! - [`signing`]: the `Lull-Signature` HMAC a receiver verifies;
-//! - [`delivery`]: the JSON a target receives, and its idempotency key;
-//! - [`api_error`]: the stable JSON error shape and its HTTP statuses;
-//! - [`route`]: methods and paths to operations, and bearer-token access;
-//! - [`cors`]: which web origins may call the API from a browser;
-//! - [`gate`]: a topic's bound on forwards in flight and their rate (queue delivery);
-//! - [`queue_message`]: a fired window as queue messages, split into parts when large;
-//! - [`key_state`]: one key's engine, outbox and counters, and the effects of each operation;
-//! - [`ports`]: what the key's logic needs from where it runs (storage, host, outbound call);
-//! - [`key_object`]: the key's whole logic over those ports (the Durable Object is a shell around it);
-//! - [`timeline`]: a key's recent log lines, bounded, for its timeline route;
-//! - [`places`]: the demo's search index (the demo page's search endpoint).
+//! - [`names`]: topic and key names, and the Durable Object names they make;
+//! - [`http`]: routes, bearer tokens, CORS and the API's one error type;
+//! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
+//! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
+//! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
+//! - [`ports`]: what the objects' logic needs from where it runs;
+//! - [`demo`]: the demo page's search index and endpoints.
+//!
+//! The durable formats of both objects are in `STORAGE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod api_error;
-pub mod cors;
 pub mod delivery;
-pub mod gate;
+pub mod demo;
+pub mod http;
 pub mod key;
-pub mod key_object;
-pub mod key_state;
-pub mod places;
+pub mod names;
 pub mod ports;
-pub mod queue_message;
-pub mod route;
-pub mod signing;
-pub mod timeline;
+pub mod queue;
 pub mod topic;
 
 #[cfg(target_arch = "wasm32")]

@@ -1,4 +1,4 @@
-//! What a key's logic ([`crate::key_object::KeyObject`]) needs from the place
+//! What a key's logic ([`crate::key::KeyObject`]) needs from the place
 //! it runs, as three small traits: [`Store`] (rows and a snapshot, written in
 //! all-or-nothing batches), [`Host`] (clock, alarm, randomness, log lines) and
 //! [`Outbound`] (the delivery call). The Durable Object implements them over
@@ -137,7 +137,7 @@ pub struct Outgoing {
 pub struct QueueSend {
     /// The producer binding's name.
     pub binding: String,
-    /// Each message's JSON (a [`crate::queue_message::QueueMessage`]), in order.
+    /// Each message's JSON (a [`crate::delivery::queue_message::QueueMessage`]), in order.
     pub messages: Vec<String>,
 }
 

@@ -13,8 +13,8 @@ use std::fmt;
 use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 use serde::Deserialize;
 
-use crate::key::is_topic_name;
-use crate::queue_message::MAX_QUEUE_EVENT_BYTES;
+use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
+use crate::names::is_topic_name;
 
 /// Default body limit per event: 64 KiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
@@ -280,10 +280,10 @@ impl Topic {
                         "queue must name a binding (A-Z a-z 0-9 _), not {binding:?}"
                     ))));
                 }
-                if !(1..=crate::gate::MAX_LIMIT).contains(&c.forward_concurrency) {
+                if !(1..=crate::queue::gate::MAX_LIMIT).contains(&c.forward_concurrency) {
                     return Err(fail(Problem::Queue(format!(
                         "forward_concurrency must be 1..={}, not {}",
-                        crate::gate::MAX_LIMIT,
+                        crate::queue::gate::MAX_LIMIT,
                         c.forward_concurrency
                     ))));
                 }

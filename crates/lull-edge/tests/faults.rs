@@ -23,8 +23,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lull_core::Seq;
-use lull_edge::key::Key;
-use lull_edge::key_object::{KeyObject, Request};
+use lull_edge::key::{KeyObject, Request};
+use lull_edge::names::Key;
 use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
@@ -351,10 +351,7 @@ impl Pair {
     }
 
     /// Serve one request to completion (requests never wait for a delivery).
-    fn request(
-        &mut self,
-        request: Request,
-    ) -> Option<Result<lull_edge::key_object::Reply, lull_edge::api_error::ApiError>> {
+    fn request(&mut self, request: Request) -> Option<Result<lull_edge::key::Reply, lull_edge::http::ApiError>> {
         let object = self.object.clone();
         let topic = self.topics.get("t").unwrap().clone();
         let key = self.key.clone();

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use worker::Env;
 
-use crate::api_error::ApiError;
-use crate::cors::Cors;
+use crate::http::ApiError;
+use crate::http::cors::Cors;
 use crate::topic::Topics;
 
 /// The Durable Object binding's name in `wrangler.toml`.

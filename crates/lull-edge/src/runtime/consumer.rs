@@ -21,11 +21,11 @@ use worker::{
 };
 
 use super::config::{self, Config};
-use super::gate_object;
 use super::http::now_ms;
 use super::outbound;
+use super::topic_gate;
+use crate::delivery::queue_message::QueueMessage;
 use crate::ports::Outgoing;
-use crate::queue_message::QueueMessage;
 
 /// How long a message may wait for the gate inside one batch before it is
 /// sent to the queue again (with the gate's delay) instead.
@@ -51,7 +51,7 @@ fn log(event: &str, fields: serde_json::Value) {
 
 /// Ask `topic`'s gate (`op`: `acquire`, `release/{lease}`, `count/{what}`).
 async fn gate(env: &Env, topic: &str, op: &str) -> worker::Result<serde_json::Value> {
-    let mut res = gate_object::ask(env, topic, op, None).await?;
+    let mut res = topic_gate::ask(env, topic, op, None).await?;
     if res.status_code() != 200 {
         return Err(worker::Error::RustError(format!("gate {op}: {}", res.status_code())));
     }
@@ -68,7 +68,7 @@ async fn requeue(env: &Env, binding: &str, text: &str, delay_seconds: u32) -> wo
 
 /// Keep a dead-lettered message in its topic's gate object.
 async fn keep_dead_letter(env: &Env, topic: &str, text: &str) -> worker::Result<()> {
-    let res = gate_object::ask(env, topic, "dead-letter", Some(text)).await?;
+    let res = topic_gate::ask(env, topic, "dead-letter", Some(text)).await?;
     match res.status_code() {
         200 => Ok(()),
         status => Err(worker::Error::RustError(format!("the gate kept no dead letter ({status})"))),

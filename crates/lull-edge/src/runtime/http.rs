@@ -3,7 +3,7 @@
 use serde::Serialize;
 use worker::{Headers, Response};
 
-use crate::api_error::ApiError;
+use crate::http::ApiError;
 
 /// Milliseconds since the epoch, as the core counts them.
 pub fn now_ms() -> u64 {

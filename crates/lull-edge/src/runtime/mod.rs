@@ -1,22 +1,25 @@
-//! The Worker itself (wasm32 only): the fetch router, the `KeyWindow`
-//! Durable Object, its SQLite store, outbound deliveries, and the demo's sink and search endpoint.
-//! Thin drivers: every timing decision is `lull-core`'s, every decision about
-//! what a key must do is [`crate::key_state`]'s.
+//! The Worker itself (wasm32 only): shells and port implementations, no
+//! decisions. The fetch router ([`router`]) hands each key's request to its
+//! `KeyWindow` Durable Object ([`key_window`], a shell around
+//! [`crate::key::KeyObject`] over SQLite ([`store`]), the alarm and `fetch`
+//! ([`outbound`])); a queue topic's windows are forwarded by the queue
+//! consumer ([`consumer`]) within the bound its `TopicGate` object keeps
+//! ([`topic_gate`]). Every timing decision is `lull-core`'s; every decision
+//! about what a key must do is [`crate::key`]'s.
 
-mod config;
+pub(crate) mod config;
 mod consumer;
-mod demo;
-mod http;
+pub(crate) mod http;
 // The glue `#[durable_object]` generates (wasm-bindgen exports) has no docs.
+mod headers;
 #[allow(missing_docs)]
-mod object;
-// Same: the glue of `#[durable_object]`.
-#[allow(missing_docs)]
-mod gate_object;
+mod key_window;
 mod outbound;
 mod router;
-mod sink;
 mod store;
+// Same: the glue of `#[durable_object]`.
+#[allow(missing_docs)]
+mod topic_gate;
 
-pub use gate_object::TopicGate;
-pub use object::KeyWindow;
+pub use key_window::KeyWindow;
+pub use topic_gate::TopicGate;

@@ -12,9 +12,9 @@ use worker::{
 };
 
 use super::config;
-use crate::delivery::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
+use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
+use crate::delivery::signing;
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend};
-use crate::signing;
 
 /// [`Outbound`] over `fetch`, signing with the configured secret.
 pub struct Fetcher {

@@ -5,19 +5,14 @@ use serde_json::value::RawValue;
 use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
 use super::config::{self, KEY_WINDOW_BINDING};
+use super::headers::{KEY_HEADER, PRODUCER_KEY_HEADER, TOPIC_HEADER};
 use super::http::{self, internal};
-use super::{demo, sink};
-use crate::api_error::ApiError;
-use crate::key::{Key, object_name};
-use crate::route::{Op, Route, Tokens, producer_key};
+use crate::demo::{search as demo, sink};
+use crate::http::ApiError;
+use crate::http::auth::Tokens;
+use crate::http::route::{Op, Route, producer_key};
+use crate::names::{Key, object_name};
 use crate::topic::Topic;
-
-/// Headers carrying the topic and the (percent-encoded) key to the object.
-pub const TOPIC_HEADER: &str = "lull-topic";
-/// See [`TOPIC_HEADER`].
-pub const KEY_HEADER: &str = "lull-key";
-/// The producer's `Idempotency-Key`, checked, passed to the object.
-pub const PRODUCER_KEY_HEADER: &str = "lull-producer-key";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
@@ -63,7 +58,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            super::gate_object::ask(env, &topic.name, "status", None).await.map_err(internal)
+            super::topic_gate::ask(env, &topic.name, "status", None).await.map_err(internal)
         }
         Route::Demo(page) => demo::handle(req, env, page).await,
         Route::Key { topic, key, op } => {

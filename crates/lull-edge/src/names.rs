@@ -2,7 +2,7 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use crate::api_error::ApiError;
+use crate::http::ApiError;
 
 /// Longest key, in bytes of UTF-8 after percent-decoding.
 pub const MAX_KEY_BYTES: usize = 512;

@@ -8,16 +8,16 @@ use worker::worker_sys::DurableObjectState;
 use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, console_log, durable_object};
 
 use super::config;
+use super::headers::{KEY_HEADER, PRODUCER_KEY_HEADER, TOPIC_HEADER};
 use super::http::{self, internal, now_ms};
 use super::outbound::Fetcher;
-use super::router::{KEY_HEADER, PRODUCER_KEY_HEADER, TOPIC_HEADER};
 use super::store::SqlStore;
-use crate::api_error::ApiError;
-use crate::key::Key;
-use crate::key_object::{DEFAULT_PAGE, KeyObject, MAX_PAGE, Request as KeyRequest};
+use crate::http::ApiError;
+use crate::http::route::{Op, page, producer_key};
+use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
+use crate::key::{DEFAULT_PAGE, KeyObject, MAX_PAGE, Request as KeyRequest};
+use crate::names::Key;
 use crate::ports::{Host, StoreError};
-use crate::route::{Op, page, producer_key};
-use crate::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
 #[durable_object]

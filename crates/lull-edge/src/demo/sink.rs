@@ -11,13 +11,14 @@ use std::collections::{BTreeSet, VecDeque};
 use serde_json::{Value, json};
 use worker::{Request, Response};
 
-use super::config::Config;
-use super::http::{self, internal, now_ms};
-use crate::api_error::ApiError;
-use crate::delivery::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
-use crate::key::Key;
-use crate::route::{Op, Tokens};
-use crate::signing;
+use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
+use crate::delivery::signing;
+use crate::http::ApiError;
+use crate::http::auth::Tokens;
+use crate::http::route::Op;
+use crate::names::Key;
+use crate::runtime::config::Config;
+use crate::runtime::http::{self, internal, now_ms};
 
 /// Accepted deliveries kept (the newest); refused ones are kept apart, as many.
 const KEEP: usize = 100;

@@ -23,6 +23,9 @@
 //! - No `RefCell` borrow is held across an `await` (state is touched only in
 //!   [`KeyObject::with`], whose closure cannot await).
 
+pub mod state;
+pub mod timeline;
+
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -30,13 +33,13 @@ use lull_core::{Backlog, DeadLetter, Fire, Policy, QueuedWindow, Reason, Seq, Sp
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::api_error::ApiError;
-use crate::delivery::{Delivery, Payload, idempotency_key};
-use crate::key::Key;
-use crate::key_state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
+use crate::delivery::body::{Delivery, Payload, idempotency_key};
+use crate::delivery::queue_message;
+use crate::http::ApiError;
+use crate::key::state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
+use crate::key::timeline::{TIMELINE_KEEP, Timeline};
+use crate::names::Key;
 use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, QueueSend, Store, StoreError, WindowRow, Write};
-use crate::queue_message;
-use crate::timeline::{TIMELINE_KEEP, Timeline};
 use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
 
 /// Dead letters per page at most (`GET …/dead-letters?limit=`).

@@ -5,7 +5,7 @@ use lull_core::{Reason, WindowId};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::key::Key;
+use crate::names::Key;
 
 /// The header naming a window; the same on every attempt.
 pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";

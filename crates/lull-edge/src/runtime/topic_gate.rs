@@ -15,10 +15,10 @@ use serde_json::json;
 use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
 
 use super::config;
+use super::headers::TOPIC_HEADER;
 use super::http::{self, internal, now_ms};
-use super::router::TOPIC_HEADER;
-use crate::api_error::ApiError;
-use crate::gate::{Gate, Grant};
+use crate::http::ApiError;
+use crate::queue::gate::{Gate, Grant};
 use crate::topic::Topic;
 
 /// The binding's name in `wrangler.toml`.

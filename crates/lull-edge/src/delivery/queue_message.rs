@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::delivery::{Delivery, Payload};
+use crate::delivery::body::{Delivery, Payload};
 
 /// The largest message a queue takes (bytes of its JSON).
 pub const MAX_MESSAGE_BYTES: usize = 128_000;

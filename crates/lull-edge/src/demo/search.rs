@@ -14,10 +14,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use worker::{Delay, Env, Request, Response};
 
-use super::http::{self, internal, now_ms};
-use crate::api_error::ApiError;
-use crate::places::Places;
-use crate::route::DemoRoute;
+use crate::demo::places::Places;
+use crate::http::ApiError;
+use crate::http::route::DemoRoute;
+use crate::runtime::http::{self, internal, now_ms};
 
 /// Queries the log keeps (the newest).
 pub const KEEP: usize = 1_000;
