@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lull_core::Seq;
-use lull_edge::key::{KeyObject, Request};
+use lull_edge::key::{KeyObject, KeyReply, KeyRequest};
 use lull_edge::names::Key;
 use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
 use lull_edge::topic::Topics;
@@ -351,7 +351,7 @@ impl Pair {
     }
 
     /// Serve one request to completion (requests never wait for a delivery).
-    fn request(&mut self, request: Request) -> Option<Result<lull_edge::key::Reply, lull_edge::http::ApiError>> {
+    fn request(&mut self, request: KeyRequest) -> Option<Result<KeyReply, lull_edge::http::ApiError>> {
         let object = self.object.clone();
         let topic = self.topics.get("t").unwrap().clone();
         let key = self.key.clone();
@@ -375,7 +375,7 @@ impl Pair {
     }
 
     fn status(&mut self) -> Option<serde_json::Value> {
-        match self.request(Request::Status)? {
+        match self.request(KeyRequest::Status)? {
             Ok(reply) => Some(reply.body),
             Err(_) => None,
         }
@@ -429,7 +429,7 @@ impl Pair {
                 let id = self.next_event;
                 self.next_event += 1;
                 let body = format!(r#"{{"n":{id}}}"#);
-                if let Some(Ok(reply)) = self.request(Request::Event { body, idempotency_key: None }) {
+                if let Some(Ok(reply)) = self.request(KeyRequest::Event { body, idempotency_key: None }) {
                     assert_eq!(reply.status, 202);
                     self.acked.insert(id, (self.life, reply.body["seq"].as_u64().unwrap()));
                 }
@@ -468,11 +468,11 @@ impl Pair {
                 let done = poll(fut.as_mut()).is_ready();
                 self.alarm_step(fut, done);
             }
-            Op::Flush => drop(self.request(Request::Flush)),
+            Op::Flush => drop(self.request(KeyRequest::Flush)),
             Op::Cancel => {
                 let Some(before) = self.status() else { return };
                 let logged = self.world.borrow().logs.len();
-                match self.request(Request::Cancel) {
+                match self.request(KeyRequest::Cancel) {
                     // What it dropped, from the worker's log (deadlines already due fire first).
                     Some(Ok(_)) => {
                         let lines: Vec<serde_json::Value> = self.world.borrow().logs[logged..]
@@ -496,12 +496,12 @@ impl Pair {
                     }
                 }
             }
-            Op::ReplayAll => drop(self.request(Request::ReplayAll)),
+            Op::ReplayAll => drop(self.request(KeyRequest::ReplayAll)),
             Op::Discard => {
                 let Some(before) = self.status() else { return };
                 let Some(dead) = before["dead_letters"].as_array().and_then(|d| d.first()).cloned() else { return };
                 let window = lull_core::WindowId(dead["window"].as_u64().unwrap());
-                if !matches!(self.request(Request::Discard(window)), Some(Err(_))) {
+                if !matches!(self.request(KeyRequest::Discard { window }), Some(Err(_))) {
                     let (first, last) =
                         (dead["span"]["first"].as_u64().unwrap(), dead["span"]["last"].as_u64().unwrap());
                     for seq in first..=last {
@@ -652,16 +652,16 @@ fn a_failed_write_answers_503_and_changes_nothing() {
     let before = pair.world.borrow().events.clone();
     pair.step(&Op::CommitFault(Fault::Fail));
     let refused =
-        pair.request(Request::Event { body: r#"{"n":99}"#.into(), idempotency_key: None }).unwrap().unwrap_err();
+        pair.request(KeyRequest::Event { body: r#"{"n":99}"#.into(), idempotency_key: None }).unwrap().unwrap_err();
     assert_eq!((refused.code(), refused.retry_after_secs()), ("unavailable", Some(1)));
     assert_eq!(pair.world.borrow().events, before, "nothing stored");
     // The next event takes the seq the failed one would have had: memory was reloaded.
-    let Some(Ok(next)) = pair.request(Request::Event { body: r#"{"n":5}"#.into(), idempotency_key: None }) else {
+    let Some(Ok(next)) = pair.request(KeyRequest::Event { body: r#"{"n":5}"#.into(), idempotency_key: None }) else {
         panic!()
     };
     assert_eq!(next.body["seq"], 2);
     pair.step(&Op::AlarmFault(Fault::Fail));
-    let refused = pair.request(Request::Flush).unwrap().unwrap_err();
+    let refused = pair.request(KeyRequest::Flush).unwrap().unwrap_err();
     assert_eq!(refused.code(), "unavailable");
     pair.drain();
     let received = &pair.world.borrow().received;
@@ -683,7 +683,7 @@ fn the_bound_refuses_events_with_429_and_stores_nothing() {
     assert!(pending >= 5, "{status}");
     let rows = pair.world.borrow().events.len();
     let refused = (0..5)
-        .filter_map(|_| pair.request(Request::Event { body: "{}".into(), idempotency_key: None }))
+        .filter_map(|_| pair.request(KeyRequest::Event { body: "{}".into(), idempotency_key: None }))
         .filter(|r| matches!(r, Err(e) if e.code() == "too_many_pending" && e.retry_after_secs().is_some()));
     assert!(refused.count() >= 1, "past the bound events are refused");
     assert!(pair.world.borrow().events.len() <= rows + 5);
@@ -716,7 +716,7 @@ fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     let mut pair = Pair::new();
     let send = |pair: &mut Pair, key: &str, n: u64| {
         let body = format!(r#"{{"n":{n}}}"#);
-        pair.request(Request::Event { body, idempotency_key: Some(key.into()) }).unwrap().unwrap()
+        pair.request(KeyRequest::Event { body, idempotency_key: Some(key.into()) }).unwrap().unwrap()
     };
     pair.next_event = 2;
     let first = send(&mut pair, "order-1", 0);

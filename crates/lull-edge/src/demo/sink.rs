@@ -14,8 +14,8 @@ use worker::{Request, Response};
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
 use crate::http::ApiError;
+use crate::http::auth::Access;
 use crate::http::auth::Tokens;
-use crate::http::route::Op;
 use crate::names::Key;
 use crate::runtime::config::Config;
 use crate::runtime::http::{self, internal, now_ms};
@@ -33,7 +33,7 @@ thread_local! {
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
 pub fn failing(key: &Key, on: bool, tokens: &Tokens<'_>, auth: Option<&str>) -> Result<Response, ApiError> {
-    tokens.authorize(auth, Op::Status)?;
+    tokens.authorize(auth, Access::Admin)?;
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
             return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
@@ -57,7 +57,7 @@ pub async fn handle(
     auth: Option<&str>,
 ) -> Result<Response, ApiError> {
     if !post {
-        tokens.authorize(auth, Op::Status)?;
+        tokens.authorize(auth, Access::Admin)?;
         let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
         received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
         received.sort_by_key(|e| e["received_at"].as_u64());

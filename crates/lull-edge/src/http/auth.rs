@@ -1,7 +1,15 @@
 //! Bearer tokens: who a request comes from, and whether it may ask for an operation.
 
 use crate::http::ApiError;
-use crate::http::route::Op;
+
+/// The least credential an operation needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// An ingest token (or the admin token): posting events.
+    Ingest,
+    /// The admin token: everything else.
+    Admin,
+}
 
 /// Who a request's bearer token says it comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,9 +29,10 @@ pub struct Tokens<'a> {
 }
 
 impl Tokens<'_> {
-    /// Check an `Authorization` header for `op`: `401` without a known bearer
-    /// token, `403` when the ingest token asks for more than posting events.
-    pub fn authorize(&self, header: Option<&str>, op: Op) -> Result<Caller, ApiError> {
+    /// Check an `Authorization` header for an operation that needs `need`:
+    /// `401` without a known bearer token, `403` when the ingest token asks
+    /// for more than posting events.
+    pub fn authorize(&self, header: Option<&str>, need: Access) -> Result<Caller, ApiError> {
         let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).ok_or(ApiError::Unauthorized)?;
         let caller = if equal(token, self.admin) {
             Caller::Admin
@@ -32,7 +41,7 @@ impl Tokens<'_> {
         } else {
             return Err(ApiError::Unauthorized);
         };
-        if caller == Caller::Ingest && !op.ingest_allowed() {
+        if caller == Caller::Ingest && need == Access::Admin {
             return Err(ApiError::Forbidden);
         }
         Ok(caller)
@@ -56,13 +65,13 @@ mod tests {
     #[test]
     fn tokens_grant_ingest_or_admin() {
         let tokens = Tokens { ingest: "in-secret", admin: "ad-secret" };
-        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Op::Event), Ok(Caller::Ingest));
-        assert_eq!(tokens.authorize(Some("Bearer ad-secret"), Op::Cancel), Ok(Caller::Admin));
-        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Op::Status), Err(ApiError::Forbidden));
-        assert_eq!(tokens.authorize(Some("Bearer wrong"), Op::Event), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(Some("in-secret"), Op::Event), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(None, Op::Event), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Access::Ingest), Ok(Caller::Ingest));
+        assert_eq!(tokens.authorize(Some("Bearer ad-secret"), Access::Admin), Ok(Caller::Admin));
+        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Access::Admin), Err(ApiError::Forbidden));
+        assert_eq!(tokens.authorize(Some("Bearer wrong"), Access::Ingest), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some("in-secret"), Access::Ingest), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(None, Access::Ingest), Err(ApiError::Unauthorized));
         let unset = Tokens { ingest: "", admin: "x" };
-        assert_eq!(unset.authorize(Some("Bearer "), Op::Event), Err(ApiError::Unauthorized));
+        assert_eq!(unset.authorize(Some("Bearer "), Access::Ingest), Err(ApiError::Unauthorized));
     }
 }

@@ -1,84 +1,14 @@
-//! The HTTP API's routes: which operation a method and path ask for, who may
-//! ask for it, and the `404`/`405` for everything else. Runtime-free.
+//! The HTTP API's routes: which operation a method, path and query ask for
+//! (a key's as its [`KeyRequest`]), and the `404`/`405`/`400` for everything
+//! else. Runtime-free.
 
 use lull_core::WindowId;
 
 use crate::http::ApiError;
+use crate::key::request::KeyRequest;
+use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
+use crate::key::{DEFAULT_PAGE, MAX_PAGE};
 use crate::names::{Key, is_topic_name};
-
-/// What one request asks a key for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// `POST …/events`: accept one event.
-    Event,
-    /// `GET …/keys/{key}`: the key's status.
-    Status,
-    /// `POST …/flush`: fire the open window now.
-    Flush,
-    /// `DELETE …/keys/{key}`: cancel the open window.
-    Cancel,
-    /// `GET …/dead-letters`: list them.
-    DeadLetters,
-    /// `POST …/dead-letters/{window}/retry`: deliver one again.
-    Replay(WindowId),
-    /// `POST …/dead-letters/retry`: deliver every dead letter again.
-    ReplayAll,
-    /// `DELETE …/dead-letters/{window}`: forget one and its events.
-    Discard(WindowId),
-    /// `GET …/timeline`: the key's recent events, fires and deliveries.
-    Timeline,
-}
-
-impl Op {
-    /// Whether the ingest token may do this (only posting events); the admin token may do everything.
-    pub fn ingest_allowed(self) -> bool {
-        self == Op::Event
-    }
-
-    /// The name the object's internal route uses (`/op/{name}`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Event => "event",
-            Op::Status => "status",
-            Op::Flush => "flush",
-            Op::Cancel => "cancel",
-            Op::DeadLetters => "dead-letters",
-            Op::Replay(_) => "replay",
-            Op::ReplayAll => "replay-all",
-            Op::Discard(_) => "discard",
-            Op::Timeline => "timeline",
-        }
-    }
-
-    /// The object's internal path for this operation.
-    pub fn object_path(self) -> String {
-        match self {
-            Op::Replay(window) | Op::Discard(window) => format!("/{}/{window}", self.name()),
-            op => format!("/{}", op.name()),
-        }
-    }
-
-    /// The operation an object's internal path names (see [`Op::object_path`]).
-    pub fn from_object_path(path: &str) -> Option<Op> {
-        let path = path.trim_start_matches('/');
-        let window = |w: &str| w.parse::<u64>().ok().map(WindowId);
-        Some(match path.split_once('/') {
-            Some(("replay", w)) => Op::Replay(window(w)?),
-            Some(("discard", w)) => Op::Discard(window(w)?),
-            Some(_) => return None,
-            None => match path {
-                "event" => Op::Event,
-                "status" => Op::Status,
-                "flush" => Op::Flush,
-                "cancel" => Op::Cancel,
-                "dead-letters" => Op::DeadLetters,
-                "replay-all" => Op::ReplayAll,
-                "timeline" => Op::Timeline,
-                _ => return None,
-            },
-        })
-    }
-}
 
 /// Longest producer `Idempotency-Key`, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;
@@ -111,6 +41,22 @@ pub fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u
         }
     }
     Ok((after, limit))
+}
+
+/// `request` with its page read from `query` (dead letters, timeline; other
+/// requests ignore the query). `400 bad_query` for a bad one.
+pub fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest, ApiError> {
+    Ok(match request {
+        KeyRequest::DeadLetters { .. } => {
+            let (after, limit) = page(query, DEFAULT_PAGE, MAX_PAGE)?;
+            KeyRequest::DeadLetters { after, limit }
+        }
+        KeyRequest::Timeline { .. } => {
+            let (after, limit) = page(query, TIMELINE_PAGE, TIMELINE_KEEP)?;
+            KeyRequest::Timeline { after, limit }
+        }
+        other => other,
+    })
 }
 
 /// The demo page's endpoints (served with the demo sink only).
@@ -157,8 +103,8 @@ pub enum Route {
         topic: String,
         /// The key.
         key: Key,
-        /// What to do.
-        op: Op,
+        /// What to do (an event's body and idempotency key are the router's to add).
+        request: KeyRequest,
     },
 }
 
@@ -203,22 +149,18 @@ impl Route {
                 Ok(Route::QueueStatus { topic: (*topic).to_string() })
             }
             ["v1", "topics", topic, "keys", key, rest @ ..] => {
-                let (op, allowed) = match rest {
-                    [] if method == "DELETE" => (Op::Cancel, "GET, DELETE"),
-                    [] => (Op::Status, "GET, DELETE"),
-                    ["events"] => (Op::Event, "POST"),
-                    ["flush"] => (Op::Flush, "POST"),
-                    ["dead-letters"] => (Op::DeadLetters, "GET"),
-                    ["timeline"] => (Op::Timeline, "GET"),
-                    ["dead-letters", "retry"] => (Op::ReplayAll, "POST"),
-                    ["dead-letters", window] => {
-                        let window = window.parse::<u64>().map_err(|_| not_found())?;
-                        (Op::Discard(WindowId(window)), "DELETE")
-                    }
-                    ["dead-letters", window, "retry"] => {
-                        let window = window.parse::<u64>().map_err(|_| not_found())?;
-                        (Op::Replay(WindowId(window)), "POST")
-                    }
+                let window = |w: &str| w.parse::<u64>().map(WindowId).map_err(|_| not_found());
+                // Pages start at their defaults; [`with_page`] reads the query.
+                let (request, allowed) = match rest {
+                    [] if method == "DELETE" => (KeyRequest::Cancel, "GET, DELETE"),
+                    [] => (KeyRequest::Status, "GET, DELETE"),
+                    ["events"] => (KeyRequest::Event { body: String::new(), idempotency_key: None }, "POST"),
+                    ["flush"] => (KeyRequest::Flush, "POST"),
+                    ["dead-letters"] => (KeyRequest::DeadLetters { after: None, limit: DEFAULT_PAGE }, "GET"),
+                    ["timeline"] => (KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE }, "GET"),
+                    ["dead-letters", "retry"] => (KeyRequest::ReplayAll, "POST"),
+                    ["dead-letters", w] => (KeyRequest::Discard { window: window(w)? }, "DELETE"),
+                    ["dead-letters", w, "retry"] => (KeyRequest::Replay { window: window(w)? }, "POST"),
                     _ => return Err(not_found()),
                 };
                 method_check(method, allowed)?;
@@ -226,7 +168,7 @@ impl Route {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 let key = Key::from_path_segment(key)?;
-                Ok(Route::Key { topic: (*topic).to_string(), key, op })
+                Ok(Route::Key { topic: (*topic).to_string(), key, request })
             }
             _ => Err(not_found()),
         }
@@ -244,31 +186,44 @@ impl Route {
 mod tests {
     use super::*;
 
-    fn key_route(method: &str, path: &str) -> Result<Op, ApiError> {
+    fn key_route(method: &str, path: &str) -> Result<KeyRequest, ApiError> {
         match Route::parse(method, path)? {
-            Route::Key { op, .. } => Ok(op),
+            Route::Key { request, .. } => Ok(request),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn paths_and_methods_map_to_operations() {
-        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/events"), Ok(Op::Event));
-        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42"), Ok(Op::Status));
-        assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(Op::Cancel));
-        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/flush"), Ok(Op::Flush));
-        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/dead-letters"), Ok(Op::DeadLetters));
-        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/timeline"), Ok(Op::Timeline));
-        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/7/retry"), Ok(Op::Replay(WindowId(7))));
-        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/retry"), Ok(Op::ReplayAll));
-        assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42/dead-letters/7"), Ok(Op::Discard(WindowId(7))));
-        for op in [Op::Event, Op::Status, Op::Flush, Op::Cancel, Op::DeadLetters, Op::ReplayAll, Op::Timeline] {
-            assert_eq!(Op::from_object_path(&op.object_path()), Some(op));
-        }
-        for op in [Op::Replay(WindowId(3)), Op::Discard(WindowId(4))] {
-            assert_eq!(Op::from_object_path(&op.object_path()), Some(op));
-        }
-        assert_eq!(Op::from_object_path("/replay/x"), None);
+        let event = KeyRequest::Event { body: String::new(), idempotency_key: None };
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/events"), Ok(event));
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Status));
+        assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Cancel));
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/flush"), Ok(KeyRequest::Flush));
+        let dead = KeyRequest::DeadLetters { after: None, limit: DEFAULT_PAGE };
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/dead-letters"), Ok(dead.clone()));
+        let timeline = KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE };
+        assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42/timeline"), Ok(timeline.clone()));
+        assert_eq!(
+            key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/7/retry"),
+            Ok(KeyRequest::Replay { window: WindowId(7) })
+        );
+        assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/dead-letters/retry"), Ok(KeyRequest::ReplayAll));
+        assert_eq!(
+            key_route("DELETE", "/v1/topics/orders/keys/c42/dead-letters/7"),
+            Ok(KeyRequest::Discard { window: WindowId(7) })
+        );
+        assert_eq!(
+            with_page(dead, Some("after=7&limit=20")),
+            Ok(KeyRequest::DeadLetters { after: Some(7), limit: 20 })
+        );
+        assert_eq!(
+            with_page(timeline, Some("after=3")),
+            Ok(KeyRequest::Timeline { after: Some(3), limit: TIMELINE_PAGE })
+        );
+        assert_eq!(with_page(KeyRequest::Flush, Some("whatever=1")), Ok(KeyRequest::Flush), "others ignore the query");
+        let too_long = KeyRequest::Timeline { after: None, limit: 1 };
+        assert_eq!(with_page(too_long, Some("limit=257")).unwrap_err().code(), "bad_query");
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
         assert_eq!(Route::parse("GET", "/v1/topics/t/queue"), Ok(Route::QueueStatus { topic: "t".into() }));

@@ -23,6 +23,7 @@
 //! - No `RefCell` borrow is held across an `await` (state is touched only in
 //!   [`KeyObject::with`], whose closure cannot await).
 
+pub mod request;
 pub mod state;
 pub mod timeline;
 
@@ -41,6 +42,7 @@ use crate::key::timeline::{TIMELINE_KEEP, Timeline};
 use crate::names::Key;
 use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, QueueSend, Store, StoreError, WindowRow, Write};
 use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
+pub use request::{KeyCall, KeyReply, KeyRequest};
 
 /// Dead letters per page at most (`GET …/dead-letters?limit=`).
 pub const MAX_PAGE: usize = 500;
@@ -60,54 +62,6 @@ pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
 pub const FULL_RETRY_SECS: u64 = 60;
 /// Producer idempotency keys a key remembers (the oldest is forgotten first).
 pub const DEDUPE_SLOTS: u32 = 4_096;
-
-/// What a request asks of a key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// Accept one event (its JSON).
-    Event {
-        /// The event's JSON.
-        body: String,
-        /// The producer's `Idempotency-Key`: a repeat within the topic's
-        /// `dedupe_window_ms` gets the first answer and stores nothing.
-        idempotency_key: Option<String>,
-    },
-    /// The key's status.
-    Status,
-    /// Fire the open window now.
-    Flush,
-    /// Drop the open window.
-    Cancel,
-    /// A page of dead letters: windows after `after`, at most `limit`.
-    DeadLetters {
-        /// Start after this window id.
-        after: Option<u64>,
-        /// Page size (capped at [`MAX_PAGE`]).
-        limit: usize,
-    },
-    /// Deliver one dead letter again.
-    Replay(WindowId),
-    /// Deliver every dead letter again.
-    ReplayAll,
-    /// Forget one dead letter and its events.
-    Discard(WindowId),
-    /// The key's recent log lines (see [`Timeline`]): entries numbered after `after`, at most `limit`.
-    Timeline {
-        /// Start after this entry number.
-        after: Option<u64>,
-        /// Page size (capped at [`TIMELINE_KEEP`]).
-        limit: usize,
-    },
-}
-
-/// The answer to a request: an HTTP status and a JSON body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    /// The HTTP status.
-    pub status: u16,
-    /// The JSON body.
-    pub body: serde_json::Value,
-}
 
 /// One key's logic over its storage, host and outbound call.
 pub struct KeyObject<S, H, O> {
@@ -515,7 +469,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     }
 
     /// Serve one request for `(topic, key)`.
-    pub async fn request(&self, topic: &Topic, key: &Key, request: Request) -> Result<Reply, ApiError> {
+    pub async fn request(&self, topic: &Topic, key: &Key, request: KeyRequest) -> Result<KeyReply, ApiError> {
         self.load(Some((topic, key))).await?;
         self.with(|l| {
             l.retention_ms = topic.retention_ms;
@@ -523,14 +477,14 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         })?;
         self.follow(&topic.policy).await?;
         match request {
-            Request::Event { body, idempotency_key } => self.accept(topic, body, idempotency_key).await,
-            Request::Status => self.with(|l| {
+            KeyRequest::Event { body, idempotency_key } => self.accept(topic, body, idempotency_key).await,
+            KeyRequest::Status => self.with(|l| {
                 let mut status = l.ks.status(&l.topic, l.key.as_str(), STATUS_FEW);
                 status["stored_events"] = json!(l.stored_events());
                 status["database_bytes"] = json!(self.store.size());
-                Ok(Reply { status: 200, body: status })
+                Ok(KeyReply { status: 200, body: status })
             }),
-            Request::DeadLetters { after, limit } => self.with(|l| {
+            KeyRequest::DeadLetters { after, limit } => self.with(|l| {
                 let limit = limit.clamp(1, MAX_PAGE);
                 let page: Vec<&DeadLetter> =
                     l.ks.engine()
@@ -543,22 +497,22 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 let page = &page[..page.len().min(limit)];
                 let next = if more { page.last().map(|d| d.window.0) } else { None };
                 let count = l.ks.engine().dead_letters().len();
-                Ok(Reply { status: 200, body: json!({"dead_letters": page, "count": count, "next_after": next}) })
+                Ok(KeyReply { status: 200, body: json!({"dead_letters": page, "count": count, "next_after": next}) })
             }),
-            Request::Timeline { after, limit } => {
+            KeyRequest::Timeline { after, limit } => {
                 let body = self.timeline.borrow().page(after, limit.clamp(1, TIMELINE_KEEP));
-                Ok(Reply { status: 200, body })
+                Ok(KeyReply { status: 200, body })
             }
-            Request::Flush => self.change(|l, log, now| Ok(l.ks.flush(now, log))).await,
-            Request::Cancel => self.change(|l, log, now| Ok(l.ks.cancel(now, log))).await,
-            Request::Replay(window) => {
+            KeyRequest::Flush => self.change(|l, log, now| Ok(l.ks.flush(now, log))).await,
+            KeyRequest::Cancel => self.change(|l, log, now| Ok(l.ks.cancel(now, log))).await,
+            KeyRequest::Replay { window } => {
                 self.change(|l, log, now| l.ks.replay(window, now, log).map_err(|_| dead_letter_not_found(window)))
                     .await
             }
-            Request::Discard(window) => {
+            KeyRequest::Discard { window } => {
                 self.change(|l, log, _| l.ks.discard(window, log).map_err(|_| dead_letter_not_found(window))).await
             }
-            Request::ReplayAll => {
+            KeyRequest::ReplayAll => {
                 self.change(|l, log, now| {
                     let windows: Vec<WindowId> = l.ks.engine().dead_letters().iter().map(|d| d.window).collect();
                     let mut effects = Vec::new();
@@ -590,7 +544,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     async fn change(
         &self,
         f: impl FnOnce(&mut Loaded, &Logger<'_>, u64) -> Result<Vec<Effect>, ApiError>,
-    ) -> Result<Reply, ApiError> {
+    ) -> Result<KeyReply, ApiError> {
         self.op(|l, batch, now| {
             let (topic, key) = (l.topic.clone(), l.key.clone());
             let log = Logger { topic: &topic, key: key.as_str() };
@@ -600,16 +554,16 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             Ok(())
         })
         .await?;
-        self.with(|l| Ok(Reply { status: 200, body: l.ks.status(&l.topic, l.key.as_str(), STATUS_FEW) }))
+        self.with(|l| Ok(KeyReply { status: 200, body: l.ks.status(&l.topic, l.key.as_str(), STATUS_FEW) }))
     }
 
-    async fn accept(&self, topic: &Topic, body: String, producer_key: Option<String>) -> Result<Reply, ApiError> {
+    async fn accept(&self, topic: &Topic, body: String, producer_key: Option<String>) -> Result<KeyReply, ApiError> {
         self.op(|l, batch, now| {
             if let Some((_, at, reply)) = producer_key.as_ref().and_then(|k| l.dedupe.get(k))
                 && now.saturating_sub(*at) < topic.dedupe_window_ms
             {
                 let body = serde_json::from_str(reply).map_err(json_error)?;
-                return Ok(Reply { status: 202, body });
+                return Ok(KeyReply { status: 202, body });
             }
             if l.ks.pending_windows() >= topic.max_pending_windows {
                 let retry_at = l.ks.engine().run().and_then(|r| r.retry_at);
@@ -634,7 +588,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 batch.writes.push(Write::Dedupe(DedupeRow { slot, key: key.clone(), at: now, reply: text.clone() }));
                 l.dedupe.insert(key, (slot, now, text));
             }
-            Ok(Reply { status: 202, body: reply })
+            Ok(KeyReply { status: 202, body: reply })
         })
         .await
     }

@@ -3,7 +3,5 @@
 
 /// The topic a `TopicGate` request is for.
 pub const TOPIC_HEADER: &str = "lull-topic";
-/// See [`TOPIC_HEADER`]: the (percent-encoded) key a `KeyWindow` request is for.
-pub const KEY_HEADER: &str = "lull-key";
-/// The producer's `Idempotency-Key`, checked, passed to the object.
-pub const PRODUCER_KEY_HEADER: &str = "lull-producer-key";
+/// A `KeyWindow` request's [`crate::key::KeyCall`] (topic, key, request), as JSON.
+pub const KEY_CALL_HEADER: &str = "lull-key-call";

@@ -8,15 +8,12 @@ use worker::worker_sys::DurableObjectState;
 use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, console_log, durable_object};
 
 use super::config;
-use super::headers::{KEY_HEADER, PRODUCER_KEY_HEADER, TOPIC_HEADER};
+use super::headers::KEY_CALL_HEADER;
 use super::http::{self, internal, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
 use crate::http::ApiError;
-use crate::http::route::{Op, page, producer_key};
-use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
-use crate::key::{DEFAULT_PAGE, KeyObject, MAX_PAGE, Request as KeyRequest};
-use crate::names::Key;
+use crate::key::{KeyCall, KeyObject};
 use crate::ports::{Host, StoreError};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
@@ -53,33 +50,11 @@ impl Host for WorkersHost {
 
 impl KeyWindow {
     async fn serve(&self, mut req: Request) -> Result<Response, ApiError> {
-        let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
-        let (topic_name, key) = (header(TOPIC_HEADER), Key::from_path_segment(&header(KEY_HEADER))?);
-        let producer = producer_key(req.headers().get(PRODUCER_KEY_HEADER).ok().flatten().as_deref())?;
-        let op =
-            Op::from_object_path(&req.path()).ok_or_else(|| ApiError::NotFound(format!("route {:?}", req.path())))?;
-        let query = req.url().map_err(internal)?.query().map(str::to_string);
-        let body = req.text().await.map_err(internal)?;
+        let header = req.headers().get(KEY_CALL_HEADER).map_err(internal)?.unwrap_or_default();
+        let call = KeyCall::from_header(&header, req.text().await.map_err(internal)?)?;
         let config = config::load(&self.env)?;
-        let topic = config.topics.get(&topic_name).ok_or(ApiError::UnknownTopic(topic_name))?;
-        let request = match op {
-            Op::Event => KeyRequest::Event { body, idempotency_key: producer },
-            Op::Status => KeyRequest::Status,
-            Op::Flush => KeyRequest::Flush,
-            Op::Cancel => KeyRequest::Cancel,
-            Op::DeadLetters => {
-                let (after, limit) = page(query.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
-                KeyRequest::DeadLetters { after, limit }
-            }
-            Op::Replay(window) => KeyRequest::Replay(window),
-            Op::ReplayAll => KeyRequest::ReplayAll,
-            Op::Discard(window) => KeyRequest::Discard(window),
-            Op::Timeline => {
-                let (after, limit) = page(query.as_deref(), TIMELINE_PAGE, TIMELINE_KEEP)?;
-                KeyRequest::Timeline { after, limit }
-            }
-        };
-        let reply = self.key.request(topic, &key, request).await?;
+        let topic = config.topics.get(&call.topic).ok_or(ApiError::UnknownTopic(call.topic))?;
+        let reply = self.key.request(topic, &call.key, call.request).await?;
         http::json(reply.status, &reply.body).map_err(internal)
     }
 }

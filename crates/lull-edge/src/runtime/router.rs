@@ -5,13 +5,15 @@ use serde_json::value::RawValue;
 use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
 use super::config::{self, KEY_WINDOW_BINDING};
-use super::headers::{KEY_HEADER, PRODUCER_KEY_HEADER, TOPIC_HEADER};
+use super::headers::KEY_CALL_HEADER;
 use super::http::{self, internal};
 use crate::demo::{search as demo, sink};
 use crate::http::ApiError;
+use crate::http::auth::Access;
 use crate::http::auth::Tokens;
-use crate::http::route::{Op, Route, producer_key};
-use crate::names::{Key, object_name};
+use crate::http::route::{Route, producer_key, with_page};
+use crate::key::{KeyCall, KeyRequest};
+use crate::names::object_name;
 use crate::topic::Topic;
 
 #[event(fetch)]
@@ -53,7 +55,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
         Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
         Route::SinkFailing { key, on } => sink::failing(&key, on, &tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
-            tokens.authorize(auth.as_deref(), Op::Status)?;
+            tokens.authorize(auth.as_deref(), Access::Admin)?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
@@ -61,13 +63,19 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             super::topic_gate::ask(env, &topic.name, "status", None).await.map_err(internal)
         }
         Route::Demo(page) => demo::handle(req, env, page).await,
-        Route::Key { topic, key, op } => {
-            tokens.authorize(auth.as_deref(), op)?;
+        Route::Key { topic, key, request } => {
+            tokens.authorize(auth.as_deref(), request.access())?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             let producer = producer_key(req.headers().get("idempotency-key").map_err(internal)?.as_deref())?;
-            let body = if op == Op::Event { Some(event_body(&mut req, topic).await?) } else { None };
+            let request = match request {
+                KeyRequest::Event { .. } => {
+                    KeyRequest::Event { body: event_body(&mut req, topic).await?, idempotency_key: producer }
+                }
+                other => other,
+            };
             let query = req.url().map_err(internal)?.query().map(str::to_string);
-            forward(env, topic, &key, op, query, producer.filter(|_| op == Op::Event), body).await
+            let request = with_page(request, query.as_deref())?;
+            forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
         }
     }
 }
@@ -87,27 +95,19 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
     Ok(raw.get().to_string())
 }
 
-async fn forward(
-    env: &Env,
-    topic: &Topic,
-    key: &Key,
-    op: Op,
-    query: Option<String>,
-    producer: Option<String>,
-    body: Option<String>,
-) -> Result<Response, ApiError> {
+/// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
+async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
     let namespace = env.durable_object(KEY_WINDOW_BINDING).map_err(internal)?;
-    let stub = namespace.id_from_name(&object_name(&topic.name, key)).and_then(|id| id.get_stub()).map_err(internal)?;
-    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
-    let path = format!("https://key-window{}{query}", op.object_path());
+    let name = object_name(&call.topic, &call.key);
+    let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub()).map_err(internal)?;
     let headers = worker::Headers::new();
-    headers.set(TOPIC_HEADER, &topic.name).map_err(internal)?;
-    headers.set(KEY_HEADER, &key.encoded()).map_err(internal)?;
-    if let Some(producer) = producer {
-        headers.set(PRODUCER_KEY_HEADER, &producer).map_err(internal)?;
-    }
+    headers.set(KEY_CALL_HEADER, &call.to_header()?).map_err(internal)?;
+    let body = match call.request {
+        KeyRequest::Event { body, .. } => Some(body.into()),
+        _ => None,
+    };
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(body.map(|b| b.into()));
-    let inner = Request::new_with_init(&path, &init).map_err(internal)?;
+    init.with_method(Method::Post).with_headers(headers).with_body(body);
+    let inner = Request::new_with_init("https://key-window/", &init).map_err(internal)?;
     stub.fetch_with_request(inner).await.map_err(internal)
 }

@@ -1,0 +1,164 @@
+//! [`KeyRequest`]: the one form of a key operation, from the router to the
+//! key's object, and [`KeyReply`], its answer. The router builds it from the
+//! method, path, query and headers ([`crate::http::route`]); it crosses to
+//! the Durable Object as JSON in one header ([`KeyCall`]), the event's body
+//! (if any) as the request's own body, byte for byte.
+
+use lull_core::WindowId;
+use serde::{Deserialize, Serialize};
+
+use crate::http::ApiError;
+use crate::http::auth::Access;
+use crate::names::Key;
+
+/// What a request asks of a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum KeyRequest {
+    /// `POST …/events`: accept one event.
+    Event {
+        /// The event's JSON. It crosses as the request's body, not in the header.
+        #[serde(skip)]
+        body: String,
+        /// The producer's `Idempotency-Key`: a repeat within the topic's
+        /// `dedupe_window_ms` gets the first answer and stores nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+    },
+    /// `GET …/keys/{key}`: the key's status.
+    Status,
+    /// `POST …/flush`: fire the open window now.
+    Flush,
+    /// `DELETE …/keys/{key}`: drop the open window.
+    Cancel,
+    /// `GET …/dead-letters`: a page of dead letters, windows after `after`, at most `limit`.
+    DeadLetters {
+        /// Start after this window id.
+        after: Option<u64>,
+        /// Page size (at most [`crate::key::MAX_PAGE`]).
+        limit: usize,
+    },
+    /// `POST …/dead-letters/{window}/retry`: deliver one dead letter again.
+    Replay {
+        /// The dead letter's window.
+        window: WindowId,
+    },
+    /// `POST …/dead-letters/retry`: deliver every dead letter again.
+    ReplayAll,
+    /// `DELETE …/dead-letters/{window}`: forget one dead letter and its events.
+    Discard {
+        /// The dead letter's window.
+        window: WindowId,
+    },
+    /// `GET …/timeline`: the key's recent log lines, entries numbered after `after`, at most `limit`.
+    Timeline {
+        /// Start after this entry number.
+        after: Option<u64>,
+        /// Page size (at most [`crate::key::timeline::TIMELINE_KEEP`]).
+        limit: usize,
+    },
+}
+
+impl KeyRequest {
+    /// The least credential that may ask for it: posting events is ingest, the rest admin.
+    pub fn access(&self) -> Access {
+        match self {
+            KeyRequest::Event { .. } => Access::Ingest,
+            _ => Access::Admin,
+        }
+    }
+}
+
+/// The answer to a key request: an HTTP status and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyReply {
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+/// A key request addressed to its key: what crosses from the router to the
+/// object, as JSON in one header (ASCII: the key is percent-encoded).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyCall {
+    /// The topic's name.
+    pub topic: String,
+    /// The key.
+    pub key: Key,
+    /// What to do.
+    pub request: KeyRequest,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire<T, R> {
+    topic: T,
+    key: String,
+    request: R,
+}
+
+impl KeyCall {
+    /// The header value: `{"topic", "key" (percent-encoded), "request"}`, the event's body left out.
+    pub fn to_header(&self) -> Result<String, ApiError> {
+        let wire = Wire { topic: &self.topic, key: self.key.encoded(), request: &self.request };
+        serde_json::to_string(&wire).map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// The call a header carries; `body` is the request's body (an event's JSON).
+    pub fn from_header(header: &str, body: String) -> Result<KeyCall, ApiError> {
+        let wire: Wire<String, KeyRequest> =
+            serde_json::from_str(header).map_err(|e| ApiError::Internal(format!("key request header: {e}")))?;
+        let mut request = wire.request;
+        if let KeyRequest::Event { body: event, .. } = &mut request {
+            *event = body;
+        }
+        Ok(KeyCall { topic: wire.topic, key: Key::from_path_segment(&wire.key)?, request })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_crosses_in_one_ascii_header_and_the_event_in_the_body() {
+        let key = Key::from_path_segment("doc%E2%9C%93%2F1").unwrap();
+        let requests = [
+            KeyRequest::Event { body: r#"{"n":1}"#.into(), idempotency_key: Some("order-1".into()) },
+            KeyRequest::Event { body: "[]".into(), idempotency_key: None },
+            KeyRequest::Status,
+            KeyRequest::Flush,
+            KeyRequest::Cancel,
+            KeyRequest::DeadLetters { after: Some(7), limit: 20 },
+            KeyRequest::Replay { window: WindowId(3) },
+            KeyRequest::ReplayAll,
+            KeyRequest::Discard { window: WindowId(4) },
+            KeyRequest::Timeline { after: None, limit: 100 },
+        ];
+        for request in requests {
+            let call = KeyCall { topic: "orders".into(), key: key.clone(), request };
+            let header = call.to_header().unwrap();
+            assert!(header.is_ascii(), "{header}");
+            assert!(!header.contains(r#""n":1"#), "the event stays out of the header: {header}");
+            let body = match &call.request {
+                KeyRequest::Event { body, .. } => body.clone(),
+                _ => String::new(),
+            };
+            assert_eq!(KeyCall::from_header(&header, body).unwrap(), call);
+        }
+        assert_eq!(
+            KeyCall::from_header(r#"{"topic":"t","key":"k","request":{"op":"nope"}}"#, String::new())
+                .unwrap_err()
+                .code(),
+            "internal"
+        );
+    }
+
+    #[test]
+    fn only_events_are_open_to_ingest_tokens() {
+        assert_eq!(KeyRequest::Event { body: String::new(), idempotency_key: None }.access(), Access::Ingest);
+        assert_eq!(KeyRequest::Status.access(), Access::Admin);
+        assert_eq!(KeyRequest::Replay { window: WindowId(1) }.access(), Access::Admin);
+    }
+}
