@@ -197,7 +197,18 @@ pub enum Action {
     /// A window is due (a full batch, or a replay) while the run slot is
     /// taken: it waits, oldest first, and fires when the slot frees (or is
     /// dropped by `cancel`, unless it is a replay).
-    Queued(crate::status::QueuedWindow),
+    Queued(QueuedWindow),
+}
+
+/// A window ready to fire once the slot is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedWindow {
+    /// Its id.
+    pub window: WindowId,
+    /// Its events.
+    pub span: Span,
+    /// Why it will fire.
+    pub reason: Reason,
 }
 
 /// An accepted event: its seq and the window it joined.

@@ -4,8 +4,6 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::PolicyError;
-
 /// How many recent gaps the estimate looks at.
 pub const GAP_WINDOW: usize = 16;
 /// Gaps needed before the estimate replaces `initial_ms`.
@@ -42,21 +40,6 @@ impl Default for Adaptive {
     }
 }
 
-impl Adaptive {
-    pub(crate) fn validate(&self) -> Result<(), PolicyError> {
-        if self.factor_percent == 0 {
-            return Err(PolicyError::AutoZeroFactor);
-        }
-        if self.min_ms > self.max_ms {
-            return Err(PolicyError::AutoMinAboveMax { min_ms: self.min_ms, max_ms: self.max_ms });
-        }
-        if !(self.min_ms..=self.max_ms).contains(&self.initial_ms) {
-            return Err(PolicyError::AutoInitialOutOfRange { initial_ms: self.initial_ms });
-        }
-        Ok(())
-    }
-}
-
 /// The gaps one key has shown, and the wait they give.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Gaps {
@@ -88,7 +71,7 @@ impl Gaps {
             None => settings.initial_ms,
             Some(median) => (median.saturating_mul(u64::from(settings.factor_percent)) / 100)
                 .max(settings.min_ms)
-                .min(settings.max_ms), // `clamp` would link a panic for min > max, which `validate` rules out
+                .min(settings.max_ms), // `clamp` would link a panic for min > max, which a checked policy rules out
         }
     }
 

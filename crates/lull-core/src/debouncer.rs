@@ -4,13 +4,13 @@ use alloc::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Accepted, Action, DeadLetter, Seq, WindowId};
+use crate::action::{Accepted, Action, DeadLetter, QueuedWindow, Seq, WindowId};
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
 use crate::lane::{Env, Lane, Order, Reached};
 use crate::policy::Policy;
 use crate::stats::Stats;
-use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
+use crate::status::{Backlog, OpenWindow, RunStatus, Status};
 
 /// How far a driver may count events on its own (see [`Debouncer::horizon`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,7 +181,10 @@ impl Debouncer {
     }
 
     /// The run of `window` succeeded; the next due window may fire at once.
-    /// Refused, changing nothing, unless that run is in flight.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NotInFlight`] unless that run is in flight; nothing changes.
     pub fn run_succeeded(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
         self.step(now, Order::OperationFirst, |lane, now, env| lane.succeeded(now, env));
@@ -189,7 +192,10 @@ impl Debouncer {
     }
 
     /// The run of `window` failed: a retry is scheduled, or it is dead-lettered.
-    /// Refused, changing nothing, unless that run is in flight.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NotInFlight`] unless that run is in flight; nothing changes.
     pub fn run_failed(&mut self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(window, now)?;
         self.step(now, Order::OperationFirst, |lane, now, env| lane.failed(now, env));
@@ -201,12 +207,20 @@ impl Debouncer {
     }
 
     /// Run a dead-lettered window again (reason `Replay`), after any run in flight.
+    ///
+    /// # Errors
+    ///
+    /// [`DeadLetterError::NotFound`] if `window` is not a dead letter; nothing changes.
     pub fn replay(&mut self, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
         self.lane.check_dead_letter(window)?;
         self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.replay(window, now, env))
     }
 
     /// Forget a dead letter and return it (its payloads can go).
+    ///
+    /// # Errors
+    ///
+    /// [`DeadLetterError::NotFound`] if `window` is not a dead letter; nothing changes.
     pub fn discard(&mut self, window: WindowId) -> Result<DeadLetter, DeadLetterError> {
         self.lane.discard(window)
     }

@@ -179,14 +179,22 @@ impl<K: Ord + Clone> Keyed<K> {
         lane.check_in_flight(window, now.max(self.clock))
     }
 
-    /// `key`'s run of `window` succeeded. Refused, changing nothing, unless in flight.
+    /// `key`'s run of `window` succeeded.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NotInFlight`] unless that run is in flight; nothing changes.
     pub fn run_succeeded(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(key, window, now)?;
         self.step(key, now, Order::OperationFirst, |lane, now, env| lane.succeeded(now, env));
         Ok(())
     }
 
-    /// `key`'s run of `window` failed. Refused, changing nothing, unless in flight.
+    /// `key`'s run of `window` failed.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NotInFlight`] unless that run is in flight; nothing changes.
     pub fn run_failed(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), RunError> {
         self.check_run(key, window, now)?;
         self.step(key, now, Order::OperationFirst, |lane, now, env| lane.failed(now, env));
@@ -194,6 +202,10 @@ impl<K: Ord + Clone> Keyed<K> {
     }
 
     /// Run `key`'s dead-lettered `window` again.
+    ///
+    /// # Errors
+    ///
+    /// [`DeadLetterError::NotFound`] if `window` is not one of `key`'s dead letters.
     pub fn replay(&mut self, key: &K, window: WindowId, now: u64) -> Result<(), DeadLetterError> {
         let lane = self.lanes.get(key).ok_or(DeadLetterError::NotFound(window))?;
         lane.check_dead_letter(window)?;
@@ -202,6 +214,10 @@ impl<K: Ord + Clone> Keyed<K> {
     }
 
     /// Forget `key`'s dead-lettered `window` and return it.
+    ///
+    /// # Errors
+    ///
+    /// [`DeadLetterError::NotFound`] if `window` is not one of `key`'s dead letters.
     pub fn discard(&mut self, key: &K, window: WindowId) -> Result<DeadLetter, DeadLetterError> {
         let now = self.clock;
         let discarded = self.step(key, now, Order::DeadlinesFirst, |lane, _, _| lane.discard(window));

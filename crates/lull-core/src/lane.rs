@@ -20,14 +20,16 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
+use crate::action::{
+    Accepted, Action, DeadLetter, DropCause, Dropped, Fire, QueuedWindow, Reason, Seq, Span, WindowId,
+};
 use crate::adaptive::Gaps;
 use crate::error::{DeadLetterError, RunError};
 use crate::jitter::Jitter;
 use crate::policy::{JitterMode, Overlap, Policy, Retry, Wait};
 use crate::rules::{Burst, EventEdge};
 use crate::stats::Stats;
-use crate::status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
+use crate::status::{Backlog, OpenWindow, RunStatus, Status};
 
 /// What a lane needs from the group it lives in.
 pub(crate) struct Env<'a> {

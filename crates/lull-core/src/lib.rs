@@ -64,7 +64,7 @@ mod sorted;
 mod stats;
 mod status;
 
-pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, Reason, Seq, Span, WindowId};
+pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, QueuedWindow, Reason, Seq, Span, WindowId};
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
@@ -72,4 +72,4 @@ pub use keyed::{Keyed, MAX_IDLE_KEYS};
 pub use lite::{Lite, LiteAction};
 pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 pub use stats::Stats;
-pub use status::{Backlog, OpenWindow, QueuedWindow, RunStatus, Status};
+pub use status::{Backlog, OpenWindow, RunStatus, Status};

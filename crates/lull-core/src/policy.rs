@@ -203,7 +203,7 @@ impl PolicyConfig {
             too_large(field, value)?;
         }
         if let Wait::Auto(a) = &self.wait {
-            a.validate()?;
+            check_auto(a)?;
         }
         match self.max_wait {
             Some(max_wait) if max_wait < self.wait.longest() => {
@@ -212,6 +212,21 @@ impl PolicyConfig {
             _ => Ok(()),
         }
     }
+}
+
+/// An adaptive wait's own rules. (Here rather than on [`Adaptive`], so that
+/// `adaptive` needs nothing from this module.)
+fn check_auto(a: &Adaptive) -> Result<(), PolicyError> {
+    if a.factor_percent == 0 {
+        return Err(PolicyError::AutoZeroFactor);
+    }
+    if a.min_ms > a.max_ms {
+        return Err(PolicyError::AutoMinAboveMax { min_ms: a.min_ms, max_ms: a.max_ms });
+    }
+    if !(a.min_ms..=a.max_ms).contains(&a.initial_ms) {
+        return Err(PolicyError::AutoInitialOutOfRange { initial_ms: a.initial_ms });
+    }
+    Ok(())
 }
 
 /// A checked policy, shared by every driver. Make one with [`PolicyConfig::build`].

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::{DeadLetter, Reason, Span, WindowId};
+use crate::action::{DeadLetter, QueuedWindow, Reason, Span, WindowId};
 use crate::stats::Stats;
 
 /// Everything one key holds right now.
@@ -38,17 +38,6 @@ pub struct OpenWindow {
     pub span: Span,
     /// Set when it is already due but waits for the run slot (it still absorbs events).
     pub due: Option<Reason>,
-}
-
-/// A window ready to fire once the slot is free.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueuedWindow {
-    /// Its id.
-    pub window: WindowId,
-    /// Its events.
-    pub span: Span,
-    /// Why it will fire.
-    pub reason: Reason,
 }
 
 /// The run holding the key's slot.

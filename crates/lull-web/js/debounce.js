@@ -1,7 +1,7 @@
 // `debounce` and `throttle`: lodash-compatible, synchronous callbacks.
 //
 // The hot path: a call before the engine's horizon (see `horizon` in
-// lull-web's `one` module) only adds to the open window, so it stays here,
+// lull-web's `lite` module) only adds to the open window, so it stays here,
 // counted (`kept`), and is handed to the engine in one step before anything
 // else reaches it. Any other call crosses into wasm once, with the time; the
 // engine decides, and the function runs when it fires. Each window runs with

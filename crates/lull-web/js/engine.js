@@ -16,7 +16,7 @@ export function instantiate(hex) {
   return new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports;
 }
 
-/** What `poll` answers (lull-web's `actions::Kind`). */
+/** What `keyed_poll` answers (lull-web's `actions::Kind`; 0 is none). */
 export const FIRE = 1;
 export const DROPPED = 2;
 export const TIMED_OUT = 5;

@@ -5,5 +5,5 @@ import { instantiate } from './engine.js';
 
 let engine;
 
-/** The full engine's exports (lull-web's `many` module), instantiated on first use. */
+/** The full engine's exports (lull-web's `full` module, features `module,full`), instantiated on first use. */
 export const full = () => (engine ??= instantiate('@FULL_WASM@'));

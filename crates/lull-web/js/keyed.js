@@ -2,7 +2,7 @@
 // sync). Keys cross into the engine as numbers; a key the engine forgot
 // (idle) is forgotten here too, so memory stays bounded.
 
-import { DROPPED, FIRE, seed } from './engine.js';
+import { FIRE, seed } from './engine.js';
 import { full } from './full.js';
 import { created, get, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, typeError } from './runtime.js';

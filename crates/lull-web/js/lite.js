@@ -5,5 +5,5 @@ import { instantiate } from './engine.js';
 
 let engine;
 
-/** The lite engine's exports (lull-web's `one` module), instantiated on first use. */
+/** The lite engine's exports (lull-web's `lite` module, features `module,lite`), instantiated on first use. */
 export const lite = () => (engine ??= instantiate('@LITE_WASM@'));

@@ -1,5 +1,5 @@
-//! Many keys behind one timer ([`lull_core::Keyed`]): `debounceKeyed`, and
-//! `debounceAsync` and `bindSearch` on one key each (the full engine).
+//! The full engine: many keys behind one timer ([`lull_core::Keyed`]):
+//! `debounceKeyed`, and `debounceAsync` and `bindSearch` on one key each.
 //!
 //! Keys cross as numbers the driver assigns; a key the group forgot (idle)
 //! answers 0 to `keyed_has`, and the driver may forget its number too.

@@ -10,7 +10,7 @@
 //! debounce costs what a debounce should.
 //!
 //! How to drive an engine (the quinn-proto shape):
-//! 1. [`one::create`] (or [`many::keyed_create`]) takes the policy as a few
+//! 1. [`lite::create`] (or [`full::keyed_create`]) takes the policy as a few
 //!    numbers and returns a handle, or a negative [`policy::refusal`] code;
 //! 2. feed it inputs (`event`, `timeout`, `flush`, `cancel`, run outcomes);
 //! 3. drain `poll` (the lite engine answers the window's last call, signed;
@@ -21,20 +21,31 @@
 //! module keeps no state besides the engines it was asked for ([`live`]) and
 //! the fields of the action polled last. Handles are reused once freed: a
 //! driver frees one only when nothing can use it again.
+//!
+//! One build holds one engine, chosen by a cargo feature: `lite` (module
+//! `lite`, for `debounce`/`throttle`) or `full` (modules `full` and `actions`,
+//! for the rest); a build with neither gets `full` (tests, lints). The shipped
+//! modules add `module`: features `module,lite` and `module,full`.
 #![cfg_attr(feature = "module", no_std)]
 #![deny(missing_docs)]
 
 extern crate alloc;
 
+#[cfg(all(feature = "lite", feature = "full"))]
+compile_error!("lull-web builds one engine: the feature `lite` or `full`, not both");
+
 #[cfg(not(feature = "lite"))]
 pub mod actions;
 #[cfg(not(feature = "lite"))]
-pub mod many;
+pub mod full;
 #[cfg(feature = "lite")]
-pub mod one;
+pub mod lite;
 pub mod policy;
 mod table;
 mod time;
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod js_constants;
 
 /// Export `fn`s under their own names, as a plain module's functions.
 macro_rules! exports {
@@ -53,9 +64,9 @@ exports! {
     /// How many engines are alive (not yet freed): a leak check for the drivers.
     pub fn live() -> u32 {
         #[cfg(feature = "lite")]
-        let engines = one::live();
+        let engines = lite::live();
         #[cfg(not(feature = "lite"))]
-        let engines = many::live();
+        let engines = full::live();
         engines
     }
 }

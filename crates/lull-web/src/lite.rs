@@ -1,6 +1,5 @@
-//! One engine per debounced function ([`lull_core::Lite`]: lodash's timing
-//! alone, runs ending as they start): `debounce` and `throttle`, the lite
-//! engine's whole interface.
+//! The lite engine: one per debounced function ([`lull_core::Lite`]: lodash's
+//! timing alone, runs ending as they start), for `debounce` and `throttle`.
 //!
 //! Every export takes the handle `create` gave first; times are
 //! `performance.now()` milliseconds.
