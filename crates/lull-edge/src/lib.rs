@@ -19,16 +19,18 @@
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
 //! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
 //! - [`ports`]: what the objects' logic needs from where it runs;
-//! - [`demo`]: the demo page's search index and endpoints.
+//! - `demo` (the `demo` cargo feature): the demo page's search index and endpoints.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod delivery;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod http;
 pub mod key;
+pub mod log;
 pub mod names;
 pub mod ports;
 pub mod queue;

@@ -1,9 +1,14 @@
-//! What a key's logic ([`crate::key::KeyObject`]) needs from the place
-//! it runs, as three small traits: [`Store`] (rows and a snapshot, written in
-//! all-or-nothing batches), [`Host`] (clock, alarm, randomness, log lines) and
-//! [`Outbound`] (the delivery call). The Durable Object implements them over
-//! SQLite, `setAlarm` and `fetch`; the native fault harness over fakes that
-//! fail or crash at every write and every await.
+//! What the objects' logic needs from the place it runs, as small traits.
+//!
+//! The key ([`crate::key::KeyObject`]): [`Store`] (rows and a snapshot,
+//! written in all-or-nothing batches), [`Host`] (clock, alarm, randomness,
+//! log lines) and [`Outbound`] (the delivery call). The queue side
+//! ([`crate::queue`]): [`GateStore`] (the topic gate object's two stored
+//! values), [`Gates`] (the consumer's calls to a topic's gate object),
+//! [`QueueSend`] (sending messages to a queue) and [`Clock`] (time, a pause,
+//! log lines). The Workers runtime implements them over SQLite, key-value
+//! storage, `setAlarm`, `fetch` and queue bindings; the native fault
+//! harnesses over fakes that fail or crash at every write and every await.
 //!
 //! Storage holds, per key: one row per event (seq, time, body — the event
 //! alone; the row of a finished event is overwritten by a later event instead
@@ -129,12 +134,12 @@ pub struct Outgoing {
     /// How long to wait for an answer (ms).
     pub timeout_ms: u64,
     /// For a queue topic: send these messages to this queue instead of `POST`ing.
-    pub queue: Option<QueueSend>,
+    pub queue: Option<ToQueue>,
 }
 
 /// A window as messages for a queue (`delivery = "queue"`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueSend {
+pub struct ToQueue {
     /// The producer binding's name.
     pub binding: String,
     /// Each message's JSON (a [`crate::delivery::queue_message::QueueMessage`]), in order.
@@ -154,4 +159,42 @@ pub struct Outcome {
 pub trait Outbound {
     /// Send one delivery (signed by the implementation).
     fn send(&self, out: Outgoing) -> impl Future<Output = Outcome>;
+}
+
+/// The topic gate object's storage: the gate with its counters, and the
+/// dead letters it keeps, as two values (see `STORAGE.md`).
+pub trait GateStore {
+    /// The stored gate, if any.
+    fn load(&self) -> impl Future<Output = Result<Option<GateState>, StoreError>>;
+    /// Replace the stored gate.
+    fn save(&self, state: &GateState) -> impl Future<Output = Result<(), StoreError>>;
+    /// The dead letters kept (each a queue message's text), oldest first.
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<String>, StoreError>>;
+    /// Replace the dead letters kept.
+    fn save_dead_letters(&self, dead: &[String]) -> impl Future<Output = Result<(), StoreError>>;
+}
+
+pub use crate::queue::gate_object::{GateAnswer, GateOp, GateState};
+
+/// The queue consumer's calls to a topic's gate object.
+pub trait Gates {
+    /// Ask `topic`'s gate object for `op`; `Err` says why it gave no answer.
+    fn ask(&self, topic: &str, op: GateOp) -> impl Future<Output = Result<GateAnswer, String>>;
+}
+
+/// Sending messages to a queue.
+pub trait QueueSend {
+    /// Send `messages` (each a queue message's text) to the queue bound as
+    /// `binding`, delivered after `delay_secs`; `Err` says why not.
+    fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> impl Future<Output = Result<(), String>>;
+}
+
+/// The queue consumer's clock, pause and log.
+pub trait Clock {
+    /// Unix time in ms.
+    fn now(&self) -> u64;
+    /// Wait `ms` milliseconds.
+    fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
+    /// Write one structured log line.
+    fn log(&self, line: &str);
 }

@@ -23,6 +23,30 @@ pub const ENVELOPE_BYTES: usize = 4_000;
 /// delivery's own fields it always fits in one part.
 pub const MAX_QUEUE_EVENT_BYTES: usize = 120_000;
 
+/// Bytes of messages per `sendBatch` at most (the queue takes 256 KB, metadata included).
+pub const BATCH_BYTES: usize = 200_000;
+/// Messages per `sendBatch` at most.
+pub const BATCH_MESSAGES: usize = 100;
+
+/// `messages` in order, grouped as `sendBatch` takes them: at most
+/// [`BATCH_MESSAGES`] and [`BATCH_BYTES`] each (a message alone may be larger: it goes alone).
+pub fn batches(messages: &[String]) -> Vec<&[String]> {
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, message) in messages.iter().enumerate() {
+        let full = i - start == BATCH_MESSAGES || (i > start && bytes + message.len() > BATCH_BYTES);
+        if full {
+            batches.push(&messages[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += message.len();
+    }
+    if start < messages.len() {
+        batches.push(&messages[start..]);
+    }
+    batches
+}
+
 /// Which part of a split window a message holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
@@ -182,6 +206,19 @@ mod tests {
             again.iter().map(|m| m.body.get()).collect::<Vec<_>>(),
             out.iter().map(|m| m.body.get()).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn messages_go_in_batches_the_queue_takes_in_order() {
+        let small: Vec<String> = (0..250).map(|i| format!("{i}")).collect();
+        let sizes: Vec<usize> = batches(&small).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [100, 100, 50]);
+        let big: Vec<String> = (0..5).map(|i| format!("{i}{}", "x".repeat(90_000))).collect();
+        let grouped = batches(&big);
+        assert_eq!(grouped.iter().map(|b| b.len()).collect::<Vec<_>>(), [2, 2, 1]);
+        assert!(grouped.iter().all(|b| b.iter().map(String::len).sum::<usize>() <= BATCH_BYTES));
+        assert_eq!(grouped.concat(), big, "every message once, in order");
+        assert!(batches(&[]).is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The demo page's endpoints, for local use: the search index over the
-//! world's places ([`places`]), and on wasm32 the search endpoint and the
-//! demo receiver (the sink).
+//! The demo page's endpoints, for local use, built only with the `demo`
+//! cargo feature (`cargo xtask dev` and the tests; the production worker
+//! leaves them out): the search index over the world's places ([`places`]),
+//! and on wasm32 the search endpoint and the demo receiver (the sink).
 
 pub mod places;
 #[cfg(target_arch = "wasm32")]

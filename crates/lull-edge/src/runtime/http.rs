@@ -33,7 +33,9 @@ pub fn respond(result: Result<Response, ApiError>) -> worker::Result<Response> {
     result.or_else(|e| error(&e))
 }
 
-/// A runtime failure as the API's `500 internal`.
-pub fn internal(error: worker::Error) -> ApiError {
-    ApiError::Internal(error.to_string())
+/// A runtime failure is the API's `500 internal`.
+impl From<worker::Error> for ApiError {
+    fn from(error: worker::Error) -> Self {
+        ApiError::Internal(error.to_string())
+    }
 }

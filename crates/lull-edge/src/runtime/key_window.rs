@@ -9,7 +9,7 @@ use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, consol
 
 use super::config;
 use super::headers::KEY_CALL_HEADER;
-use super::http::{self, internal, now_ms};
+use super::http::{self, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
 use crate::http::ApiError;
@@ -50,12 +50,12 @@ impl Host for WorkersHost {
 
 impl KeyWindow {
     async fn serve(&self, mut req: Request) -> Result<Response, ApiError> {
-        let header = req.headers().get(KEY_CALL_HEADER).map_err(internal)?.unwrap_or_default();
-        let call = KeyCall::from_header(&header, req.text().await.map_err(internal)?)?;
+        let header = req.headers().get(KEY_CALL_HEADER)?.unwrap_or_default();
+        let call = KeyCall::from_header(&header, req.text().await?)?;
         let config = config::load(&self.env)?;
         let topic = config.topics.get(&call.topic).ok_or(ApiError::UnknownTopic(call.topic))?;
         let reply = self.key.request(topic, &call.key, call.request).await?;
-        http::json(reply.status, &reply.body).map_err(internal)
+        Ok(http::json(reply.status, &reply.body)?)
     }
 }
 

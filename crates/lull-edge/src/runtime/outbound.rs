@@ -1,20 +1,19 @@
 //! The delivery call: a signed `POST` to the topic's target, bounded by the
 //! topic's timeout — or, for a queue topic, the window's messages sent to
-//! its queue (in batches the queue takes: at most 100 messages and
-//! [`BATCH_BYTES`] each).
+//! its queue (in batches the queue takes, see
+//! [`crate::delivery::queue_message::batches`]).
 
 use std::pin::pin;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use worker::{
-    AbortController, Delay, Env, Fetch, Headers, Method, QueueContentType, RawMessageBuilder, Request, RequestInit,
-};
+use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
 
 use super::config;
+use super::consumer::Queues;
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
-use crate::ports::{Outbound, Outcome, Outgoing, QueueSend};
+use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
 
 /// [`Outbound`] over `fetch`, signing with the configured secret.
 pub struct Fetcher {
@@ -34,44 +33,14 @@ impl Outbound for Fetcher {
     }
 }
 
-/// Bytes of messages per `sendBatch` at most (the queue takes 256 KB, metadata included).
-pub const BATCH_BYTES: usize = 200_000;
-/// Messages per `sendBatch` at most.
-pub const BATCH_MESSAGES: usize = 100;
-
 /// Send a window's messages to its queue; a failure part way is a failed
 /// attempt (the retry sends every part again, under the same keys).
-async fn enqueue(env: &Env, send: QueueSend) -> Outcome {
-    let queue = match env.queue(&send.binding) {
-        Ok(queue) => queue,
-        Err(e) => return Outcome { ok: false, detail: format!("queue binding {}: {e}", send.binding) },
-    };
-    let mut batches: Vec<Vec<&String>> = Vec::new();
-    let mut bytes = 0;
-    for message in &send.messages {
-        let full = batches.last().is_none_or(|b| b.len() == BATCH_MESSAGES || bytes + message.len() > BATCH_BYTES);
-        if full {
-            batches.push(Vec::new());
-            bytes = 0;
-        }
-        bytes += message.len();
-        if let Some(batch) = batches.last_mut() {
-            batch.push(message);
-        }
+async fn enqueue(env: &Env, send: ToQueue) -> Outcome {
+    let sent = Queues { env }.send(&send.binding, &send.messages, 0).await;
+    match sent {
+        Ok(()) => Outcome { ok: true, detail: format!("queued {} message(s)", send.messages.len()) },
+        Err(why) => Outcome { ok: false, detail: why },
     }
-    let count = send.messages.len();
-    for batch in batches {
-        let mut raw = Vec::with_capacity(batch.len());
-        for message in batch {
-            // As text: the JSON reaches the consumer byte for byte (no JS number or escape rewriting).
-            let text = worker::wasm_bindgen::JsValue::from_str(message);
-            raw.push(RawMessageBuilder::new(text).build_with_content_type(QueueContentType::Text));
-        }
-        if let Err(e) = queue.send_raw_batch(raw).await {
-            return Outcome { ok: false, detail: format!("queue {}: {e}", send.binding) };
-        }
-    }
-    Outcome { ok: true, detail: format!("queued {count} message(s)") }
 }
 
 /// Send it; never fails, the outcome says what happened.

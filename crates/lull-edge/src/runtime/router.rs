@@ -6,7 +6,9 @@ use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
 use super::config::{self, KEY_WINDOW_BINDING};
 use super::headers::KEY_CALL_HEADER;
-use super::http::{self, internal};
+use super::http;
+use super::topic_gate::GateClient;
+#[cfg(feature = "demo")]
 use crate::demo::{search as demo, sink};
 use crate::http::ApiError;
 use crate::http::auth::Access;
@@ -14,6 +16,7 @@ use crate::http::auth::Tokens;
 use crate::http::route::{Route, producer_key, with_page};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
+use crate::ports::GateOp;
 use crate::topic::Topic;
 
 #[event(fetch)]
@@ -35,24 +38,27 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Response, ApiError> {
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     let config = config::load(env)?;
+    #[cfg(feature = "demo")]
     if route.demo_only() && !config.demo_sink {
         return Err(ApiError::NotFound(format!("route {:?}", req.path())));
     }
-    let auth = req.headers().get("authorization").map_err(internal)?;
+    let auth = req.headers().get("authorization")?;
     let tokens = Tokens { ingest: &config.ingest_token, admin: &config.admin_token };
     match route {
         Route::Preflight => {
             let headers = worker::Headers::new();
             for (name, value) in config.cors.preflight(origin)? {
-                headers.set(name, &value).map_err(internal)?;
+                headers.set(name, &value)?;
             }
-            Ok(Response::empty().map_err(internal)?.with_status(204).with_headers(headers))
+            Ok(Response::empty()?.with_status(204).with_headers(headers))
         }
         Route::Health => {
             let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
-            http::json(200, &serde_json::json!({"ok": true, "topics": topics})).map_err(internal)
+            Ok(http::json(200, &serde_json::json!({"ok": true, "topics": topics}))?)
         }
+        #[cfg(feature = "demo")]
         Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
+        #[cfg(feature = "demo")]
         Route::SinkFailing { key, on } => sink::failing(&key, on, &tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
             tokens.authorize(auth.as_deref(), Access::Admin)?;
@@ -60,20 +66,22 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            super::topic_gate::ask(env, &topic.name, "status", None).await.map_err(internal)
+            let (status, body) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
+            Ok(http::json(status, &body)?)
         }
+        #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req, env, page).await,
         Route::Key { topic, key, request } => {
             tokens.authorize(auth.as_deref(), request.access())?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let producer = producer_key(req.headers().get("idempotency-key").map_err(internal)?.as_deref())?;
+            let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
             let request = match request {
                 KeyRequest::Event { .. } => {
                     KeyRequest::Event { body: event_body(&mut req, topic).await?, idempotency_key: producer }
                 }
                 other => other,
             };
-            let query = req.url().map_err(internal)?.query().map(str::to_string);
+            let query = req.url()?.query().map(str::to_string);
             let request = with_page(request, query.as_deref())?;
             forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
         }
@@ -83,11 +91,11 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
 /// The event's JSON, checked for size and syntax.
 async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError> {
     let limit = topic.max_body_bytes;
-    let declared = req.headers().get("content-length").map_err(internal)?;
+    let declared = req.headers().get("content-length")?;
     if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
-    let bytes = req.bytes().await.map_err(internal)?;
+    let bytes = req.bytes().await?;
     if bytes.len() > limit {
         return Err(ApiError::PayloadTooLarge { limit });
     }
@@ -97,17 +105,17 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
 async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
-    let namespace = env.durable_object(KEY_WINDOW_BINDING).map_err(internal)?;
+    let namespace = env.durable_object(KEY_WINDOW_BINDING)?;
     let name = object_name(&call.topic, &call.key);
-    let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub()).map_err(internal)?;
+    let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub())?;
     let headers = worker::Headers::new();
-    headers.set(KEY_CALL_HEADER, &call.to_header()?).map_err(internal)?;
+    headers.set(KEY_CALL_HEADER, &call.to_header()?)?;
     let body = match call.request {
         KeyRequest::Event { body, .. } => Some(body.into()),
         _ => None,
     };
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(body);
-    let inner = Request::new_with_init("https://key-window/", &init).map_err(internal)?;
-    stub.fetch_with_request(inner).await.map_err(internal)
+    let inner = Request::new_with_init("https://key-window/", &init)?;
+    Ok(stub.fetch_with_request(inner).await?)
 }
