@@ -16,22 +16,19 @@ use serde::Deserialize;
 use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
 use crate::names::is_topic_name;
 
-/// Default body limit per event: 64 KiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+// Each topic setting's default is in `impl Default for TopicConfig` (below),
+// stated once with its value; the limits a topic may set are these.
+
 /// Largest body limit a topic may set: 1 MiB (a Durable Object value may be 2 MB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Default batch cap for `payload: "all"`.
-pub const DEFAULT_MAX_BATCH: u64 = 100;
-/// Default bound on a key's pending windows (queued, due and dead letters).
-pub const DEFAULT_MAX_PENDING_WINDOWS: usize = 10_000;
-/// Largest bound a topic may set.
+/// Longest delivery timeout a topic may set: 5 minutes.
+pub const MAX_DELIVERY_TIMEOUT_MS: u64 = 300_000;
+/// Largest bound on pending windows a topic may set.
 pub const MAX_PENDING_WINDOWS: usize = 1_000_000;
-/// Default time a producer's `Idempotency-Key` is remembered: 24 h.
-pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
-/// Longest a topic may remember one: 7 days.
+/// Longest a topic may remember a producer's `Idempotency-Key`: 7 days.
 pub const MAX_DEDUPE_WINDOW_MS: u64 = 7 * 24 * 60 * 60 * 1000;
-/// Default time an idle key is kept before its storage is deleted: 7 days.
-pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Most forwards a queue topic may start per second.
+pub const MAX_FORWARD_RATE_PER_S: f64 = 1000.0;
 
 /// Which payloads a delivery carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -46,44 +43,14 @@ pub enum PayloadMode {
     All,
 }
 
+/// `retry`: a topic's retry policy (defaults: `impl Default for RetryConfig`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 struct RetryConfig {
-    #[serde(default = "default_attempts")]
     max_attempts: u32,
-    #[serde(default = "default_base")]
     base_ms: u64,
-    #[serde(default = "default_cap")]
     cap_ms: u64,
-    #[serde(default)]
     jitter: JitterMode,
-}
-
-fn default_attempts() -> u32 {
-    5
-}
-fn default_base() -> u64 {
-    1_000
-}
-fn default_cap() -> u64 {
-    60_000
-}
-fn default_timeout() -> u64 {
-    10_000
-}
-fn default_body() -> usize {
-    DEFAULT_MAX_BODY_BYTES
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig {
-            max_attempts: default_attempts(),
-            base_ms: default_base(),
-            cap_ms: default_cap(),
-            jitter: JitterMode::Full,
-        }
-    }
 }
 
 /// `wait_ms`: milliseconds, or `"auto"`.
@@ -94,44 +61,78 @@ enum WaitConfig {
     Word(String),
 }
 
+/// One topic as written in `LULL_TOPICS`: `target` and `wait_ms` are
+/// required, everything else has the default `impl Default for TopicConfig` gives.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 struct TopicConfig {
-    target: String,
-    wait_ms: WaitConfig,
-    #[serde(default)]
+    target: Option<String>,
+    wait_ms: Option<WaitConfig>,
     max_wait_ms: Option<u64>,
-    #[serde(default)]
     leading: bool,
-    #[serde(default)]
     payload: PayloadMode,
-    #[serde(default)]
     max_batch: Option<u64>,
-    #[serde(default = "default_body")]
     max_body_bytes: usize,
-    #[serde(default = "default_timeout")]
     delivery_timeout_ms: u64,
-    #[serde(default)]
     retry: RetryConfig,
-    #[serde(default = "default_pending")]
     max_pending_windows: usize,
-    #[serde(default = "default_dedupe")]
     dedupe_window_ms: u64,
-    #[serde(default = "default_retention")]
     retention_ms: u64,
-    #[serde(default)]
     delivery: DeliveryKind,
-    #[serde(default)]
     queue: Option<String>,
-    #[serde(default = "default_forward_concurrency")]
     forward_concurrency: u32,
-    #[serde(default)]
     forward_rate_per_s: Option<f64>,
 }
 
-fn default_forward_concurrency() -> u32 {
-    1
+/// Every default of a topic's settings, each stated once with its value.
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            // Required: no default.
+            target: None,
+            wait_ms: None,
+            // No bound on a window's delay beyond its quiet period.
+            max_wait_ms: None,
+            // Fire on the trailing edge only.
+            leading: false,
+            // The window's last event.
+            payload: PayloadMode::Last,
+            // No cap, except `DEFAULT_MAX_BATCH` (100) with `payload: "all"`.
+            max_batch: None,
+            // 64 KiB per event.
+            max_body_bytes: 64 * 1024,
+            // 10 s per delivery.
+            delivery_timeout_ms: 10_000,
+            retry: RetryConfig::default(),
+            // 10,000 pending windows (queued, due and dead letters) per key.
+            max_pending_windows: 10_000,
+            // A producer's `Idempotency-Key` is remembered for 24 h.
+            dedupe_window_ms: 24 * 60 * 60 * 1000,
+            // An idle key is kept 7 days before its storage is deleted.
+            retention_ms: DEFAULT_RETENTION_MS,
+            // POSTed by the key's object.
+            delivery: DeliveryKind::Webhook,
+            // `DEFAULT_QUEUE_BINDING` with `delivery = "queue"`.
+            queue: None,
+            // One forward in flight per queue topic.
+            forward_concurrency: 1,
+            // No rate bound.
+            forward_rate_per_s: None,
+        }
+    }
 }
+
+/// Five attempts, backoff from 1 s doubling up to 60 s, full jitter.
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig { max_attempts: 5, base_ms: 1_000, cap_ms: 60_000, jitter: JitterMode::Full }
+    }
+}
+
+/// The batch cap of `payload: "all"` unless `max_batch` is set.
+pub const DEFAULT_MAX_BATCH: u64 = 100;
+/// How long an idle key is kept (7 days): also what a key assumes before it knows its topic.
+pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// How a topic's fired windows leave the key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -159,18 +160,6 @@ impl Eq for QueueDelivery {}
 
 /// The queue binding a queue topic uses unless it names one.
 pub const DEFAULT_QUEUE_BINDING: &str = "LULL_QUEUE";
-
-fn default_retention() -> u64 {
-    DEFAULT_RETENTION_MS
-}
-
-fn default_dedupe() -> u64 {
-    DEFAULT_DEDUPE_WINDOW_MS
-}
-
-fn default_pending() -> usize {
-    DEFAULT_MAX_PENDING_WINDOWS
-}
 
 /// One configured topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,13 +224,15 @@ impl Topic {
         if !is_topic_name(name) {
             return Err(fail(Problem::Name));
         }
-        let parsed = url::Url::parse(&c.target).ok();
+        let target = c.target.ok_or(fail(Problem::Missing("target")))?;
+        let wait = c.wait_ms.ok_or(fail(Problem::Missing("wait_ms")))?;
+        let parsed = url::Url::parse(&target).ok();
         let valid = parsed
             .is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()));
-        if !valid || c.target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
-            return Err(fail(Problem::Target(c.target)));
+        if !valid || target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+            return Err(fail(Problem::Target(target)));
         }
-        let wait = match c.wait_ms {
+        let wait = match wait {
             WaitConfig::Millis(ms) => Wait::Fixed(ms),
             WaitConfig::Word(word) if word == "auto" => Wait::Auto(Adaptive::default()),
             WaitConfig::Word(word) => return Err(fail(Problem::Wait(word))),
@@ -249,7 +240,7 @@ impl Topic {
         if !(1..=MAX_BODY_BYTES).contains(&c.max_body_bytes) {
             return Err(fail(Problem::BodyLimit(c.max_body_bytes)));
         }
-        if !(1..=300_000).contains(&c.delivery_timeout_ms) {
+        if !(1..=MAX_DELIVERY_TIMEOUT_MS).contains(&c.delivery_timeout_ms) {
             return Err(fail(Problem::DeliveryTimeout(c.delivery_timeout_ms)));
         }
         if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&c.dedupe_window_ms) {
@@ -287,8 +278,10 @@ impl Topic {
                         c.forward_concurrency
                     ))));
                 }
-                if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= 1000.0)) {
-                    return Err(fail(Problem::Queue("forward_rate_per_s must be above 0 and at most 1000".into())));
+                if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
+                    return Err(fail(Problem::Queue(format!(
+                        "forward_rate_per_s must be above 0 and at most {MAX_FORWARD_RATE_PER_S}"
+                    ))));
                 }
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
                     return Err(fail(Problem::Queue(format!(
@@ -328,7 +321,7 @@ impl Topic {
         .map_err(|e| fail(Problem::Policy(e)))?;
         Ok(Topic {
             name: name.to_string(),
-            target: c.target,
+            target,
             policy,
             payload: c.payload,
             max_body_bytes: c.max_body_bytes,
@@ -352,6 +345,8 @@ pub enum Problem {
     Wait(String),
     /// `max_body_bytes` is outside `1..=1 MiB`.
     BodyLimit(usize),
+    /// A required setting is missing.
+    Missing(&'static str),
     /// `delivery_timeout_ms` is outside `1..=300000`.
     DeliveryTimeout(u64),
     /// `max_pending_windows` is outside `1..=1000000`.
@@ -399,7 +394,10 @@ impl fmt::Display for TopicError {
                     Problem::Target(t) => write!(f, "target {t:?} is not an absolute http(s) URL"),
                     Problem::Wait(w) => write!(f, "wait_ms must be milliseconds or \"auto\", not {w:?}"),
                     Problem::BodyLimit(n) => write!(f, "max_body_bytes must be 1..={MAX_BODY_BYTES}, not {n}"),
-                    Problem::DeliveryTimeout(n) => write!(f, "delivery_timeout_ms must be 1..=300000, not {n}"),
+                    Problem::Missing(field) => write!(f, "{field} is required"),
+                    Problem::DeliveryTimeout(n) => {
+                        write!(f, "delivery_timeout_ms must be 1..={MAX_DELIVERY_TIMEOUT_MS}, not {n}")
+                    }
                     Problem::DedupeWindow(n) => {
                         write!(f, "dedupe_window_ms must be 1..={MAX_DEDUPE_WINDOW_MS} (7 days), not {n}")
                     }
@@ -440,8 +438,8 @@ mod tests {
         assert_eq!(policy.overlap, Overlap::Queue, "singleton runs per key");
         assert_eq!(policy.retry, Retry::backoff(3, 1_000, 60_000), "full jitter by default");
         assert_eq!(policy.run_timeout, None, "deliveries are bounded by the call's own timeout");
-        assert_eq!(orders.max_pending_windows, DEFAULT_MAX_PENDING_WINDOWS);
-        assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, DEFAULT_MAX_BODY_BYTES));
+        assert_eq!(orders.max_pending_windows, 10_000);
+        assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, 64 * 1024));
         let exact = Topics::parse(
             r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"base_ms": 5, "cap_ms": 9, "jitter": "none"}}}"#,
         )
@@ -458,6 +456,11 @@ mod tests {
         assert!(refused("[]").starts_with("LULL_TOPICS: "));
         assert_eq!(refused("{}"), "LULL_TOPICS: no topic is configured");
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "colour": 1}}"#).contains("unknown field"));
+        assert!(refused(r#"{"t": {"wait_ms": 1}}"#).ends_with("target is required"));
+        assert!(refused(r#"{"t": {"target": "https://a"}}"#).ends_with("wait_ms is required"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"tries": 1}}}"#).contains("unknown field")
+        );
         assert!(refused(r#"{"a/b": {"target": "https://a", "wait_ms": 1}}"#).contains("names are"));
         for target in ["ftp://a", "https://", "example.com", "https://a b", "http://[::1", "https://exa mple.com/x"] {
             let json = format!(r#"{{"t": {{"target": "{target}", "wait_ms": 1}}}}"#);

@@ -15,6 +15,8 @@ use lull_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::log::Fact;
+
 /// Storage work counted for the status and the benchmark, as SQLite reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Io {
@@ -42,7 +44,7 @@ pub struct LastDelivery {
 }
 
 /// What storage must reflect after an operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
     /// A window waits for the run slot: it gets a backlog row.
     Queued(QueuedWindow),
@@ -52,8 +54,8 @@ pub enum Effect {
     Left(WindowId),
     /// These events are finished (delivered, dropped, discarded): their rows may be reused.
     Finished(Span),
-    /// Write one structured log line (JSON).
-    Log(String),
+    /// Log one fact (the key's object adds its topic and key).
+    Log(Fact),
 }
 
 /// The snapshot's schema version: 2 keeps the backlog in rows of its own
@@ -162,11 +164,11 @@ impl KeyState {
     }
 
     /// Accept one event at `now`.
-    pub fn accept(&mut self, now: u64, log: &Logger<'_>) -> (Accepted, Vec<Effect>) {
+    pub fn accept(&mut self, now: u64) -> (Accepted, Vec<Effect>) {
         let accepted = self.engine.event(now);
         let mut effects =
-            vec![Effect::Log(log.line("accept", json!({"window": accepted.window, "seq": accepted.seq})))];
-        self.drain(log, &mut effects);
+            vec![Effect::Log(Fact::new("accept", json!({"window": accepted.window, "seq": accepted.seq})))];
+        self.drain(&mut effects);
         (accepted, effects)
     }
 
@@ -175,14 +177,14 @@ impl KeyState {
     pub fn replay_event(&mut self, at: u64) -> Accepted {
         let accepted = self.engine.event(at);
         let mut ignored = Vec::new();
-        self.drain(&Logger { topic: "", key: "" }, &mut ignored);
+        self.drain(&mut ignored);
         accepted
     }
 
     /// The alarm went off at `now`.
-    pub fn timeout(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+    pub fn timeout(&mut self, now: u64) -> Vec<Effect> {
         self.engine.handle_timeout(now);
-        self.effects(log)
+        self.effects()
     }
 
     /// Whether `policy` is what this key runs or is about to (a pending change).
@@ -197,38 +199,38 @@ impl KeyState {
 
     /// The topic's policy changed: it runs from the key's next burst (see
     /// [`Debouncer::set_policy`]); a delivery in flight keeps its retry.
-    pub fn set_policy(&mut self, policy: Policy, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+    pub fn set_policy(&mut self, policy: Policy, now: u64) -> Vec<Effect> {
         self.engine.set_policy(policy, now);
         let pending = self.engine.pending_policy().is_some();
-        let line = log.line("policy_changed", json!({"pending": pending, "policy": self.target_policy()}));
+        let line = Fact::new("policy_changed", json!({"pending": pending, "policy": self.target_policy()}));
         let mut effects = vec![Effect::Log(line)];
-        self.drain(log, &mut effects);
+        self.drain(&mut effects);
         effects
     }
 
     /// Fire the open window as soon as possible.
-    pub fn flush(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+    pub fn flush(&mut self, now: u64) -> Vec<Effect> {
         self.engine.flush(now);
-        self.effects(log)
+        self.effects()
     }
 
     /// Drop the open window (and queued, never-fired windows); their rows go.
-    pub fn cancel(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+    pub fn cancel(&mut self, now: u64) -> Vec<Effect> {
         self.engine.cancel(now);
-        self.effects(log)
+        self.effects()
     }
 
     /// Deliver a dead-lettered window again.
-    pub fn replay(&mut self, window: WindowId, now: u64, log: &Logger<'_>) -> Result<Vec<Effect>, DeadLetterError> {
+    pub fn replay(&mut self, window: WindowId, now: u64) -> Result<Vec<Effect>, DeadLetterError> {
         self.engine.replay(window, now)?;
-        Ok(self.effects(log))
+        Ok(self.effects())
     }
 
     /// Forget a dead letter for good; its rows go.
-    pub fn discard(&mut self, window: WindowId, log: &Logger<'_>) -> Result<Vec<Effect>, DeadLetterError> {
+    pub fn discard(&mut self, window: WindowId) -> Result<Vec<Effect>, DeadLetterError> {
         let letter = self.engine.discard(window)?;
         Ok(vec![
-            Effect::Log(log.line("discard", json!({"window": window, "count": letter.span.count()}))),
+            Effect::Log(Fact::new("discard", json!({"window": window, "count": letter.span.count()}))),
             Effect::Left(window),
             Effect::Finished(letter.span),
         ])
@@ -236,7 +238,7 @@ impl KeyState {
 
     /// The next fire to deliver, taken out of the outbox and marked as begun.
     /// A fire the engine no longer has in flight is dropped, never sent.
-    pub fn begin_delivery(&mut self, log: &Logger<'_>) -> (Option<Fire>, Vec<Effect>) {
+    pub fn begin_delivery(&mut self) -> (Option<Fire>, Vec<Effect>) {
         let mut effects = Vec::new();
         while let Some(fire) = self.outbox.pop_front() {
             let run = self.engine.run();
@@ -244,13 +246,13 @@ impl KeyState {
                 self.started = Some((fire.window, fire.attempt));
                 return (Some(fire), effects);
             }
-            log.emit_to(&mut effects, "stale_fire", json!({"window": fire.window, "attempt": fire.attempt}));
+            emit(&mut effects, "stale_fire", json!({"window": fire.window, "attempt": fire.attempt}));
         }
         (None, effects)
     }
 
     /// The delivery of `fire` ended at `outcome.at`.
-    pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery, log: &Logger<'_>) -> Result<Vec<Effect>, RunError> {
+    pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         self.started = None;
         let line = json!({"window": fire.window, "attempt": fire.attempt, "ok": outcome.ok,
@@ -260,25 +262,25 @@ impl KeyState {
         } else {
             self.engine.run_failed(fire.window, now)?;
         }
-        let mut effects = vec![Effect::Log(log.line("deliver", line))];
+        let mut effects = vec![Effect::Log(Fact::new("deliver", line))];
         if outcome.ok {
             effects.push(Effect::Finished(fire.span));
         }
         self.last_delivery = Some(outcome);
-        self.drain(log, &mut effects);
+        self.drain(&mut effects);
         Ok(effects)
     }
 
     /// A delivery found begun at load was cut short (the object stopped
     /// mid-delivery): it counts as a failed attempt. Nothing if none was.
-    pub fn recover(&mut self, now: u64, log: &Logger<'_>) -> Vec<Effect> {
+    pub fn recover(&mut self, now: u64) -> Vec<Effect> {
         let Some((window, attempt)) = self.started.take() else { return Vec::new() };
         let Some(run) = self.engine.run().copied().filter(|r| r.window == window && r.attempt == attempt) else {
             return Vec::new();
         };
         let fire = Fire { window, reason: run.reason, attempt, at: run.fired_at, span: run.span, supersedes: None };
         let outcome = LastDelivery { window, attempt, at: now, ok: false, outcome: "interrupted".into() };
-        self.delivered(&fire, outcome, log).unwrap_or_default()
+        self.delivered(&fire, outcome).unwrap_or_default()
     }
 
     /// Whether a fire waits in the outbox.
@@ -353,17 +355,17 @@ impl KeyState {
         })
     }
 
-    fn effects(&mut self, log: &Logger<'_>) -> Vec<Effect> {
+    fn effects(&mut self) -> Vec<Effect> {
         let mut effects = Vec::new();
-        self.drain(log, &mut effects);
+        self.drain(&mut effects);
         effects
     }
 
-    fn drain(&mut self, log: &Logger<'_>, effects: &mut Vec<Effect>) {
+    fn drain(&mut self, effects: &mut Vec<Effect>) {
         while let Some(action) = self.engine.poll_action() {
             match action {
                 Action::Fire(fire) => {
-                    log.emit_to(
+                    emit(
                         effects,
                         "fire",
                         json!({"window": fire.window, "reason": fire.reason, "attempt": fire.attempt,
@@ -373,7 +375,7 @@ impl KeyState {
                     self.outbox.push_back(fire);
                 }
                 Action::Queued(queued) => {
-                    log.emit_to(
+                    emit(
                         effects,
                         "queued",
                         json!({"window": queued.window, "count": queued.span.count(), "reason": queued.reason}),
@@ -385,7 +387,7 @@ impl KeyState {
                         DropCause::Cancelled => "cancelled",
                         DropCause::NoTrailingEdge => "no_trailing_edge",
                     };
-                    log.emit_to(
+                    emit(
                         effects,
                         "cancel",
                         json!({"window": dropped.window, "count": dropped.span.count(), "cause": cause,
@@ -395,13 +397,13 @@ impl KeyState {
                     effects.push(Effect::Finished(dropped.span));
                 }
                 Action::TimedOut { window, attempt } => {
-                    log.emit_to(effects, "timeout", json!({"window": window, "attempt": attempt}));
+                    emit(effects, "timeout", json!({"window": window, "attempt": attempt}));
                 }
                 Action::RetryScheduled { window, attempt, at } => {
-                    log.emit_to(effects, "retry", json!({"window": window, "attempt": attempt, "at": at}));
+                    emit(effects, "retry", json!({"window": window, "attempt": attempt, "at": at}));
                 }
                 Action::DeadLettered(dead) => {
-                    log.emit_to(
+                    emit(
                         effects,
                         "dead_letter",
                         json!({"window": dead.window, "attempts": dead.attempts, "count": dead.span.count(),
@@ -414,25 +416,7 @@ impl KeyState {
     }
 }
 
-/// Writes structured log lines for one key: `{"lull": event, "topic", "key", …}`.
-pub struct Logger<'a> {
-    /// The topic.
-    pub topic: &'a str,
-    /// The key.
-    pub key: &'a str,
-}
-
-impl Logger<'_> {
-    /// One JSON line: `fields` (an object) plus the event name, topic and key.
-    pub fn line(&self, event: &str, fields: serde_json::Value) -> String {
-        let mut line = json!({"lull": event, "topic": self.topic, "key": self.key});
-        if let (Some(line), serde_json::Value::Object(fields)) = (line.as_object_mut(), fields) {
-            line.extend(fields);
-        }
-        line.to_string()
-    }
-
-    fn emit_to(&self, effects: &mut Vec<Effect>, event: &str, fields: serde_json::Value) {
-        effects.push(Effect::Log(self.line(event, fields)));
-    }
+/// Add the fact `event` with `fields` to `effects`.
+fn emit(effects: &mut Vec<Effect>, event: &'static str, fields: serde_json::Value) {
+    effects.push(Effect::Log(Fact::new(event, fields)));
 }

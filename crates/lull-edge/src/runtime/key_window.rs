@@ -3,8 +3,6 @@
 //! ([`SqlStore`]), the alarm, clock and console ([`WorkersHost`]) and `fetch`
 //! ([`Fetcher`]).
 
-use wasm_bindgen::JsCast;
-use worker::worker_sys::DurableObjectState;
 use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, console_log, durable_object};
 
 use super::config;
@@ -12,6 +10,7 @@ use super::headers::KEY_CALL_HEADER;
 use super::http::{self, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
+use super::sys::StateExt;
 use crate::http::ApiError;
 use crate::key::{KeyCall, KeyObject};
 use crate::ports::{Host, StoreError};
@@ -61,9 +60,7 @@ impl KeyWindow {
 
 impl DurableObject for KeyWindow {
     fn new(state: State, env: Env) -> Self {
-        // A second handle on the same object state (a JS reference).
-        let raw: &wasm_bindgen::JsValue = state.as_raw().as_ref();
-        let store = SqlStore::new(State::from(raw.clone().unchecked_into::<DurableObjectState>()));
+        let store = SqlStore::new(state.handle());
         let host = WorkersHost { state };
         let fetcher = Fetcher { env: env.clone() };
         KeyWindow { key: KeyObject::new(store, host, fetcher), env }

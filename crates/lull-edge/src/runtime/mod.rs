@@ -17,6 +17,7 @@ mod key_window;
 mod outbound;
 mod router;
 mod store;
+mod sys;
 // Same: the glue of `#[durable_object]`.
 #[allow(missing_docs)]
 mod topic_gate;

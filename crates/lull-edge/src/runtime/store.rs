@@ -7,10 +7,9 @@
 //! newest state becomes the snapshot and the event rows keep only the event.
 
 use serde::Deserialize;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::prelude::*;
-use worker::js_sys::{Function, Reflect};
 use worker::{SqlStorage, SqlStorageValue, State};
+
+use super::sys::StateExt;
 
 use crate::ports::{DedupeRow, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
@@ -106,16 +105,8 @@ impl SqlStore {
     /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
     fn transaction(&self, f: impl FnOnce(&SqlStorage) -> worker::Result<u64> + 'static) -> Result<u64, StoreError> {
         let sql = self.sql();
-        let storage = Reflect::get(self.state.as_raw(), &"storage".into()).map_err(|e| error(format!("{e:?}")))?;
-        let run: Function = Reflect::get(&storage, &"transactionSync".into())
-            .ok()
-            .and_then(|f| f.dyn_into().ok())
-            .ok_or_else(|| error("storage.transactionSync is missing"))?;
-        let body = Closure::once_into_js(move || -> Result<JsValue, JsValue> {
-            f(&sql).map(|rows| JsValue::from_f64(rows as f64)).map_err(|e| JsValue::from_str(&e.to_string()))
-        });
-        let rows = run.call1(&storage, &body).map_err(|e| error(e.as_string().unwrap_or_else(|| format!("{e:?}"))))?;
-        Ok(rows.as_f64().map_or(0, |n| n as u64))
+        let rows = self.state.transaction_sync(move || f(&sql).map(|rows| rows as f64).map_err(|e| e.to_string()));
+        rows.map(|n| n as u64).map_err(error)
     }
 
     /// Make the tables; migrate schema-1 storage (its event rows carry a `state` column).

@@ -1,0 +1,131 @@
+//! Loading a key: the newest snapshot restored, newer event rows replayed
+//! through the (deterministic) engine, the backlog rebuilt from its rows,
+//! schema-1 storage migrated, and a delivery cut short by a crash counted as
+//! a failed attempt (see `STORAGE.md`).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use lull_core::{Backlog, DeadLetter, QueuedWindow, Reason};
+use serde_json::json;
+
+use super::memory::{Batch, Loaded, free_rows, incarnation};
+use super::state::{KeyState, SCHEMA};
+use super::{DEDUPE_SLOTS, KeyObject, json_error, unavailable};
+use crate::http::ApiError;
+use crate::log::Fact;
+use crate::names::Key;
+use crate::ports::{Host, Outbound, Store};
+use crate::topic::{DEFAULT_RETENTION_MS, Topic};
+
+impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
+    /// Load the key once per object lifetime. A key never written starts fresh
+    /// from `new`; without it, there is nothing to load and `false` is returned.
+    pub(super) async fn load(&self, new: Option<(&Topic, &Key)>) -> Result<bool, ApiError> {
+        if self.loaded.borrow().is_some() {
+            return Ok(true);
+        }
+        let stored = self.store.load().map_err(unavailable)?;
+        let Some(snapshot) = stored.snapshot else {
+            let Some((topic, key)) = new else { return Ok(false) };
+            if !stored.is_empty() {
+                return Err(ApiError::Internal("rows without a snapshot".into()));
+            }
+            let random = self.host.random();
+            let ks = KeyState::new(topic.policy.clone(), random, incarnation(random.rotate_left(17)));
+            *self.loaded.borrow_mut() = Some(Loaded {
+                topic: topic.name.clone(),
+                key: key.clone(),
+                ks,
+                persisted: false,
+                armed: None,
+                free: VecDeque::new(),
+                rows: BTreeSet::new(),
+                next_ord: 1,
+                dedupe: HashMap::new(),
+                next_slot: 0,
+                touched: self.host.now(),
+                retention_ms: topic.retention_ms,
+            });
+            return Ok(true);
+        };
+        let restored = KeyState::restore(&snapshot).map_err(json_error)?;
+        let mut ks = restored.state;
+        let restored_touched = ks.touched_at;
+        let through = ks.engine().last_seq();
+        let mut rows = BTreeSet::new();
+        let mut backlog = Backlog::default();
+        let mut next_ord = 1;
+        for row in &stored.windows {
+            rows.insert(row.window);
+            next_ord = next_ord.max(row.ord + 1);
+            if row.dead {
+                backlog.dead.push(serde_json::from_str::<DeadLetter>(&row.json).map_err(json_error)?);
+                continue;
+            }
+            let queued: QueuedWindow = serde_json::from_str(&row.json).map_err(json_error)?;
+            // A window queued by an event newer than the snapshot (it filled up
+            // at its last event) comes back when that event replays.
+            if queued.reason == Reason::Replay || queued.span.last <= through {
+                backlog.queued.push_back(queued);
+            }
+        }
+        let migrating = restored.schema < SCHEMA;
+        let inline = restored.inline_backlog;
+        let mut batch = Batch::default();
+        // Schema 1 kept the backlog inside the state: it becomes rows (below).
+        let migrated = if migrating { inline.clone() } else { Backlog::default() };
+        let mut full = inline;
+        full.queued.extend(backlog.queued);
+        full.dead.extend(backlog.dead);
+        ks.restore_backlog(full);
+        for &(seq, at) in stored.events.iter().filter(|(seq, _)| *seq > through) {
+            let accepted = ks.replay_event(at);
+            if accepted.seq != seq {
+                return Err(ApiError::Internal(format!("event row {} replayed as {}", seq.0, accepted.seq.0)));
+            }
+        }
+        let free = free_rows(&stored.events, through, ks.live_spans());
+        let key = Key::from_path_segment(&restored.key)?;
+        let mut loaded = Loaded {
+            topic: restored.topic,
+            key,
+            ks,
+            persisted: true,
+            armed: None,
+            free,
+            rows,
+            next_ord,
+            dedupe: stored.dedupe.iter().map(|d| (d.key.clone(), (d.slot, d.at, d.reply.clone()))).collect(),
+            // After the newest remembered key (the ring's oldest comes next).
+            next_slot: stored.dedupe.iter().max_by_key(|d| (d.at, d.slot)).map_or(0, |d| (d.slot + 1) % DEDUPE_SLOTS),
+            touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
+            retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
+        };
+        for q in &migrated.queued {
+            loaded.backlog_row(q.window.0, false, serde_json::to_string(q).map_err(json_error)?, &mut batch);
+        }
+        for d in &migrated.dead {
+            loaded.backlog_row(d.window.0, true, serde_json::to_string(d).map_err(json_error)?, &mut batch);
+        }
+        let now = self.host.now();
+        let recovered = loaded.ks.recover(now);
+        let changed = migrating || !recovered.is_empty();
+        loaded.apply(recovered, &mut batch)?;
+        // A loaded key always has its alarm (a recovered delivery's retry included).
+        if let Some(at) = loaded.arm_earlier(now) {
+            self.host.set_alarm(at).await.map_err(unavailable)?;
+        }
+        if changed {
+            loaded.snapshot(&mut batch)?;
+            let rows = self.store.commit(&batch.writes).map_err(unavailable)?;
+            loaded.ks.io.rows_written += rows;
+            if migrating {
+                batch.logs.push(Fact::new("migrated", json!({"from_schema": restored.schema})));
+            }
+            let lines: Vec<String> = batch.logs.iter().map(|f| loaded.line(f)).collect();
+            self.committed(&lines);
+        }
+        *self.loaded.borrow_mut() = Some(loaded);
+        Ok(true)
+    }
+}
