@@ -10,7 +10,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 
 const root = resolve(import.meta.dirname, "../..");
-const build = join(root, "crates/lull-edge/build");
+const demoBuild = join(root, "crates/lull-edge/build");
 
 export const TOKENS = { ingest: "test-ingest-token", admin: "test-admin-token", secret: "test-signing-secret" };
 
@@ -29,8 +29,11 @@ export function stateDir() {
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml binds it). */
-export function lullWorker(topics) {
+/**
+ * The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml
+ * binds it); `build`: another worker-build output directory.
+ */
+export function lullWorker(topics, build = demoBuild) {
   return {
     compatibilityDate: "2026-11-01",
     modules: [
@@ -59,15 +62,15 @@ export function lullWorker(topics) {
   };
 }
 
-/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist`. */
-export async function startEdge({ topics, persist, logs = [] }) {
+/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, as `lullWorker`). */
+export async function startEdge({ topics, persist, logs = [], build }) {
   const options = convertV4MiniflareOptions({
     host: "127.0.0.1",
     port: 0,
     cf: false,
     resourcePersistencePath: persist,
     handleStructuredLogs: ({ message }) => logs.push(message),
-    ...lullWorker(topics),
+    ...lullWorker(topics, build),
   });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");

@@ -5,8 +5,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cmd::run;
 use crate::setup::Tools;
-use crate::steps;
 
 /// Where `cargo xtask dev` serves the worker.
 pub const DEV_ADDRESS: &str = "127.0.0.1:8787";
@@ -26,17 +26,44 @@ fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
 }
 
-/// `worker-build --release` in `crates/lull-edge` -> `crates/lull-edge/build/`,
-/// with the cargo-installed wasm-bindgen, npm's wasm-opt and esbuild (it would
-/// otherwise download them).
-pub fn build(root: &Path) -> Result<(), String> {
+/// Which worker `worker-build` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worker {
+    /// Without the demo's endpoints (the sink, `/demo/…`, the places index):
+    /// what `wrangler deploy --env production` ships (`cargo xtask edge-build`).
+    Production,
+    /// With them (lull-edge's cargo feature `demo`): `cargo xtask dev`, the
+    /// tests and the bench (`cargo xtask edge-build --demo`).
+    Demo,
+}
+
+/// Where the worker goes (`main` in `wrangler.toml` points into it).
+pub const BUILD: &str = "crates/lull-edge/build";
+
+/// Where the edge suite builds the production worker, beside the demo one in
+/// [`BUILD`] (`tests/edge/production.test.mjs` compares the two).
+pub const PRODUCTION_BUILD: &str = "target/edge-production";
+
+/// `worker-build --release` in `crates/lull-edge`, into `out` (relative to
+/// `root`), with the cargo-installed wasm-bindgen, npm's wasm-opt and esbuild
+/// (it would otherwise download them). worker-build takes `--out-dir` itself
+/// and hands the arguments it does not know (`--features demo`, last) to
+/// `cargo build`.
+pub fn build(root: &Path, worker: Worker, out: &str) -> Result<(), String> {
     let wasm_bindgen = on_path("wasm-bindgen").ok_or("wasm-bindgen is not on PATH: run `cargo xtask setup`")?;
     let mut cmd = Command::new("worker-build");
-    cmd.arg("--release")
-        .env("WASM_BINDGEN_BIN", wasm_bindgen)
+    cmd.arg("--release").arg("--out-dir").arg(root.join(out));
+    if worker == Worker::Demo {
+        cmd.args(["--features", "demo"]);
+    }
+    cmd.env("WASM_BINDGEN_BIN", wasm_bindgen)
         .env("WASM_OPT_BIN", root.join("tests/web/node_modules/.bin/wasm-opt"))
         .env("ESBUILD_BIN", root.join("tests/edge/node_modules/@esbuild/linux-x64/bin/esbuild"));
-    steps::run("worker-build (lull-edge)", &root.join("crates/lull-edge"), &mut cmd)
+    let name = match worker {
+        Worker::Production => "worker-build (lull-edge, production)",
+        Worker::Demo => "worker-build (lull-edge, with the demo)",
+    };
+    run(name, &root.join("crates/lull-edge"), &mut cmd)
 }
 
 /// Node 22 running `args` as step `name`, with wrangler kept offline.
@@ -44,15 +71,16 @@ fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(),
     let mut cmd = Command::new(&tools.node22);
     cmd.args(args);
     offline(&mut cmd, root);
-    steps::run(name, root, &mut cmd)
+    run(name, root, &mut cmd)
 }
 
 /// End-to-end tests (`files`, a glob), one file at a time, after the worker
-/// and the demo page (from `package`, the built lull-web) are built:
+/// (with the demo: the tests use its sink) and the demo page (from `package`,
+/// the built lull-web) are built:
 /// `tests/edge` on a local workerd, `tests/browser` on wrangler dev in Chromium.
 pub fn tests(root: &Path, tools: &Tools, package: &Path, files: &str, name: &str) -> Result<(), String> {
     crate::www::build(root, tools, package)?;
-    build(root)?;
+    build(root, Worker::Demo, BUILD)?;
     let args = ["--test", "--test-concurrency=1", "--test-reporter=spec", files];
     node22(root, tools, name, &args.map(OsStr::new))
 }
@@ -60,7 +88,7 @@ pub fn tests(root: &Path, tools: &Tools, package: &Path, files: &str, name: &str
 /// The edge benchmarks: lull-edge vs a plain JavaScript Durable Object vs a
 /// no-op one, and load levelling (webhook vs queue).
 pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
-    build(root)?;
+    build(root, Worker::Demo, BUILD)?;
     for (script, out, name) in [
         ("tests/edge/bench.mjs", "target/bench/edge.json", "bench (lull-edge vs JS Durable Object vs no-op)"),
         (
@@ -75,7 +103,7 @@ pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
 }
 
 /// `wrangler dev` on 127.0.0.1:8787 with state persisted under `.wrangler/state`;
-/// wrangler runs `cargo xtask edge-build` (wrangler.toml) before it serves.
+/// wrangler runs `cargo xtask edge-build --demo` (wrangler.toml) before it serves.
 pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
     let vars = root.join(".dev.vars");
     if !vars.exists() {

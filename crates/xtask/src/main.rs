@@ -4,11 +4,12 @@
 //! `test` sets up, then runs every suite and ends with a summary line;
 //! `test SUITE --repeat N` hunts flakes in one suite.
 
+mod cmd;
 mod edge;
 mod package;
 mod repeat;
 mod setup;
-mod steps;
+mod suites;
 mod www;
 
 use std::path::PathBuf;
@@ -24,7 +25,10 @@ const USAGE: &str = "usage: cargo xtask <command>
   dev     set up, then serve the edge worker and the demo page on http://127.0.0.1:8787 (wrangler dev, workerd)
   www     assemble the demo page (www/, the package, the data set) into target/www
   bench   run the benchmarks, print a table, write JSON under target/bench
-  edge-build  build the edge worker into crates/lull-edge/build (wrangler.toml runs it)";
+  edge-build [--demo]
+          build the edge worker into crates/lull-edge/build: as deployed (no demo
+          endpoints), or with --demo with the demo's sink and search (wrangler.toml's
+          build commands: --demo for wrangler dev, none for --env production)";
 
 fn main() -> ExitCode {
     let root = workspace_root();
@@ -39,22 +43,22 @@ fn main() -> ExitCode {
             edge::dev(&root, &tools)
         })),
         Some("www") => exit(setup::all(&root).and_then(|tools| www::build_all(&root, &tools).map(|_| ()))),
-        Some("edge-build") => exit(edge::build(&root)),
+        Some("edge-build") => exit(edge_build(&root)),
         Some("bench") => exit(setup::all(&root).and_then(|tools| {
             let tarball = package::web(&root)?;
             let package = tarball.with_file_name("lull-web");
             let out = root.join("target/bench/web.json");
             let mut bench = std::process::Command::new(&tools.node);
             bench.arg(root.join("tests/web/bench.mjs")).arg(package).arg(&out);
-            steps::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
+            cmd::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
             edge::bench(&root, &tools)
         })),
         Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
+            println!("{}", usage());
             ExitCode::SUCCESS
         }
         other => {
-            eprintln!("unknown command {other:?}\n\n{USAGE}");
+            eprintln!("unknown command {other:?}\n\n{}", usage());
             ExitCode::from(2)
         }
     }
@@ -72,21 +76,38 @@ fn test(root: &std::path::Path) -> Result<(), String> {
                 repeat = Some(n.ok_or("--repeat takes a number of runs (1 or more)")?);
             }
             _ if suite.is_none() && !arg.starts_with('-') => suite = Some(arg),
-            _ => return Err(format!("unexpected argument {arg:?}\n\n{USAGE}")),
+            _ => return Err(format!("unexpected argument {arg:?}\n\n{}", usage())),
         }
     }
     let tools = setup::all(root)?;
+    let ids = suites::suite_ids();
     match (repeat, suite) {
-        (Some(_), None) => Err(format!("--repeat needs a suite, one of: {}", steps::suite_ids())),
+        (Some(_), None) => Err(format!("--repeat needs a suite, one of: {}", ids.join(" "))),
         (Some(runs), Some(suite)) => {
             // Refuse an unknown suite before the first run.
-            if !steps::suite_ids().split(' ').any(|id| id == suite) {
-                return Err(format!("no suite {suite:?}; the suites are: {}", steps::suite_ids()));
+            if !ids.contains(&suite.as_str()) {
+                return Err(format!("no suite {suite:?}; the suites are: {}", ids.join(" ")));
             }
             repeat::suite(root, &suite, runs)
         }
-        (None, only) => steps::test(root, &tools, only.as_deref()),
+        (None, only) => suites::test(root, &tools, only.as_deref()),
     }
+}
+
+/// `edge-build [--demo]`.
+fn edge_build(root: &std::path::Path) -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let worker = match args.as_slice() {
+        [] => edge::Worker::Production,
+        [flag] if flag == "--demo" => edge::Worker::Demo,
+        _ => return Err(format!("unexpected arguments {args:?}\n\n{}", usage())),
+    };
+    edge::build(root, worker, edge::BUILD)
+}
+
+/// [`USAGE`] and the suite ids.
+fn usage() -> String {
+    format!("{USAGE}\n\nsuites: {}", suites::suite_ids().join(" "))
 }
 
 fn exit(result: Result<(), String>) -> ExitCode {

