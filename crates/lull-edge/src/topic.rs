@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
 use crate::names::is_topic_name;
+use crate::queue::gate::MAX_LIMIT;
 
 // Each topic setting's default is in `impl Default for TopicConfig` (below),
 // stated once with its value; the limits a topic may set are these.
@@ -259,34 +260,22 @@ impl Topic {
             DeliveryKind::Webhook
                 if c.queue.is_some() || c.forward_rate_per_s.is_some() || c.forward_concurrency != 1 =>
             {
-                return Err(fail(Problem::Queue(
-                    "queue, forward_concurrency and forward_rate_per_s need delivery = \"queue\"".into(),
-                )));
+                return Err(fail(Problem::Queue(QueueProblem::NotQueueDelivery)));
             }
             DeliveryKind::Webhook => None,
             DeliveryKind::Queue => {
                 let binding = c.queue.unwrap_or_else(|| DEFAULT_QUEUE_BINDING.to_string());
                 if binding.is_empty() || !binding.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
-                    return Err(fail(Problem::Queue(format!(
-                        "queue must name a binding (A-Z a-z 0-9 _), not {binding:?}"
-                    ))));
+                    return Err(fail(Problem::Queue(QueueProblem::Binding(binding))));
                 }
-                if !(1..=crate::queue::gate::MAX_LIMIT).contains(&c.forward_concurrency) {
-                    return Err(fail(Problem::Queue(format!(
-                        "forward_concurrency must be 1..={}, not {}",
-                        crate::queue::gate::MAX_LIMIT,
-                        c.forward_concurrency
-                    ))));
+                if !(1..=MAX_LIMIT).contains(&c.forward_concurrency) {
+                    return Err(fail(Problem::Queue(QueueProblem::Concurrency(c.forward_concurrency))));
                 }
                 if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
-                    return Err(fail(Problem::Queue(format!(
-                        "forward_rate_per_s must be above 0 and at most {MAX_FORWARD_RATE_PER_S}"
-                    ))));
+                    return Err(fail(Problem::Queue(QueueProblem::Rate)));
                 }
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
-                    return Err(fail(Problem::Queue(format!(
-                        "max_body_bytes must be at most {MAX_QUEUE_EVENT_BYTES} with delivery = \"queue\" (an event fits in one message)"
-                    ))));
+                    return Err(fail(Problem::Queue(QueueProblem::BodyLimit)));
                 }
                 Some(QueueDelivery {
                     binding,
@@ -362,8 +351,42 @@ pub enum Problem {
     },
     /// The timing or retry settings (see [`PolicyError`]).
     Policy(PolicyError),
-    /// The queue delivery settings (what is wrong, in words).
-    Queue(String),
+    /// The queue delivery settings.
+    Queue(QueueProblem),
+}
+
+/// What is wrong with a topic's queue delivery settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueProblem {
+    /// `queue`, `forward_concurrency` or `forward_rate_per_s` on a webhook topic.
+    NotQueueDelivery,
+    /// `queue` is not a binding's name (`A-Z a-z 0-9 _`).
+    Binding(String),
+    /// `forward_concurrency` is outside `1..=`[`MAX_LIMIT`].
+    Concurrency(u32),
+    /// `forward_rate_per_s` is not above 0 and at most [`MAX_FORWARD_RATE_PER_S`].
+    Rate,
+    /// `max_body_bytes` is over [`MAX_QUEUE_EVENT_BYTES`] (an event must fit in one message).
+    BodyLimit,
+}
+
+impl fmt::Display for QueueProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueProblem::NotQueueDelivery => {
+                f.write_str("queue, forward_concurrency and forward_rate_per_s need delivery = \"queue\"")
+            }
+            QueueProblem::Binding(b) => write!(f, "queue must name a binding (A-Z a-z 0-9 _), not {b:?}"),
+            QueueProblem::Concurrency(n) => write!(f, "forward_concurrency must be 1..={MAX_LIMIT}, not {n}"),
+            QueueProblem::Rate => {
+                write!(f, "forward_rate_per_s must be above 0 and at most {MAX_FORWARD_RATE_PER_S}")
+            }
+            QueueProblem::BodyLimit => write!(
+                f,
+                "max_body_bytes must be at most {MAX_QUEUE_EVENT_BYTES} with delivery = \"queue\" (an event fits in one message)"
+            ),
+        }
+    }
 }
 
 /// Why `LULL_TOPICS` was refused; the worker does not start with it.
@@ -409,7 +432,7 @@ impl fmt::Display for TopicError {
                         write!(f, "max_pending_windows must be 1..={MAX_PENDING_WINDOWS}, not {n}")
                     }
                     Problem::Policy(e) => write!(f, "{e}"),
-                    Problem::Queue(why) => f.write_str(why),
+                    Problem::Queue(problem) => write!(f, "{problem}"),
                 }
             }
         }

@@ -7,17 +7,14 @@
 use std::time::Duration;
 
 use serde_json::json;
-use worker::{
-    Context, Delay, Env, MessageBatch, MessageExt, QueueContentType, QueueRetryOptionsBuilder, RawMessageBuilder,
-    console_log, event,
-};
+use worker::{Context, Delay, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder, console_log, event};
 
 use super::config;
 use super::http::now_ms;
-use super::outbound::Fetcher;
+use super::outbound::{Fetcher, Queues};
 use super::topic_gate::GateClient;
 use crate::log::Fact;
-use crate::ports::{Clock, QueueSend};
+use crate::ports::Clock;
 use crate::queue::consume::{Consumer, Settle};
 
 /// The variable naming the dead-letter queue, whose messages are kept.
@@ -37,33 +34,6 @@ impl Clock for WorkersClock {
 
     fn log(&self, line: &str) {
         console_log!("{line}");
-    }
-}
-
-/// [`QueueSend`] over the worker's queue bindings.
-pub struct Queues<'a> {
-    /// The worker's environment (the bindings).
-    pub env: &'a Env,
-}
-
-impl QueueSend for Queues<'_> {
-    async fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> Result<(), String> {
-        let queue = self.env.queue(binding).map_err(|e| format!("queue binding {binding}: {e}"))?;
-        for batch in crate::delivery::queue_message::batches(messages) {
-            let raw = batch
-                .iter()
-                .map(|text| {
-                    // As text: the JSON reaches the consumer byte for byte (no JS number or escape rewriting).
-                    let mut message = RawMessageBuilder::new(worker::wasm_bindgen::JsValue::from_str(text));
-                    if delay_secs > 0 {
-                        message = message.delay_seconds(delay_secs);
-                    }
-                    message.build_with_content_type(QueueContentType::Text)
-                })
-                .collect::<Vec<_>>();
-            queue.send_raw_batch(raw).await.map_err(|e| format!("queue {binding}: {e}"))?;
-        }
-        Ok(())
     }
 }
 

@@ -7,10 +7,11 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{
+    AbortController, Delay, Env, Fetch, Headers, Method, QueueContentType, RawMessageBuilder, Request, RequestInit,
+};
 
 use super::config;
-use super::consumer::Queues;
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
@@ -78,4 +79,31 @@ fn request(out: &Outgoing, secret: &str) -> worker::Result<Request> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(out.body.as_str().into()));
     Request::new_with_init(&out.target, &init)
+}
+
+/// [`QueueSend`] over the worker's queue bindings.
+pub struct Queues<'a> {
+    /// The worker's environment (the bindings).
+    pub env: &'a Env,
+}
+
+impl QueueSend for Queues<'_> {
+    async fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> Result<(), String> {
+        let queue = self.env.queue(binding).map_err(|e| format!("queue binding {binding}: {e}"))?;
+        for batch in crate::delivery::queue_message::batches(messages) {
+            let raw = batch
+                .iter()
+                .map(|text| {
+                    // As text: the JSON reaches the consumer byte for byte (no JS number or escape rewriting).
+                    let mut message = RawMessageBuilder::new(worker::wasm_bindgen::JsValue::from_str(text));
+                    if delay_secs > 0 {
+                        message = message.delay_seconds(delay_secs);
+                    }
+                    message.build_with_content_type(QueueContentType::Text)
+                })
+                .collect::<Vec<_>>();
+            queue.send_raw_batch(raw).await.map_err(|e| format!("queue {binding}: {e}"))?;
+        }
+        Ok(())
+    }
 }
