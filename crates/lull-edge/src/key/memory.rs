@@ -1,17 +1,21 @@
 //! The key in memory ([`Loaded`]): what a [`KeyObject`](super::KeyObject)
-//! loaded from storage, and the synchronous rules that turn an operation's
-//! effects into rows ([`Batch`]), log lines and the alarm to arm.
+//! loaded from storage, what each request does to it (synchronously, with
+//! `&mut self`), and the rules that turn its effects into rows ([`Batch`]),
+//! log lines and the alarm to arm.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use lull_core::{Fire, Seq, Span};
+use lull_core::{DeadLetter, Fire, Seq, Span, WindowId};
+use serde_json::json;
 
-use super::json_error;
+use super::request::{KeyReply, KeyRequest};
 use super::state::{Effect, KeyState};
+use super::{DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
 use crate::http::ApiError;
 use crate::log::Fact;
 use crate::names::Key;
-use crate::ports::{Outgoing, WindowRow, Write};
+use crate::ports::{DedupeRow, Outgoing, WindowRow, Write};
+use crate::topic::Topic;
 
 /// The key in memory, as loaded from storage.
 pub(super) struct Loaded {
@@ -138,6 +142,90 @@ impl Loaded {
         spans.sort_by_key(|s| s.first);
         spans.dedup();
         spans.iter().map(Span::count).sum()
+    }
+}
+
+/// What a request does to the loaded key, synchronously: the await points
+/// (arm, commit) are [`KeyObject`](super::KeyObject)'s.
+impl Loaded {
+    /// Accept one event at `now` (or answer a producer's repeat as the first
+    /// time): its row (and its producer key's) into `batch`.
+    pub(super) fn accept(
+        &mut self,
+        topic: &Topic,
+        body: String,
+        producer_key: Option<String>,
+        now: u64,
+        batch: &mut Batch,
+    ) -> Result<KeyReply, ApiError> {
+        if let Some((_, at, reply)) = producer_key.as_ref().and_then(|k| self.dedupe.get(k))
+            && now.saturating_sub(*at) < topic.dedupe_window_ms
+        {
+            let body = serde_json::from_str(reply).map_err(json_error)?;
+            return Ok(KeyReply { status: 202, body });
+        }
+        if self.ks.pending_windows() >= topic.max_pending_windows {
+            let retry_at = self.ks.engine().run().and_then(|r| r.retry_at);
+            let retry_after_secs = retry_at.map_or(FULL_RETRY_SECS, |at| at.saturating_sub(now).div_ceil(1000).max(1));
+            return Err(ApiError::TooManyPending { limit: topic.max_pending_windows, retry_after_secs });
+        }
+        let (accepted, effects) = self.ks.accept(now);
+        let reuse = self.free.pop_front();
+        batch.writes.push(Write::Event { seq: accepted.seq, at: now, body, reuse });
+        batch.accepting = true;
+        self.apply(effects, batch)?;
+        let reply = json!({"window": accepted.window, "seq": accepted.seq});
+        if let Some(key) = producer_key {
+            // One more row: the key and its answer, in the ring's next slot.
+            let slot = self.next_slot;
+            self.next_slot = (slot + 1) % DEDUPE_SLOTS;
+            self.dedupe.retain(|_, (s, _, _)| *s != slot);
+            let text = reply.to_string();
+            batch.writes.push(Write::Dedupe(DedupeRow { slot, key: key.clone(), at: now, reply: text.clone() }));
+            self.dedupe.insert(key, (slot, now, text));
+        }
+        Ok(KeyReply { status: 202, body: reply })
+    }
+
+    /// The effects of a request other than an event or a read (flush, cancel,
+    /// replay, replay all, discard) at `now`.
+    pub(super) fn change(&mut self, request: KeyRequest, now: u64) -> Result<Vec<Effect>, ApiError> {
+        let not_found = |window: WindowId| ApiError::NotFound(format!("dead letter {window} of this key"));
+        match request {
+            KeyRequest::Flush => Ok(self.ks.flush(now)),
+            KeyRequest::Cancel => Ok(self.ks.cancel(now)),
+            KeyRequest::Replay { window } => self.ks.replay(window, now).map_err(|_| not_found(window)),
+            KeyRequest::Discard { window } => self.ks.discard(window).map_err(|_| not_found(window)),
+            KeyRequest::ReplayAll => {
+                let windows: Vec<WindowId> = self.ks.engine().dead_letters().iter().map(|d| d.window).collect();
+                let mut effects = Vec::new();
+                for window in windows {
+                    effects.extend(self.ks.replay(window, now).map_err(|_| not_found(window))?);
+                }
+                Ok(effects)
+            }
+            other => Err(ApiError::Internal(format!("{other:?} changes nothing"))),
+        }
+    }
+
+    /// The key's status, with what storage holds (`database_bytes`, as storage reports it).
+    pub(super) fn status(&self, database_bytes: u64) -> serde_json::Value {
+        let mut status = self.ks.status(&self.topic, self.key.as_str(), STATUS_FEW);
+        status["stored_events"] = json!(self.stored_events());
+        status["database_bytes"] = json!(database_bytes);
+        status
+    }
+
+    /// A page of dead letters: windows after `after`, at most `limit` (1..=[`MAX_PAGE`]).
+    pub(super) fn dead_letters(&self, after: Option<u64>, limit: usize) -> serde_json::Value {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let all = self.ks.engine().dead_letters();
+        let page: Vec<&DeadLetter> =
+            all.iter().filter(|d| after.is_none_or(|a| d.window.0 > a)).take(limit + 1).collect();
+        let more = page.len() > limit;
+        let page = &page[..page.len().min(limit)];
+        let next = if more { page.last().map(|d| d.window.0) } else { None };
+        json!({"dead_letters": page, "count": all.len(), "next_after": next})
     }
 }
 

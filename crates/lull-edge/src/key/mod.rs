@@ -39,14 +39,13 @@ pub mod timeline;
 
 use std::cell::{Cell, RefCell};
 
-use lull_core::{DeadLetter, Policy, Retry, WindowId};
-use serde_json::json;
+use lull_core::{Policy, Retry};
 
 use crate::http::ApiError;
 use crate::key::state::Effect;
 use crate::key::timeline::{TIMELINE_KEEP, Timeline};
 use crate::names::Key;
-use crate::ports::{DedupeRow, Host, Outbound, Store, StoreError, Write};
+use crate::ports::{Host, Outbound, Store, StoreError};
 use crate::topic::Topic;
 use memory::{Batch, Loaded};
 pub use request::{KeyCall, KeyReply, KeyRequest};
@@ -191,51 +190,18 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         })?;
         self.follow(&topic.policy).await?;
         match request {
-            KeyRequest::Event { body, idempotency_key } => self.accept(topic, body, idempotency_key).await,
-            KeyRequest::Status => self.with(|l| {
-                let mut status = l.ks.status(&l.topic, l.key.as_str(), STATUS_FEW);
-                status["stored_events"] = json!(l.stored_events());
-                status["database_bytes"] = json!(self.store.size());
-                Ok(KeyReply { status: 200, body: status })
-            }),
-            KeyRequest::DeadLetters { after, limit } => self.with(|l| {
-                let limit = limit.clamp(1, MAX_PAGE);
-                let page: Vec<&DeadLetter> =
-                    l.ks.engine()
-                        .dead_letters()
-                        .iter()
-                        .filter(|d| after.is_none_or(|a| d.window.0 > a))
-                        .take(limit + 1)
-                        .collect();
-                let more = page.len() > limit;
-                let page = &page[..page.len().min(limit)];
-                let next = if more { page.last().map(|d| d.window.0) } else { None };
-                let count = l.ks.engine().dead_letters().len();
-                Ok(KeyReply { status: 200, body: json!({"dead_letters": page, "count": count, "next_after": next}) })
-            }),
+            KeyRequest::Event { body, idempotency_key } => {
+                self.op(|l, batch, now| l.accept(topic, body, idempotency_key, now, batch)).await
+            }
+            KeyRequest::Status => self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size()) })),
+            KeyRequest::DeadLetters { after, limit } => {
+                self.with(|l| Ok(KeyReply { status: 200, body: l.dead_letters(after, limit) }))
+            }
             KeyRequest::Timeline { after, limit } => {
                 let body = self.timeline.borrow().page(after, limit.clamp(1, TIMELINE_KEEP));
                 Ok(KeyReply { status: 200, body })
             }
-            KeyRequest::Flush => self.change(|l, now| Ok(l.ks.flush(now))).await,
-            KeyRequest::Cancel => self.change(|l, now| Ok(l.ks.cancel(now))).await,
-            KeyRequest::Replay { window } => {
-                self.change(|l, now| l.ks.replay(window, now).map_err(|_| dead_letter_not_found(window))).await
-            }
-            KeyRequest::Discard { window } => {
-                self.change(|l, _| l.ks.discard(window).map_err(|_| dead_letter_not_found(window))).await
-            }
-            KeyRequest::ReplayAll => {
-                self.change(|l, now| {
-                    let windows: Vec<WindowId> = l.ks.engine().dead_letters().iter().map(|d| d.window).collect();
-                    let mut effects = Vec::new();
-                    for window in windows {
-                        effects.extend(l.ks.replay(window, now).map_err(|_| dead_letter_not_found(window))?);
-                    }
-                    Ok(effects)
-                })
-                .await
-            }
+            change => self.change(|l, now| l.change(change, now)).await,
         }
     }
 
@@ -266,42 +232,4 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         .await?;
         self.with(|l| Ok(KeyReply { status: 200, body: l.ks.status(&l.topic, l.key.as_str(), STATUS_FEW) }))
     }
-
-    async fn accept(&self, topic: &Topic, body: String, producer_key: Option<String>) -> Result<KeyReply, ApiError> {
-        self.op(|l, batch, now| {
-            if let Some((_, at, reply)) = producer_key.as_ref().and_then(|k| l.dedupe.get(k))
-                && now.saturating_sub(*at) < topic.dedupe_window_ms
-            {
-                let body = serde_json::from_str(reply).map_err(json_error)?;
-                return Ok(KeyReply { status: 202, body });
-            }
-            if l.ks.pending_windows() >= topic.max_pending_windows {
-                let retry_at = l.ks.engine().run().and_then(|r| r.retry_at);
-                let retry_after_secs =
-                    retry_at.map_or(FULL_RETRY_SECS, |at| at.saturating_sub(now).div_ceil(1000).max(1));
-                return Err(ApiError::TooManyPending { limit: topic.max_pending_windows, retry_after_secs });
-            }
-            let (accepted, effects) = l.ks.accept(now);
-            let reuse = l.free.pop_front();
-            batch.writes.push(Write::Event { seq: accepted.seq, at: now, body, reuse });
-            batch.accepting = true;
-            l.apply(effects, batch)?;
-            let reply = json!({"window": accepted.window, "seq": accepted.seq});
-            if let Some(key) = producer_key {
-                // One more row: the key and its answer, in the ring's next slot.
-                let slot = l.next_slot;
-                l.next_slot = (slot + 1) % DEDUPE_SLOTS;
-                l.dedupe.retain(|_, (s, _, _)| *s != slot);
-                let text = reply.to_string();
-                batch.writes.push(Write::Dedupe(DedupeRow { slot, key: key.clone(), at: now, reply: text.clone() }));
-                l.dedupe.insert(key, (slot, now, text));
-            }
-            Ok(KeyReply { status: 202, body: reply })
-        })
-        .await
-    }
-}
-
-fn dead_letter_not_found(window: WindowId) -> ApiError {
-    ApiError::NotFound(format!("dead letter {window} of this key"))
 }
