@@ -185,6 +185,35 @@ impl Clock for &FakeClock {
     }
 }
 
+/// The consumer's ports, over one world.
+struct Parts {
+    gates: FakeGates,
+    queue: FakeQueue,
+    receiver: Receiver,
+    clock: FakeClock,
+    topics: Rc<Topics>,
+}
+
+type TestConsumer<'a> = Consumer<'a, &'a FakeGates, &'a FakeQueue, &'a Receiver, &'a FakeClock>;
+
+impl Parts {
+    fn new(world: &Shared) -> Parts {
+        let topics = Rc::new(Topics::parse(TOPICS).unwrap());
+        let gates = FakeGates {
+            world: world.clone(),
+            topics: topics.clone(),
+            object: RefCell::new(Rc::new(GateObject::new(FakeGateStore(world.clone())))),
+        };
+        let (queue, receiver, clock) = (FakeQueue(world.clone()), Receiver(world.clone()), FakeClock(world.clone()));
+        Parts { gates, queue, receiver, clock, topics }
+    }
+
+    fn consumer(&self) -> TestConsumer<'_> {
+        let (gates, queue, outbound, clock) = (&self.gates, &self.queue, &self.receiver, &self.clock);
+        Consumer { gates, queue, outbound, clock, topics: &self.topics }
+    }
+}
+
 /// A message of the batch.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -244,14 +273,8 @@ fn run(case: &Case) -> (Vec<(Kind, String, Settle)>, Shared) {
     *world.store_faults.borrow_mut() = case.store_faults.clone();
     *world.gate_faults.borrow_mut() = case.gate_faults.clone();
     *world.queue_faults.borrow_mut() = case.queue_faults.clone();
-    let topics = Rc::new(Topics::parse(TOPICS).unwrap());
-    let gates = FakeGates {
-        world: world.clone(),
-        topics: topics.clone(),
-        object: RefCell::new(Rc::new(GateObject::new(FakeGateStore(world.clone())))),
-    };
-    let (queue, receiver, clock) = (FakeQueue(world.clone()), Receiver(world.clone()), FakeClock(world.clone()));
-    let consumer = Consumer { gates: &gates, queue: &queue, outbound: &receiver, clock: &clock, topics: &topics };
+    let parts = Parts::new(&world);
+    let consumer = parts.consumer();
     let texts: Vec<(Kind, String)> = case.kinds.iter().enumerate().map(|(i, k)| (*k, text(*k, i))).collect();
     let mut handles: Vec<Pin<Box<dyn Future<Output = Settle> + '_>>> = texts
         .iter()
@@ -341,14 +364,8 @@ fn a_message_with_no_room_soon_is_requeued_with_the_gates_delay_not_retried() {
     };
     let world: Shared = Rc::default();
     world.now.set(0);
-    let topics = Rc::new(Topics::parse(TOPICS).unwrap());
-    let gates = FakeGates {
-        world: world.clone(),
-        topics: topics.clone(),
-        object: RefCell::new(Rc::new(GateObject::new(FakeGateStore(world.clone())))),
-    };
-    let (queue, receiver, clock) = (FakeQueue(world.clone()), Receiver(world.clone()), FakeClock(world.clone()));
-    let consumer = Consumer { gates: &gates, queue: &queue, outbound: &receiver, clock: &clock, topics: &topics };
+    let parts = Parts::new(&world);
+    let consumer = parts.consumer();
     let texts: Vec<String> = case.kinds.iter().enumerate().map(|(i, k)| text(*k, i)).collect();
     let mut first = Box::pin(consumer.handle("a", &texts[0], false));
     let mut second = Box::pin(consumer.handle("b", &texts[1], false));
@@ -367,14 +384,8 @@ fn a_message_with_no_room_soon_is_requeued_with_the_gates_delay_not_retried() {
 fn dead_letters_are_kept_up_to_the_bound_then_stay_on_their_queue() {
     let world: Shared = Rc::default();
     *world.dead.borrow_mut() = (0..MAX_DEAD_LETTERS - 1).map(|i| format!("old {i}")).collect();
-    let topics = Rc::new(Topics::parse(TOPICS).unwrap());
-    let gates = FakeGates {
-        world: world.clone(),
-        topics: topics.clone(),
-        object: RefCell::new(Rc::new(GateObject::new(FakeGateStore(world.clone())))),
-    };
-    let (queue, receiver, clock) = (FakeQueue(world.clone()), Receiver(world.clone()), FakeClock(world.clone()));
-    let consumer = Consumer { gates: &gates, queue: &queue, outbound: &receiver, clock: &clock, topics: &topics };
+    let parts = Parts::new(&world);
+    let consumer = parts.consumer();
     let (last, over) = (text(Kind::DeadLetter, 1), text(Kind::DeadLetter, 2));
     assert_eq!(poll(Box::pin(consumer.handle("a", &last, true)).as_mut()), Poll::Ready(Settle::Ack));
     assert_eq!(world.dead.borrow().len(), MAX_DEAD_LETTERS);
