@@ -4,7 +4,8 @@
 //! and counters. Each operation returns the [`Effect`]s storage must reflect.
 //!
 //! Its serialised form (with the engine's backlog taken out, see
-//! [`KeyState::snapshot`]) is the key's fixed-size snapshot.
+//! [`KeyState::snapshot`]) is the key's fixed-size snapshot. Its fields and schema
+//! versions: `STORAGE.md`.
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -5,6 +5,7 @@
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
 //! newest state becomes the snapshot and the event rows keep only the event.
+//! The tables, the snapshot and the migration are described in `STORAGE.md`.
 
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue, State};
