@@ -267,3 +267,45 @@ impl<S: GateStore> GateObject<S> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_answers_cross_as_json_and_back() {
+        let message = r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":3,"body":{"n":"é\u0000"}}"#.to_string();
+        let ops = [
+            GateOp::Acquire,
+            GateOp::Release { lease: 7 },
+            GateOp::Count { counter: Counter::Requeued },
+            GateOp::DeadLetter { message: message.clone() },
+            GateOp::Status,
+        ];
+        for op in ops {
+            let call = GateCall { topic: "q".into(), op };
+            let json = serde_json::to_string(&call).unwrap();
+            assert_eq!(serde_json::from_str::<GateCall>(&json).unwrap(), call, "{json}");
+        }
+        let kept = serde_json::to_string(&GateCall { topic: "q".into(), op: GateOp::DeadLetter { message } });
+        assert!(kept.unwrap().contains(r#"\"n\":\"é\\u0000\""#), "the message's text, byte for byte");
+        let answers = [
+            (
+                GateOp::Acquire,
+                GateAnswer::Grant(Grant::Go { lease: 4, expires_at: 99 }),
+                json!({"go": 4, "expires_at": 99}),
+            ),
+            (GateOp::Acquire, GateAnswer::Grant(Grant::Wait { retry_at: 50 }), json!({"wait_until": 50})),
+            (GateOp::Release { lease: 4 }, GateAnswer::Released(false), json!({"released": false})),
+            (GateOp::Count { counter: Counter::Acked }, GateAnswer::Counted, json!({"ok": true})),
+            (GateOp::DeadLetter { message: String::new() }, GateAnswer::Kept(12), json!({"kept": 12})),
+            (GateOp::Status, GateAnswer::Status(json!({"in_flight": 1})), json!({"in_flight": 1})),
+        ];
+        for (op, answer, body) in answers {
+            assert_eq!(answer.to_json(), body);
+            assert_eq!(GateAnswer::from_json(&op, &body), Some(answer));
+        }
+        assert_eq!(GateAnswer::from_json(&GateOp::Acquire, &json!({"error": {"code": "x"}})), None);
+        assert!(serde_json::from_str::<GateCall>(r#"{"topic":"q","op":{"op":"explode"}}"#).is_err());
+    }
+}
