@@ -9,7 +9,7 @@ import { liveTimeline } from './timeline.js';
 const $ = (id) => document.getElementById(id);
 const TOPIC = 'demo';
 // The admin token of .dev.vars.example (local development only); `?token=` overrides it.
-const TOKEN = new URLSearchParams(location.search).get('token') ?? 'dev-admin-token';
+const TOKEN = new URLSearchParams(location.search).get('token') ?? 'dev-admin-token-local';
 const POLL_MS = 500;
 const PAGE_DEBOUNCE_MS = 500;
 const PAGE_MAX_WAIT_MS = 3000;

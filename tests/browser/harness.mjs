@@ -13,7 +13,7 @@ export { ScheduleBroken, until, withFreshKey } from "../edge/harness.mjs";
 const root = resolve(import.meta.dirname, "../..");
 /** Where the screenshots go. */
 export const SHOTS = join(root, "target/demo");
-export const ADMIN = "dev-admin-token";
+export const ADMIN = "dev-admin-token-local";
 
 /**
  * The demo topic as the tests run it: the page's topic with a shorter quiet

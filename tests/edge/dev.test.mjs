@@ -14,7 +14,7 @@ test("wrangler dev serves the API and delivers the README's event to the demo si
     const accepted = await ingest.event("demo", "doc-1", { edit: 1 });
     assert.equal(accepted.status, 202);
     assert.deepEqual(accepted.json, { seq: 1, window: 1 });
-    const admin = client(base, "dev-admin-token");
+    const admin = client(base, "dev-admin-token-local");
     const sink = await until(async () => {
       const res = await admin.call("GET", "/sink");
       return res.json.received?.length === 1 && res.json.received;

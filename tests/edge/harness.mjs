@@ -30,6 +30,14 @@ export function stateDir() {
 }
 
 /**
+ * `topics` for a local run: the receivers here are `http://127.0.0.1`, so each
+ * topic allows `http://` targets unless it says otherwise.
+ */
+export function local(topics) {
+  return Object.fromEntries(Object.entries(topics).map(([name, t]) => [name, { allow_http: true, ...t }]));
+}
+
+/**
  * The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml
  * binds it); `build`: another worker-build output directory.
  */
@@ -53,7 +61,7 @@ export function lullWorker(topics, build = demoBuild) {
     },
     bindings: {
       LULL_DEAD_LETTER_QUEUE: "lull-dead-letters",
-      LULL_TOPICS: JSON.stringify(topics),
+      LULL_TOPICS: JSON.stringify(local(topics)),
       LULL_INGEST_TOKEN: TOKENS.ingest,
       LULL_ADMIN_TOKEN: TOKENS.admin,
       LULL_SIGNING_SECRET: TOKENS.secret,
@@ -96,7 +104,7 @@ export async function startWranglerDev(topics, vars = {}) {
       join(root, "tests/edge/node_modules/wrangler/bin/wrangler.js"),
       "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
       "--persist-to", state.dir, "--show-interactive-dev-session=false", "--log-level", "warn",
-      "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(resolved)}`,
+      "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(local(resolved))}`,
       ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
     ],
     { cwd: root, detached: true, stdio: ["ignore", "pipe", "pipe"], env: process.env },

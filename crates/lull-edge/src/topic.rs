@@ -83,6 +83,10 @@ struct TopicConfig {
     queue: Option<String>,
     forward_concurrency: u32,
     forward_rate_per_s: Option<f64>,
+    ingest_token_env: Option<String>,
+    signing_secret_env: Option<String>,
+    allow_http: bool,
+    log_keys: bool,
 }
 
 /// Every default of a topic's settings, each stated once with its value.
@@ -119,6 +123,14 @@ impl Default for TopicConfig {
             forward_concurrency: 1,
             // No rate bound.
             forward_rate_per_s: None,
+            // Only the global ingest tokens (and client tokens) post events.
+            ingest_token_env: None,
+            // Signed with the global `LULL_SIGNING_SECRET`.
+            signing_secret_env: None,
+            // `https://` targets only.
+            allow_http: false,
+            // Log lines name a key by a short hash (keys can be emails).
+            log_keys: false,
         }
     }
 }
@@ -186,6 +198,17 @@ pub struct Topic {
     pub retention_ms: u64,
     /// `Some` when windows go through a queue (`delivery = "queue"`), `None` for webhooks.
     pub queue: Option<QueueDelivery>,
+    /// The secret or var holding this topic's own ingest token(s), if any (`ingest_token_env`).
+    pub ingest_token_env: Option<String>,
+    /// The secret or var holding this topic's own signing secret(s), if any (`signing_secret_env`).
+    pub signing_secret_env: Option<String>,
+    /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
+    pub log_keys: bool,
+}
+
+/// Whether `name` can name a Worker secret or var: 1 to 64 of `A-Z a-z 0-9 _`.
+fn is_env_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Every configured topic, by name.
@@ -229,9 +252,21 @@ impl Topic {
         let wait = c.wait_ms.ok_or(fail(Problem::Missing("wait_ms")))?;
         let parsed = url::Url::parse(&target).ok();
         let valid = parsed
+            .as_ref()
             .is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()));
         if !valid || target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
             return Err(fail(Problem::Target(target)));
+        }
+        if parsed.is_some_and(|u| u.scheme() == "http") && !c.allow_http {
+            return Err(fail(Problem::Http(target)));
+        }
+        for (field, name) in [("ingest_token_env", &c.ingest_token_env), ("signing_secret_env", &c.signing_secret_env)]
+        {
+            if let Some(name) = name
+                && !is_env_name(name)
+            {
+                return Err(fail(Problem::EnvName { field, name: name.clone() }));
+            }
         }
         let wait = match wait {
             WaitConfig::Millis(ms) => Wait::Fixed(ms),
@@ -319,6 +354,9 @@ impl Topic {
             dedupe_window_ms: c.dedupe_window_ms,
             retention_ms: c.retention_ms,
             queue,
+            ingest_token_env: c.ingest_token_env,
+            signing_secret_env: c.signing_secret_env,
+            log_keys: c.log_keys,
         })
     }
 }
@@ -336,6 +374,15 @@ pub enum Problem {
     BodyLimit(usize),
     /// A required setting is missing.
     Missing(&'static str),
+    /// An `http://` target without `allow_http = true`.
+    Http(String),
+    /// `ingest_token_env` or `signing_secret_env` is not a variable's name.
+    EnvName {
+        /// Which setting.
+        field: &'static str,
+        /// What it holds.
+        name: String,
+    },
     /// `delivery_timeout_ms` is outside `1..=300000`.
     DeliveryTimeout(u64),
     /// `max_pending_windows` is outside `1..=1000000`.
@@ -418,6 +465,15 @@ impl fmt::Display for TopicError {
                     Problem::Wait(w) => write!(f, "wait_ms must be milliseconds or \"auto\", not {w:?}"),
                     Problem::BodyLimit(n) => write!(f, "max_body_bytes must be 1..={MAX_BODY_BYTES}, not {n}"),
                     Problem::Missing(field) => write!(f, "{field} is required"),
+                    Problem::Http(t) => {
+                        write!(
+                            f,
+                            "target {t:?} is http://: deliveries would travel in clear (set allow_http = true for local use)"
+                        )
+                    }
+                    Problem::EnvName { field, name } => {
+                        write!(f, "{field} must name a secret or var (A-Z a-z 0-9 _), not {name:?}")
+                    }
                     Problem::DeliveryTimeout(n) => {
                         write!(f, "delivery_timeout_ms must be 1..={MAX_DELIVERY_TIMEOUT_MS}, not {n}")
                     }
@@ -468,7 +524,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(exact.get("t").unwrap().policy.config().retry.jitter, JitterMode::None);
-        let auto = Topics::parse(r#"{"search": {"target": "http://127.0.0.1:9/x", "wait_ms": "auto"}}"#).unwrap();
+        let auto =
+            Topics::parse(r#"{"search": {"target": "http://127.0.0.1:9/x", "wait_ms": "auto", "allow_http": true}}"#)
+                .unwrap();
         assert!(matches!(auto.get("search").unwrap().policy.config().wait, Wait::Auto(_)));
         assert_eq!(auto.get("search").unwrap().payload, PayloadMode::Last);
     }
@@ -480,6 +538,11 @@ mod tests {
         assert_eq!(refused("{}"), "LULL_TOPICS: no topic is configured");
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "colour": 1}}"#).contains("unknown field"));
         assert!(refused(r#"{"t": {"wait_ms": 1}}"#).ends_with("target is required"));
+        assert!(refused(r#"{"t": {"target": "http://a/x", "wait_ms": 1}}"#).contains("allow_http = true"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "ingest_token_env": "a-b"}}"#)
+                .contains("ingest_token_env must name a secret or var")
+        );
         assert!(refused(r#"{"t": {"target": "https://a"}}"#).ends_with("wait_ms is required"));
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"tries": 1}}}"#).contains("unknown field")

@@ -234,15 +234,15 @@ impl Outbound for FakeOutbound {
 
 type Object = KeyObject<FakeStore, FakeHost, FakeOutbound>;
 
-const TOPICS: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 50, "max_wait_ms": 200,
+const TOPICS: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50, "max_wait_ms": 200,
     "payload": "all", "max_batch": 3, "max_pending_windows": 6,
     "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#;
 
 /// Other settings the operator may switch the topic to (timing and retry).
 const RECONFIGURED: [&str; 2] = [
-    r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 120, "payload": "all", "max_batch": 5,
+    r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 120, "payload": "all", "max_batch": 5,
         "max_pending_windows": 6, "leading": true, "retry": {"max_attempts": 3, "base_ms": 5, "cap_ms": 10}}}"#,
-    r#"{"t": {"target": "http://127.0.0.1:9/hook", "wait_ms": 10, "max_wait_ms": 30, "payload": "all",
+    r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 10, "max_wait_ms": 30, "payload": "all",
         "max_pending_windows": 6, "retry": {"max_attempts": 1, "base_ms": 0, "cap_ms": 0}}}"#,
 ];
 

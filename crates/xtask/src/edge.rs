@@ -114,7 +114,7 @@ pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
         "dev: lull-edge on http://{DEV_ADDRESS} (Ctrl-C stops it). Try:\n\n  \
          curl -i -X POST http://{DEV_ADDRESS}/v1/topics/demo/keys/doc-1/events \\\n    \
          -H 'authorization: Bearer dev-ingest-token' -H 'content-type: application/json' -d '{{\"edit\": 1}}'\n  \
-         sleep 3; curl -s http://{DEV_ADDRESS}/sink -H 'authorization: Bearer dev-admin-token'\n"
+         sleep 3; curl -s http://{DEV_ADDRESS}/sink -H 'authorization: Bearer dev-admin-token-local'\n"
     );
     let (ip, port) = DEV_ADDRESS.split_once(':').unwrap_or(("127.0.0.1", "8787"));
     let wrangler = root.join("tests/edge/node_modules/wrangler/bin/wrangler.js");

@@ -32,8 +32,8 @@ thread_local! {
 }
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
-pub fn failing(key: &Key, on: bool, tokens: &Tokens<'_>, auth: Option<&str>) -> Result<Response, ApiError> {
-    tokens.authorize(auth, Access::Admin)?;
+pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Result<Response, ApiError> {
+    tokens.authorize(auth, Access::Admin, None)?;
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
             return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
@@ -53,11 +53,11 @@ pub async fn handle(
     mut req: Request,
     config: &Config,
     post: bool,
-    tokens: &Tokens<'_>,
+    tokens: &Tokens,
     auth: Option<&str>,
 ) -> Result<Response, ApiError> {
     if !post {
-        tokens.authorize(auth, Access::Admin)?;
+        tokens.authorize(auth, Access::Admin, None)?;
         let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
         received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
         received.sort_by_key(|e| e["received_at"].as_u64());

@@ -1,51 +1,130 @@
-//! Bearer tokens: who a request comes from, and whether it may ask for an operation.
+//! Bearer tokens: who a request comes from, and whether it may ask for an
+//! operation on a topic.
+//!
+//! Guarantees:
+//! - **Least privilege**: an admin token may do everything; a global ingest
+//!   token may post events to every topic; a topic's own ingest token
+//!   (`ingest_token_env`) may post events to that topic only. Anything more
+//!   is `403 forbidden`; no known token is `401 unauthorized`.
+//! - **Rotation**: each variable may hold several tokens (whitespace-separated);
+//!   every one is accepted.
+//! - **Checked at startup**: a token shorter than [`MIN_TOKEN_CHARS`], or one
+//!   that is both an admin and an ingest token, refuses the configuration
+//!   (the reason names the variables, never the token).
+//! - Tokens are compared in time that depends on neither side.
+
+use std::collections::BTreeMap;
 
 use crate::http::ApiError;
+
+/// The shortest token accepted (characters).
+pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// The least credential an operation needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// An ingest token (or the admin token): posting events.
+    /// An ingest token of the topic (or a global one, or the admin token): posting events.
     Ingest,
     /// The admin token: everything else.
     Admin,
 }
 
 /// Who a request's bearer token says it comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
-    /// The ingest token: may post events only.
+    /// A global ingest token: may post events to every topic.
     Ingest,
-    /// The admin token: may do everything.
+    /// A topic's own ingest token: may post events to that topic only.
+    TopicIngest(String),
+    /// An admin token: may do everything.
     Admin,
 }
 
-/// The configured tokens.
-pub struct Tokens<'a> {
-    /// `LULL_INGEST_TOKEN`.
-    pub ingest: &'a str,
-    /// `LULL_ADMIN_TOKEN`.
-    pub admin: &'a str,
+/// The configured tokens, each variable's tokens in the order given.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    admin: Vec<String>,
+    ingest: Vec<String>,
+    /// Topic name → its own ingest tokens.
+    topics: BTreeMap<String, Vec<String>>,
 }
 
-impl Tokens<'_> {
-    /// Check an `Authorization` header for an operation that needs `need`:
-    /// `401` without a known bearer token, `403` when the ingest token asks
-    /// for more than posting events.
-    pub fn authorize(&self, header: Option<&str>, need: Access) -> Result<Caller, ApiError> {
-        let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).ok_or(ApiError::Unauthorized)?;
-        let caller = if equal(token, self.admin) {
-            Caller::Admin
-        } else if equal(token, self.ingest) {
+/// The tokens a variable holds: whitespace-separated.
+fn split(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+impl Tokens {
+    /// The tokens of `LULL_ADMIN_TOKEN` (`admin`), `LULL_INGEST_TOKEN`
+    /// (`ingest`) and each topic's `ingest_token_env` (topic, variable name,
+    /// its text), checked: `Err` says what is wrong (a `500 config`).
+    pub fn new(admin: &str, ingest: &str, topics: &[(String, String, String)]) -> Result<Tokens, ApiError> {
+        let fail = |why: String| Err(ApiError::Config(why));
+        let mut named: Vec<(&str, Vec<String>)> =
+            vec![("LULL_ADMIN_TOKEN", split(admin)), ("LULL_INGEST_TOKEN", split(ingest))];
+        named.extend(topics.iter().map(|(_, var, text)| (var.as_str(), split(text))));
+        for (var, tokens) in &named {
+            if tokens.is_empty() {
+                return fail(format!("{var} holds no token"));
+            }
+            if let Some(short) = tokens.iter().find(|t| t.chars().count() < MIN_TOKEN_CHARS) {
+                return fail(format!(
+                    "{var} holds a token of {} characters; tokens are at least {MIN_TOKEN_CHARS}",
+                    short.chars().count()
+                ));
+            }
+        }
+        let admin = split(admin);
+        for (var, tokens) in &named[1..] {
+            if tokens.iter().any(|t| admin.iter().any(|a| a == t)) {
+                return fail(format!(
+                    "a token is both an admin token (LULL_ADMIN_TOKEN) and an ingest token ({var}): \
+                     every producer holding it would be an admin"
+                ));
+            }
+        }
+        let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (topic, _, text) in topics {
+            by_topic.entry(topic.clone()).or_default().extend(split(text));
+        }
+        Ok(Tokens { admin, ingest: split(ingest), topics: by_topic })
+    }
+
+    /// Check an `Authorization` header (`Bearer <token>`, the scheme in any
+    /// case) for an operation needing `need` on `topic` (if it has one).
+    pub fn authorize(&self, header: Option<&str>, need: Access, topic: Option<&str>) -> Result<Caller, ApiError> {
+        let token = bearer(header).ok_or(ApiError::Unauthorized)?;
+        if any(&self.admin, token) {
+            return Ok(Caller::Admin);
+        }
+        let caller = if any(&self.ingest, token) {
             Caller::Ingest
+        } else if let Some(own) = self.topics.iter().find(|(_, tokens)| any(tokens, token)).map(|(t, _)| t) {
+            // A token may be several topics' own: the one asked about counts.
+            let here = topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
+            Caller::TopicIngest(here.unwrap_or(own).to_string())
         } else {
             return Err(ApiError::Unauthorized);
         };
-        if caller == Caller::Ingest && need == Access::Admin {
-            return Err(ApiError::Forbidden);
-        }
-        Ok(caller)
+        let allowed = match (&caller, need) {
+            (_, Access::Admin) => false,
+            (Caller::TopicIngest(own), Access::Ingest) => topic == Some(own.as_str()),
+            (_, Access::Ingest) => true,
+        };
+        if allowed { Ok(caller) } else { Err(ApiError::Forbidden) }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case).
+pub fn bearer(header: Option<&str>) -> Option<&str> {
+    let (scheme, token) = header?.trim().split_once(char::is_whitespace)?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether `given` is one of `tokens`; every one is compared (see [`equal`]).
+fn any(tokens: &[String], given: &str) -> bool {
+    tokens.iter().fold(false, |found, t| found | equal(given, t))
 }
 
 /// Whether `given` is the token `expected`, in time that depends on neither
@@ -62,16 +141,70 @@ fn equal(given: &str, expected: &str) -> bool {
 mod tests {
     use super::*;
 
+    const ADMIN: &str = "admin-token-0000";
+    const ADMIN_2: &str = "admin-token-2222";
+    const INGEST: &str = "ingest-token-000";
+    const ORDERS: &str = "orders-token-000";
+
+    fn tokens() -> Tokens {
+        let orders = ("orders".to_string(), "ORDERS_TOKEN".to_string(), format!("  {ORDERS}\n"));
+        Tokens::new(&format!("{ADMIN} {ADMIN_2}"), INGEST, &[orders]).unwrap()
+    }
+
+    fn auth(token: &str) -> String {
+        format!("Bearer {token}")
+    }
+
     #[test]
     fn tokens_grant_ingest_or_admin() {
-        let tokens = Tokens { ingest: "in-secret", admin: "ad-secret" };
-        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Access::Ingest), Ok(Caller::Ingest));
-        assert_eq!(tokens.authorize(Some("Bearer ad-secret"), Access::Admin), Ok(Caller::Admin));
-        assert_eq!(tokens.authorize(Some("Bearer in-secret"), Access::Admin), Err(ApiError::Forbidden));
-        assert_eq!(tokens.authorize(Some("Bearer wrong"), Access::Ingest), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(Some("in-secret"), Access::Ingest), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(None, Access::Ingest), Err(ApiError::Unauthorized));
-        let unset = Tokens { ingest: "", admin: "x" };
-        assert_eq!(unset.authorize(Some("Bearer "), Access::Ingest), Err(ApiError::Unauthorized));
+        let tokens = tokens();
+        let ask = |token: &str, need, topic| tokens.authorize(Some(&auth(token)), need, topic);
+        assert_eq!(ask(INGEST, Access::Ingest, Some("t")), Ok(Caller::Ingest));
+        assert_eq!(ask(ADMIN, Access::Admin, Some("t")), Ok(Caller::Admin));
+        assert_eq!(ask(ADMIN_2, Access::Admin, None), Ok(Caller::Admin), "every admin token of a rotation");
+        assert_eq!(ask(INGEST, Access::Admin, Some("t")), Err(ApiError::Forbidden));
+        assert_eq!(ask("wrong-token-0000", Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some(INGEST), Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(None, Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some("Bearer "), Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
+    }
+
+    #[test]
+    fn a_topics_own_token_posts_to_that_topic_only() {
+        let tokens = tokens();
+        let ask = |need, topic| tokens.authorize(Some(&auth(ORDERS)), need, topic);
+        assert_eq!(ask(Access::Ingest, Some("orders")), Ok(Caller::TopicIngest("orders".into())));
+        assert_eq!(ask(Access::Ingest, Some("billing")), Err(ApiError::Forbidden));
+        assert_eq!(ask(Access::Admin, Some("orders")), Err(ApiError::Forbidden));
+        assert_eq!(ask(Access::Admin, None), Err(ApiError::Forbidden));
+    }
+
+    #[test]
+    fn the_scheme_is_matched_in_any_case() {
+        let tokens = tokens();
+        for header in [format!("bearer {INGEST}"), format!("BEARER  {INGEST} "), format!("Bearer\t{INGEST}")] {
+            assert_eq!(tokens.authorize(Some(&header), Access::Ingest, None), Ok(Caller::Ingest), "{header:?}");
+        }
+        assert_eq!(
+            tokens.authorize(Some(&format!("Basic {INGEST}")), Access::Ingest, None),
+            Err(ApiError::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn short_shared_or_missing_tokens_refuse_the_configuration() {
+        let refused = |admin: &str, ingest: &str, topics: &[(String, String, String)]| {
+            let Err(ApiError::Config(why)) = Tokens::new(admin, ingest, topics) else { panic!("accepted") };
+            assert!(!why.contains(ADMIN) && !why.contains(INGEST), "the reason never names a token: {why}");
+            why
+        };
+        assert!(refused("short", INGEST, &[]).contains("LULL_ADMIN_TOKEN holds a token of 5 characters"));
+        assert!(refused(ADMIN, &format!("{INGEST} tiny"), &[]).contains("LULL_INGEST_TOKEN holds a token of 4"));
+        assert!(refused(ADMIN, "  ", &[]).contains("LULL_INGEST_TOKEN holds no token"));
+        assert!(refused(ADMIN, &format!("{INGEST} {ADMIN}"), &[]).contains("both an admin token"));
+        let shared = [("orders".to_string(), "ORDERS_TOKEN".to_string(), ADMIN.to_string())];
+        assert!(refused(ADMIN, INGEST, &shared).contains("(ORDERS_TOKEN)"));
+        let short = [("orders".to_string(), "ORDERS_TOKEN".to_string(), "x".to_string())];
+        assert!(refused(ADMIN, INGEST, &short).contains("ORDERS_TOKEN holds a token of 1"));
     }
 }

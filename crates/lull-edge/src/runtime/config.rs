@@ -6,6 +6,7 @@ use std::rc::Rc;
 use worker::Env;
 
 use crate::http::ApiError;
+use crate::http::auth::Tokens;
 use crate::http::cors::Cors;
 use crate::topic::Topics;
 
@@ -16,10 +17,8 @@ pub const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
 pub struct Config {
     /// `LULL_TOPICS`: a JSON string, or a table in `wrangler.toml`.
     pub topics: Topics,
-    /// `LULL_INGEST_TOKEN`: may post events.
-    pub ingest_token: String,
-    /// `LULL_ADMIN_TOKEN`: may do everything.
-    pub admin_token: String,
+    /// `LULL_ADMIN_TOKEN`, `LULL_INGEST_TOKEN` and each topic's `ingest_token_env`.
+    pub tokens: Tokens,
     /// `LULL_SIGNING_SECRET`: signs deliveries.
     pub signing_secret: String,
     /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
@@ -62,10 +61,16 @@ pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
         return Ok(config);
     }
     let topics = Topics::parse(&json).map_err(|e| ApiError::Config(e.to_string()))?;
+    let mut own = Vec::new();
+    for topic in topics.iter() {
+        if let Some(var) = &topic.ingest_token_env {
+            own.push((topic.name.clone(), var.clone(), required(env, var)?));
+        }
+    }
+    let tokens = Tokens::new(&required(env, "LULL_ADMIN_TOKEN")?, &required(env, "LULL_INGEST_TOKEN")?, &own)?;
     let config = Rc::new(Config {
         topics,
-        ingest_token: required(env, "LULL_INGEST_TOKEN")?,
-        admin_token: required(env, "LULL_ADMIN_TOKEN")?,
+        tokens,
         signing_secret: required(env, "LULL_SIGNING_SECRET")?,
         #[cfg(feature = "demo")]
         demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),

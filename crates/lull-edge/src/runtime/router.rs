@@ -12,7 +12,6 @@ use super::topic_gate::GateClient;
 use crate::demo::{search as demo, sink};
 use crate::http::ApiError;
 use crate::http::auth::Access;
-use crate::http::auth::Tokens;
 use crate::http::route::{Route, producer_key, with_page};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
@@ -43,7 +42,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
         return Err(ApiError::NotFound(format!("route {:?}", req.path())));
     }
     let auth = req.headers().get("authorization")?;
-    let tokens = Tokens { ingest: &config.ingest_token, admin: &config.admin_token };
+    let tokens = &config.tokens;
     match route {
         Route::Preflight => {
             let headers = worker::Headers::new();
@@ -57,11 +56,11 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             Ok(http::json(200, &serde_json::json!({"ok": true, "topics": topics}))?)
         }
         #[cfg(feature = "demo")]
-        Route::Sink { post } => sink::handle(req, &config, post, &tokens, auth.as_deref()).await,
+        Route::Sink { post } => sink::handle(req, &config, post, tokens, auth.as_deref()).await,
         #[cfg(feature = "demo")]
-        Route::SinkFailing { key, on } => sink::failing(&key, on, &tokens, auth.as_deref()),
+        Route::SinkFailing { key, on } => sink::failing(&key, on, tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
-            tokens.authorize(auth.as_deref(), Access::Admin)?;
+            tokens.authorize(auth.as_deref(), Access::Admin, Some(&topic))?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
@@ -72,7 +71,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req, env, page).await,
         Route::Key { topic, key, request } => {
-            tokens.authorize(auth.as_deref(), request.access())?;
+            tokens.authorize(auth.as_deref(), request.access(), Some(&topic))?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
             let request = match request {
