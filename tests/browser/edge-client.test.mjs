@@ -72,6 +72,7 @@ test("bad input throws at once and sends nothing", () => {
   const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
   assert.throws(() => client.send("", "k", 1), /`topic` must be a non-empty string/);
   assert.throws(() => client.send("t", 5, 1), /`key` must be a non-empty string/);
+  for (const dots of [".", ".."]) assert.throws(() => client.send("t", dots, 1), /`key` must not be "." or ".."/);
   assert.throws(() => client.send("t", "k", undefined), /`payload` must be JSON/);
   assert.throws(() => client.send("t", "k", 1, { combine: "first" }), /`combine` must be "last" or "all"/);
   assert.throws(() => edge({ url: "http://edge.test" }), /`token` must be a non-empty string/);

@@ -71,21 +71,31 @@ test("every bad input returns its status and code, and changes nothing", async (
   assert.equal((await ingest.event("t", "k", exactlyAtLimit)).status, 202, "a body at the limit is accepted");
 });
 
-test("healthz answers without a token", async () => {
+test("healthz tells anyone the worker is up, and only an admin its topics", async () => {
   const res = await anonymous.call("GET", "/healthz");
   assert.equal(res.status, 200);
-  assert.deepEqual(res.json, { ok: true, topics: ["t"] });
+  assert.deepEqual(res.json, { ok: true }, "no topic names for anonymous callers");
+  assert.deepEqual((await ingest.call("GET", "/healthz")).json, { ok: true }, "nor for producers");
+  assert.deepEqual((await admin.call("GET", "/healthz")).json, { ok: true, topics: ["t"] });
 });
 
-test("a bad LULL_TOPICS is refused with a clear error on every request", async () => {
+test("a bad LULL_TOPICS is refused on every request; only an admin learns why", async () => {
   const bad = stateDir();
   const broken = await startEdge({ persist: bad.dir, topics: { t: { target: "ftp://example.com", wait_ms: 10 } } });
+  const detail = /topic "t": target "ftp:\/\/example.com" is not an absolute http\(s\) URL/;
   try {
-    for (const [method, path] of [["GET", "/healthz"], ["POST", "/v1/topics/t/keys/k/events"]]) {
-      const res = await client(broken.url, TOKENS.ingest).call(method, path, method === "POST" ? { n: 1 } : undefined);
-      assert.equal(res.status, 500);
-      assert.equal(res.json.error.code, "config");
-      assert.match(res.json.error.message, /topic "t": target "ftp:\/\/example.com" is not an absolute http\(s\) URL/);
+    for (const [method, path, status] of [["GET", "/healthz", 503], ["POST", "/v1/topics/t/keys/k/events", 500]]) {
+      const body = method === "POST" ? { n: 1 } : undefined;
+      for (const caller of [client(broken.url, ""), client(broken.url, TOKENS.ingest)]) {
+        const res = await caller.call(method, path, body);
+        assert.equal(res.status, status, `${method} ${path}`);
+        assert.equal(res.json.error.code, "config");
+        assert.doesNotMatch(JSON.stringify(res.json), /example\.com|ftp/, "nothing of the configuration leaks");
+        assert.match(res.json.error.request_id, /^[0-9a-f]{16}$/);
+      }
+      const res = await client(broken.url).call(method, path, body);
+      assert.equal(res.status, status);
+      assert.match(res.json.error.message, detail, "an admin token sees why");
     }
   } finally {
     await broken.stop();

@@ -31,7 +31,8 @@ before(async () => {
   rx = await startReceiver((d) => (d.body.topic === "hangs" ? "hang" : failing ? 500 : 200));
   refusedUrl = `http://127.0.0.1:${await freePort()}/hook`;
   state = stateDir();
-  const topic = (target, extra = {}) => ({ target, wait_ms: 100, payload: "all", retry: RETRY, ...extra });
+  // log_keys: the lines these tests read name keys as they are.
+  const topic = (target, extra = {}) => ({ target, wait_ms: 100, payload: "all", retry: RETRY, log_keys: true, ...extra });
   edge = await startEdge({
     persist: state.dir,
     logs,

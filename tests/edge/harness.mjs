@@ -6,7 +6,7 @@ import { createServer as createTcpServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 
 const root = resolve(import.meta.dirname, "../..");
@@ -27,6 +27,11 @@ export async function freePort() {
 export function stateDir() {
   const dir = mkdtempSync(join(tmpdir(), "lull-edge-state-"));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** How the worker's log lines name `key` unless its topic sets `log_keys`: `k:` and 12 hex digits of its SHA-256. */
+export function keyLabel(key) {
+  return `k:${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
 }
 
 /**

@@ -29,6 +29,10 @@ impl Key {
         if key.chars().any(char::is_control) {
             return Err(ApiError::InvalidKey("the key contains control characters".into()));
         }
+        if key == "." || key == ".." {
+            // In a path they are dot segments: `…/keys/./timeline` would reach the key `timeline`.
+            return Err(ApiError::InvalidKey(format!("the key {key:?} is a path's dot segment")));
+        }
         Ok(Key(key))
     }
 
@@ -41,6 +45,31 @@ impl Key {
     /// headers, which must be ASCII.
     pub fn encoded(&self) -> String {
         utf8_percent_encode(&self.0, UNRESERVED).to_string()
+    }
+}
+
+/// How log lines name a key: as it is when its topic sets `log_keys`, else
+/// by a short hash (`k:` and 12 hex digits of its SHA-256), since keys can be
+/// emails. The hash is a label for matching lines, not a secret.
+pub fn key_label(key: &str, log_keys: bool) -> String {
+    use sha2::{Digest, Sha256};
+    if log_keys {
+        return key.to_string();
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    format!("k:{}", hex::encode(&digest[..6]))
+}
+
+/// An idempotency key (`{topic}/{key, percent-encoded}/{rest}`) as log lines
+/// show it: its key part labelled as [`key_label`] does.
+pub fn idempotency_label(idempotency_key: &str, log_keys: bool) -> String {
+    match idempotency_key.splitn(3, '/').collect::<Vec<_>>().as_slice() {
+        _ if log_keys => idempotency_key.to_string(),
+        [topic, key, rest] => {
+            let key = percent_decode_str(key).decode_utf8_lossy();
+            format!("{topic}/{}/{rest}", key_label(&key, false))
+        }
+        _ => key_label(idempotency_key, false),
     }
 }
 
@@ -89,6 +118,10 @@ mod tests {
         assert_eq!(refused("bad%2"), "invalid_key");
         assert_eq!(refused("bad%zz"), "invalid_key");
         assert_eq!(refused("line%0Abreak"), "invalid_key");
+        for dots in [".", "..", "%2E", "%2e%2E"] {
+            assert_eq!(refused(dots), "invalid_key", "{dots}");
+        }
+        assert_eq!(Key::from_path_segment("...").unwrap().as_str(), "...", "only the two dot segments");
     }
 
     #[test]
@@ -98,6 +131,18 @@ mod tests {
         assert_eq!(encoded, "a%2Fb%20c%E2%9C%93");
         assert!(encoded.is_ascii());
         assert_eq!(Key::from_path_segment(&encoded).unwrap(), key);
+    }
+
+    #[test]
+    fn logs_name_keys_by_a_short_hash_unless_asked() {
+        let label = key_label("ada@example.com", false);
+        assert!(label.starts_with("k:") && label.len() == 14 && !label.contains("ada"), "{label}");
+        assert_eq!(key_label("ada@example.com", false), label, "the same key, the same label");
+        assert_ne!(key_label("bob@example.com", false), label);
+        assert_eq!(key_label("ada@example.com", true), "ada@example.com");
+        let idem = "orders/ada%40example.com/k3x9.7.part-0-of-2";
+        assert_eq!(idempotency_label(idem, false), format!("orders/{label}/k3x9.7.part-0-of-2"));
+        assert_eq!(idempotency_label(idem, true), idem);
     }
 
     #[test]

@@ -28,6 +28,12 @@ function text(name, value) {
   return value;
 }
 
+// `.` and `..` would be dot segments of the path (the edge refuses them too).
+function keyOf(value) {
+  if (text('key', value) === '.' || value === '..') throw typeError('`key` must not be "." or ".."');
+  return value;
+}
+
 /**
  * One request. Retried after `Retry-After` or a jittered backoff: on `429`
  * and `503` (the edge changed nothing), and for a send or a read also on a
@@ -123,7 +129,7 @@ class EdgeClient {
   send(topic, key, payload, options = {}) {
     const c = this.#c;
     text('topic', topic);
-    text('key', key);
+    keyOf(key);
     if (JSON.stringify(payload) === undefined) throw typeError('`payload` must be JSON');
     const { debounce: wait = 0, maxWait, combine = 'last' } = options;
     if (combine !== 'last' && combine !== 'all') throw typeError('`combine` must be "last" or "all"');
@@ -154,13 +160,13 @@ class EdgeClient {
     const [failed] = await handOverAll(this.#c, topic, key);
     if (failed) throw failed;
     if (key === undefined) return undefined;
-    return call(this.#c, 'POST', path(text('topic', topic), text('key', key)) + '/flush');
+    return call(this.#c, 'POST', path(text('topic', topic), keyOf(key)) + '/flush');
   }
 
   /** Drop what the page holds for `key` (its sends reject) and cancel the edge's open window. */
   async cancel(topic, key) {
     const c = this.#c;
-    const entry = c.held.get(`${text('topic', topic)}\u0000${text('key', key)}`);
+    const entry = c.held.get(`${text('topic', topic)}\u0000${keyOf(key)}`);
     if (entry) {
       entry.run.cancel();
       c.held.delete(`${topic}\u0000${key}`);
@@ -172,7 +178,7 @@ class EdgeClient {
 
   /** The key's status at the edge (admin token). */
   status(topic, key) {
-    return call(this.#c, 'GET', path(text('topic', topic), text('key', key)));
+    return call(this.#c, 'GET', path(text('topic', topic), keyOf(key)));
   }
 
   /** The key's recent events, fires and deliveries (admin token): entries numbered after `after`. */
@@ -181,7 +187,7 @@ class EdgeClient {
     if (after !== undefined) query.set('after', String(after));
     if (limit !== undefined) query.set('limit', String(limit));
     const q = query.toString();
-    return call(this.#c, 'GET', path(text('topic', topic), text('key', key)) + '/timeline' + (q ? '?' + q : ''));
+    return call(this.#c, 'GET', path(text('topic', topic), keyOf(key)) + '/timeline' + (q ? '?' + q : ''));
   }
 
   /** Whether the page holds sends not yet handed over (for `key`, or any). */

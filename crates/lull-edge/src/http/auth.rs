@@ -115,6 +115,12 @@ impl Tokens {
     }
 }
 
+/// Whether `header` carries one of the tokens in `text` (whitespace-separated),
+/// checked without parsing the rest of the configuration (which may be broken).
+pub fn carries_one_of(header: Option<&str>, text: &str) -> bool {
+    bearer(header).is_some_and(|token| any(&split(text), token))
+}
+
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case).
 pub fn bearer(header: Option<&str>) -> Option<&str> {
     let (scheme, token) = header?.trim().split_once(char::is_whitespace)?;

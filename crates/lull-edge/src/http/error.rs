@@ -63,6 +63,8 @@ pub enum ApiError {
     /// `503 sink_failing`: the demo sink refuses this key's deliveries (its failing switch).
     #[cfg(feature = "demo")]
     SinkFailing,
+    /// `503 config`: `GET /healthz` while the configuration is invalid (the reason).
+    Unhealthy(String),
     /// `500 config`: the worker's configuration (`LULL_TOPICS`, a secret) is missing or invalid.
     Config(String),
     /// `500 internal`: storage or the runtime failed; nothing was accepted.
@@ -78,6 +80,8 @@ struct Body<'a> {
 struct Detail<'a> {
     code: &'a str,
     message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
 }
 
 impl ApiError {
@@ -94,7 +98,7 @@ impl ApiError {
             | ApiError::InvalidIdempotencyKey => 400,
             ApiError::PayloadTooLarge { .. } => 413,
             ApiError::TooManyPending { .. } => 429,
-            ApiError::Unavailable { .. } => 503,
+            ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
             ApiError::DeadLettersFull { .. } => 507,
             #[cfg(feature = "demo")]
             ApiError::BadSignature(_) => 401,
@@ -125,7 +129,7 @@ impl ApiError {
             ApiError::BadSignature(_) => "bad_signature",
             #[cfg(feature = "demo")]
             ApiError::SinkFailing => "sink_failing",
-            ApiError::Config(_) => "config",
+            ApiError::Config(_) | ApiError::Unhealthy(_) => "config",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -143,7 +147,9 @@ impl ApiError {
             }
             ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
             ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
-            ApiError::InvalidKey(why) | ApiError::Config(why) | ApiError::BadQuery(why) => why.clone(),
+            ApiError::InvalidKey(why) | ApiError::Config(why) | ApiError::BadQuery(why) | ApiError::Unhealthy(why) => {
+                why.clone()
+            }
             ApiError::InvalidIdempotencyKey => {
                 "Idempotency-Key must be 1 to 200 printable ASCII characters, without spaces".into()
             }
@@ -172,9 +178,38 @@ impl ApiError {
         }
     }
 
-    /// The JSON body: `{"error": {"code": …, "message": …}}`.
+    /// The JSON body: `{"error": {"code": …, "message": …}}`, with every detail.
     pub fn to_json(&self) -> String {
-        let body = Body { error: Detail { code: self.code(), message: self.message() } };
+        self.body(self.message(), None)
+    }
+
+    /// Whether its detail is the operator's only (runtime text, storage
+    /// errors, the configuration, which names targets): a caller gets a
+    /// generic message and a request id; the log line with that id has the detail.
+    pub fn is_private(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Internal(_) | ApiError::Config(_) | ApiError::Unhealthy(_) | ApiError::Unavailable { .. }
+        )
+    }
+
+    /// The body a caller gets: [`ApiError::to_json`] plus `request_id`, with a
+    /// generic message in place of a private error's detail unless `reveal`
+    /// (the caller holds an admin token).
+    pub fn to_public_json(&self, request_id: &str, reveal: bool) -> String {
+        let message = match self {
+            _ if reveal || !self.is_private() => self.message(),
+            ApiError::Config(_) | ApiError::Unhealthy(_) => {
+                "the worker's configuration is invalid; GET /healthz with an admin token says why".into()
+            }
+            ApiError::Unavailable { .. } => "storage is unavailable; nothing changed, try again".into(),
+            _ => "internal error; the worker's log has the detail under this request_id".into(),
+        };
+        self.body(message, Some(request_id))
+    }
+
+    fn body(&self, message: String, request_id: Option<&str>) -> String {
+        let body = Body { error: Detail { code: self.code(), message, request_id } };
         serde_json::to_string(&body).unwrap_or_else(|_| format!("{{\"error\":{{\"code\":\"{}\"}}}}", self.code()))
     }
 }
@@ -200,6 +235,7 @@ mod tests {
             (ApiError::TooManyPending { limit: 10, retry_after_secs: 30 }, 429, "too_many_pending"),
             (ApiError::Unavailable { why: "write".into(), retry_after_secs: 1 }, 503, "unavailable"),
             (ApiError::DeadLettersFull { limit: 1_000 }, 507, "dead_letters_full"),
+            (ApiError::Unhealthy("LULL_TOPICS: no topic is configured".into()), 503, "config"),
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),
         ];
@@ -209,6 +245,28 @@ mod tests {
             assert_eq!(json["error"]["code"], code);
             assert!(!json["error"]["message"].as_str().unwrap().is_empty());
             assert_eq!(json.as_object().unwrap().len(), 1);
+            let public: serde_json::Value = serde_json::from_str(&error.to_public_json("r1", false)).unwrap();
+            assert_eq!(
+                (public["error"]["code"].as_str(), public["error"]["request_id"].as_str()),
+                (Some(code), Some("r1"))
+            );
         }
+    }
+
+    #[test]
+    fn private_detail_reaches_admins_and_the_log_only() {
+        let secret = "https://billing.internal/hook?token=abc";
+        for error in [
+            ApiError::Config(format!("topic \"t\": target {secret:?} is http://")),
+            ApiError::Internal(format!("fetch {secret} failed")),
+            ApiError::Unavailable { why: format!("SQLITE_FULL near {secret}"), retry_after_secs: 1 },
+        ] {
+            assert!(error.is_private());
+            let public = error.to_public_json("r2", false);
+            assert!(!public.contains("billing") && public.contains("\"request_id\":\"r2\""), "{public}");
+            assert!(error.to_public_json("r2", true).contains("billing"), "an admin sees the detail");
+        }
+        let public = ApiError::MalformedJson("EOF at line 1".into()).to_public_json("r3", false);
+        assert!(public.contains("EOF at line 1"), "the caller's own mistakes are explained: {public}");
     }
 }

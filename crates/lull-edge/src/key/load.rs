@@ -45,6 +45,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 next_slot: 0,
                 touched: self.host.now(),
                 retention_ms: topic.retention_ms,
+                log_keys: topic.log_keys,
             });
             return Ok(true);
         };
@@ -100,6 +101,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             next_slot: stored.dedupe.iter().max_by_key(|d| (d.at, d.slot)).map_or(0, |d| (d.slot + 1) % DEDUPE_SLOTS),
             touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
             retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
+            log_keys: new.is_some_and(|(topic, _)| topic.log_keys),
         };
         for q in &migrated.queued {
             loaded.backlog_row(q.window.0, false, serde_json::to_string(q).map_err(json_error)?, &mut batch);

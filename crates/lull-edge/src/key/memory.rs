@@ -13,7 +13,7 @@ use super::state::{Effect, KeyState};
 use super::{DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
 use crate::http::ApiError;
 use crate::log::Fact;
-use crate::names::Key;
+use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, Outgoing, WindowRow, Write};
 use crate::topic::Topic;
 
@@ -39,6 +39,8 @@ pub(super) struct Loaded {
     pub(super) touched: u64,
     /// The topic's retention: an idle key is deleted this long after `touched`.
     pub(super) retention_ms: u64,
+    /// The topic's `log_keys`: log lines name the key as it is (else by a short hash).
+    pub(super) log_keys: bool,
 }
 
 /// A delivery begun: the fire and its request, or why it cannot be sent.
@@ -69,7 +71,7 @@ pub(super) fn incarnation(random: u64) -> String {
 impl Loaded {
     /// A fact as a log line of this key: `{"lull", "topic", "key", …fields}`.
     pub(super) fn line(&self, fact: &Fact) -> String {
-        fact.line(&[("topic", &self.topic), ("key", self.key.as_str())])
+        fact.line(&[("topic", &self.topic), ("key", &key_label(self.key.as_str(), self.log_keys))])
     }
 
     /// Turn effects into rows (backlog rows, reusable event rows) and log lines.

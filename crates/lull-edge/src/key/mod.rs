@@ -186,6 +186,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         self.load(Some((topic, key))).await?;
         self.with(|l| {
             l.retention_ms = topic.retention_ms;
+            l.log_keys = topic.log_keys;
             Ok(())
         })?;
         self.follow(&topic.policy).await?;

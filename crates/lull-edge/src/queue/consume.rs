@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::delivery::queue_message::QueueMessage;
 use crate::log::Fact;
+use crate::names::idempotency_label;
 use crate::ports::{Clock, GateAnswer, GateOp, Gates, Outbound, Outcome, Outgoing, QueueSend};
 use crate::queue::gate::Grant;
 use crate::queue::gate_object::Counter;
@@ -168,6 +169,11 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
         self.clock.log(&Fact::new(event, fields).line(&[]));
     }
 
+    /// An idempotency key as this topic's log lines show it (its key hashed unless `log_keys`).
+    fn label(&self, topic: &str, idempotency_key: &str) -> String {
+        idempotency_label(idempotency_key, self.topics.get(topic).is_some_and(|t| t.log_keys))
+    }
+
     /// Count an outcome in the topic's gate object (best effort: a lost count loses no message).
     async fn count(&self, topic: &str, counter: Option<Counter>) {
         if let Some(counter) = counter {
@@ -188,13 +194,14 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             Admit::Refuse(Some(message), why) => {
                 self.log(
                     "queue_retry",
-                    json!({"topic": message.topic, "idempotency_key": message.idempotency_key,
-                                               "why": why}),
+                    json!({"topic": message.topic,
+                           "idempotency_key": self.label(&message.topic, &message.idempotency_key), "why": why}),
                 );
                 return Settle::Retry { delay_secs: None };
             }
         };
         let (name, key) = (message.topic.as_str(), message.idempotency_key.as_str());
+        let shown = self.label(name, key);
         // A lease from the topic's gate, waiting here while that is short.
         let started = self.clock.now();
         let lease = loop {
@@ -212,14 +219,14 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
                     let binding = topic.queue.as_ref().map(|q| q.binding.as_str()).unwrap_or_default();
                     let sent = self.queue.send(binding, &[text.to_string()], delay_secs).await;
                     if let Err(e) = &sent {
-                        self.log("queue_retry", json!({"topic": name, "idempotency_key": key, "why": e}));
+                        self.log("queue_retry", json!({"topic": name, "idempotency_key": shown, "why": e}));
                     }
                     let (settle, counter) = after_requeue(&sent, delay_secs);
                     self.count(name, counter).await;
                     return settle;
                 }
                 AfterGrant::Decided(verdict, counter) => {
-                    self.log("queue_retry", json!({"topic": name, "idempotency_key": key, "why": why}));
+                    self.log("queue_retry", json!({"topic": name, "idempotency_key": shown, "why": why}));
                     self.count(name, counter).await;
                     return match verdict {
                         Verdict::Retry { delay_secs } => Settle::Retry { delay_secs },
@@ -244,7 +251,7 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
         }
         let (settle, counter) = after_forward(&outcome);
         let event = if outcome.ok { "queue_ack" } else { "queue_retry" };
-        self.log(event, json!({"topic": name, "idempotency_key": key, "outcome": outcome.detail}));
+        self.log(event, json!({"topic": name, "idempotency_key": shown, "outcome": outcome.detail}));
         self.count(name, Some(counter)).await;
         settle
     }
@@ -255,7 +262,8 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
         let kept = self.gates.ask(&message.topic, op).await.map(drop);
         self.log(
             "queue_dead_letter",
-            json!({"topic": message.topic, "idempotency_key": message.idempotency_key, "kept": kept.is_ok(),
+            json!({"topic": message.topic, "idempotency_key": self.label(&message.topic, &message.idempotency_key),
+                   "kept": kept.is_ok(),
                    "why": kept.as_ref().err()}),
         );
         after_keep(&kept)

@@ -54,6 +54,12 @@ fn topics_json(env: &Env) -> Result<String, ApiError> {
         .map_err(|_| ApiError::Config("LULL_TOPICS is not set ([vars] in wrangler.toml)".into()))
 }
 
+/// Whether `header` carries an admin token (`LULL_ADMIN_TOKEN`), read
+/// without the rest of the configuration, which may be what is broken.
+pub fn is_admin(env: &Env, header: Option<&str>) -> bool {
+    text(env, "LULL_ADMIN_TOKEN").is_some_and(|tokens| crate::http::auth::carries_one_of(header, &tokens))
+}
+
 /// The configuration, parsed and checked the first time and whenever `LULL_TOPICS` changes.
 pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
     let json = topics_json(env)?;

@@ -1,9 +1,11 @@
 //! JSON responses and the error shape, and the clock.
 
 use serde::Serialize;
-use worker::{Headers, Response};
+use serde_json::json;
+use worker::{Headers, Response, console_log};
 
 use crate::http::ApiError;
+use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them.
 pub fn now_ms() -> u64 {
@@ -15,8 +17,21 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> worker::Result<Response> {
     Ok(Response::from_json(value)?.with_status(status))
 }
 
-/// The error as `{"error": {"code", "message"}}`, with `Allow` on a `405`.
-fn error(error: &ApiError) -> worker::Result<Response> {
+/// A request id: 16 hex digits, naming an error in the answer and in the log.
+fn request_id() -> String {
+    let draw = || (worker::js_sys::Math::random() * 4_294_967_296.0) as u64;
+    format!("{:016x}", (draw() << 32) ^ draw())
+}
+
+/// The error as `{"error": {"code", "message", "request_id"}}`, with `Allow`
+/// on a `405`; a private error's detail goes to the log under the request id
+/// (and to the caller only if `reveal`).
+fn error(error: &ApiError, reveal: bool) -> worker::Result<Response> {
+    let id = request_id();
+    if error.is_private() {
+        let fact = Fact::new("error", json!({"request_id": id, "code": error.code(), "error": error.message()}));
+        console_log!("{}", fact.line(&[]));
+    }
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     if let ApiError::MethodNotAllowed { allowed, .. } = error {
@@ -25,12 +40,17 @@ fn error(error: &ApiError) -> worker::Result<Response> {
     if let Some(secs) = error.retry_after_secs() {
         headers.set("retry-after", &secs.to_string())?;
     }
-    Ok(Response::ok(error.to_json())?.with_status(error.status()).with_headers(headers))
+    Ok(Response::ok(error.to_public_json(&id, reveal))?.with_status(error.status()).with_headers(headers))
 }
 
 /// A handler's result as the runtime wants it: the response, or the error as JSON.
 pub fn respond(result: Result<Response, ApiError>) -> worker::Result<Response> {
-    result.or_else(|e| error(&e))
+    respond_as(result, false)
+}
+
+/// [`respond`], showing a private error's detail if `reveal` (an admin asked).
+pub fn respond_as(result: Result<Response, ApiError>, reveal: bool) -> worker::Result<Response> {
+    result.or_else(|e| error(&e, reveal))
 }
 
 /// A runtime failure is the API's `500 internal`.

@@ -21,7 +21,9 @@ use crate::topic::Topic;
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let origin = req.headers().get("origin").ok().flatten();
-    let response = http::respond(handle(req, &env, origin.as_deref()).await)?;
+    // An admin sees a private error's detail (a broken configuration, say); anyone else a request id.
+    let admin = config::is_admin(&env, req.headers().get("authorization").ok().flatten().as_deref());
+    let response = http::respond_as(handle(req, &env, origin.as_deref(), admin).await, admin)?;
     // Every answer (errors too) tells an allowed origin's page that it may read it.
     let cors = config::load(&env).map(|c| c.cors.headers(origin.as_deref())).unwrap_or_default();
     if cors.is_empty() {
@@ -34,8 +36,16 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     Ok(response.with_headers(headers))
 }
 
-async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Response, ApiError> {
+async fn handle(mut req: Request, env: &Env, origin: Option<&str>, admin: bool) -> Result<Response, ApiError> {
     let route = Route::parse(req.method().as_ref(), &req.path())?;
+    if route == Route::Health {
+        // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
+        let config = config::load(env).map_err(|e| ApiError::Unhealthy(e.message()))?;
+        let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
+        let body =
+            if admin { serde_json::json!({"ok": true, "topics": topics}) } else { serde_json::json!({"ok": true}) };
+        return Ok(http::json(200, &body)?);
+    }
     let config = config::load(env)?;
     #[cfg(feature = "demo")]
     if route.demo_only() && !config.demo_sink {
@@ -51,10 +61,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>) -> Result<Res
             }
             Ok(Response::empty()?.with_status(204).with_headers(headers))
         }
-        Route::Health => {
-            let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
-            Ok(http::json(200, &serde_json::json!({"ok": true, "topics": topics}))?)
-        }
+        Route::Health => Err(ApiError::Internal("health is answered above".into())),
         #[cfg(feature = "demo")]
         Route::Sink { post } => sink::handle(req, &config, post, tokens, auth.as_deref()).await,
         #[cfg(feature = "demo")]
