@@ -132,6 +132,11 @@ proptest! {
                 Op::Kept(n) => {
                     let (Some(a), Some(b)) = (full.horizon(), lite.horizon()) else { continue };
                     prop_assert_eq!(a, b);
+                    // A driver keeps calls on its side only before the horizon; a call
+                    // at or past it (possible here after `Back` events) goes to the engine.
+                    if now >= a.until {
+                        continue;
+                    }
                     let at = now.max(a.until.saturating_sub(1));
                     prop_assert_eq!(full.recorded(n, at).map(|x| x.seq), lite.recorded(n, at));
                     now = at;
