@@ -2,14 +2,18 @@
 // then sent to lull-edge's `demo` topic under the document's key; the key's
 // status, its timeline (GET …/timeline) and what the demo sink received,
 // polled. Kept in `state` too (`window.lullDemo.edge`) for the page's tests.
+//
+// The page holds no ingest or admin token: only a client token for its
+// document's key (a short-lived JWT: send, flush, cancel), which the demo's
+// server side mints (`GET /demo/token?key=`), as your backend would. What
+// only an admin may read or do (the key's status, timeline, replay; the
+// demo sink) goes through that server side too (`/demo/keys/…`, `/demo/sink…`).
 
 import { edge } from 'lull-web/edge';
 import { liveTimeline } from './timeline.js';
 
 const $ = (id) => document.getElementById(id);
 const TOPIC = 'demo';
-// The admin token of .dev.vars.example (local development only); `?token=` overrides it.
-const TOKEN = new URLSearchParams(location.search).get('token') ?? 'dev-admin-token-local';
 const POLL_MS = 500;
 const PAGE_DEBOUNCE_MS = 500;
 const PAGE_MAX_WAIT_MS = 3000;
@@ -38,13 +42,43 @@ function describe(e) {
   }
 }
 
+/** The demo's server side: JSON, or an error with its message. */
+const demo = (method, path) =>
+  fetch(path, { method }).then(async (res) => {
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(body?.error?.message ?? res.statusText);
+    return body;
+  });
+
+/**
+ * A client whose token is `key`'s client token, fetched from the demo's
+ * server side at once (so a page going away need not ask for one) and again
+ * whenever `lull-web/edge` asks (before it expires, after a `401`); `ready`
+ * settles when the first one has arrived (or failed: the first send says why).
+ */
+function clientFor(key) {
+  const fetchToken = () => demo('GET', `/demo/token?key=${encodeURIComponent(key)}`).then((j) => j.token);
+  let first = fetchToken();
+  const ready = first.then(() => undefined, () => undefined);
+  const client = edge({
+    url: location.origin,
+    token: () => {
+      const token = first ?? fetchToken();
+      first = undefined;
+      return token;
+    },
+  });
+  return { client, ready };
+}
+
 export function edgePanel() {
   const producer = `tab-${Math.random().toString(36).slice(2, 6)}`;
-  const client = edge({ url: location.origin, token: TOKEN });
+  let client;
   const state = {
     producer,
     key: '',
     pending: () => client.pending(),
+    tokenReady: undefined,
     sends: 0,
     handedOver: [],
     timeline: [],
@@ -59,13 +93,7 @@ export function edgePanel() {
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
   if (fromHash) $('doc').value = fromHash;
 
-  const admin = (method, path) =>
-    fetch(path, { method, headers: { authorization: `Bearer ${TOKEN}` } }).then(async (res) => {
-      const body = await res.json().catch(() => null);
-      if (!res.ok) throw new Error(body?.error?.message ?? res.statusText);
-      return body;
-    });
-  const keyPath = () => `/v1/topics/${TOPIC}/keys/${encodeURIComponent(state.key)}`;
+  const keyPath = (key = state.key) => `/demo/keys/${encodeURIComponent(key)}`;
   const message = (text) => ($('edge-message').textContent = text);
   // A failure is announced once, not at every poll that repeats it.
   const failed = (what) => (error) => {
@@ -75,7 +103,13 @@ export function edgePanel() {
   };
 
   function useKey() {
-    state.key = $('doc').value.trim() || 'doc-1';
+    const key = $('doc').value.trim() || 'doc-1';
+    if (key !== state.key) {
+      // Another document: a client with that key's token (the old one hands over what it held).
+      client?.close();
+      ({ client, ready: state.tokenReady } = clientFor(key));
+    }
+    state.key = key;
     Object.assign(state, { timeline: [], since: undefined, after: undefined, status: undefined });
     $('second-tab').href = `${location.pathname}${location.search}#doc=${encodeURIComponent(state.key)}`;
     $('edge-log').replaceChildren();
@@ -101,12 +135,12 @@ export function edgePanel() {
   $('fail').addEventListener('click', () => {
     const on = $('fail').getAttribute('aria-pressed') !== 'true';
     state.switches += 1; // a poll begun before this no longer tells the switch's state
-    admin(on ? 'PUT' : 'DELETE', `/sink/failing/${encodeURIComponent(state.key)}`).then(() => {
+    demo(on ? 'PUT' : 'DELETE', `/demo/sink/failing/${encodeURIComponent(state.key)}`).then(() => {
       $('fail').setAttribute('aria-pressed', String(on));
       message(on ? 'The sink now refuses this document (503): watch the retries.' : 'The sink accepts this document again.');
     }, failed('sink switch'));
   });
-  $('replay').addEventListener('click', () => admin('POST', `${keyPath()}/dead-letters/retry`).then(() => message('Dead letters replayed.'), failed('replay')));
+  $('replay').addEventListener('click', () => demo('POST', `${keyPath()}/dead-letters/retry`).then(() => message('Dead letters replayed.'), failed('replay')));
 
   function renderStatus(s) {
     state.status = s;
@@ -166,10 +200,11 @@ export function edgePanel() {
   async function poll() {
     const [key, switches] = [state.key, state.switches];
     try {
+      const after = state.after === undefined ? '' : `?after=${state.after}`;
       const [status, page, sink] = await Promise.all([
-        client.status(TOPIC, key),
-        client.timeline(TOPIC, key, state.after === undefined ? {} : { after: state.after }),
-        admin('GET', '/sink'),
+        demo('GET', keyPath(key)),
+        demo('GET', `${keyPath(key)}/timeline${after}`),
+        demo('GET', '/demo/sink'),
       ]);
       if (key === state.key) {
         renderStatus(status);

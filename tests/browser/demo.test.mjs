@@ -4,15 +4,30 @@
 // (aborted) requests, the sink's received deliveries, the key's timeline.
 import { after, afterEach, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { SHOTS, ScheduleBroken, startDemo, startOtherSite, typeWith, typingDelays, until, withFreshKey } from "./harness.mjs";
+import { createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import {
+  CLIENT_TOKEN_TTL_S,
+  SERVER_TOKENS,
+  SHOTS,
+  ScheduleBroken,
+  jwtClaims,
+  startDemo,
+  startOtherSite,
+  typeWith,
+  typingDelays,
+  until,
+  withFreshKey,
+} from "./harness.mjs";
 
 // Pages of two other sites calling the edge with lull-web/edge: one in LULL_CORS_ORIGINS, one not.
+// Each is given a client token for its key, minted by the test (its backend) with the admin route.
 const OTHER_SITE = `<!doctype html><meta charset="utf-8"><title>another site</title>
 <script type="module">
   import { edge } from "/lull-web/edge.js";
   const q = new URLSearchParams(location.search);
-  const client = edge({ url: q.get("edge"), token: "dev-ingest-token", retries: 0 });
+  const client = edge({ url: q.get("edge"), token: q.get("token"), retries: 0 });
   window.outcome = client.send("demo", q.get("key"), { from: location.origin }).then(
     (sent) => ({ ok: true, sent }),
     (e) => ({ ok: false, name: e.name }),
@@ -209,11 +224,97 @@ describe("search panel", () => {
   });
 });
 
+/** A client token for `key` of the `demo` topic, minted with the admin route (as another site's backend would). */
+const mintFor = async (key) => (await demo.api("POST", "/v1/topics/demo/client-tokens", { key, ttl_s: 120 })).json.token;
+
+/** The client token secret of .dev.vars.example, which the worker signs the page's tokens with. */
+const CLIENT_SECRET = /^LULL_CLIENT_TOKEN_SECRET=(.+)$/m.exec(readFileSync(resolve(import.meta.dirname, "../../.dev.vars.example"), "utf8"))[1].trim();
+/** Whether `token` is an HS256 JWT signed with `CLIENT_SECRET`. */
+const signedByWorker = (token) => {
+  const [header, claims, signature] = token.split(".");
+  const expected = createHmac("sha256", CLIENT_SECRET).update(`${header}.${claims}`).digest("base64url");
+  return JSON.parse(Buffer.from(header, "base64url").toString()).alg === "HS256" && signature === expected;
+};
+
 /** The sink's deliveries of `key`. */
 const sinkOf = async (key) => (await demo.api("GET", "/sink")).json.received.filter((r) => r.delivery.key === key);
 const timelineOf = async (key) => (await demo.api("GET", `/v1/topics/demo/keys/${key}/timeline?limit=256`)).json.timeline;
 
 describe("edge panel", () => {
+  test("the page holds only a minted client token: each for its document's key, fetched from the demo's server side; every admin view goes through it", { timeout: 120_000 }, async () => {
+    const keys = [`doc-token-a-${Date.now()}`, `doc-token-b ${Date.now()}/x`];
+    const { page, problems, requests } = await demo.page({ path: `/#doc=${encodeURIComponent(keys[0])}` });
+    const deliveredOnce = (key) => until(async () => (await sinkOf(key)).some((r) => r.status === 200), 15_000, `${key} in the sink`);
+    // Everything the panel does, on the first document: send, flush, the sink switch, replay, cancel.
+    await page.locator("#editor").click();
+    await typeWith(page, "abc", typingDelays(3));
+    await page.click("#flush");
+    await deliveredOnce(keys[0]);
+    await page.click("#fail");
+    await page.waitForFunction(() => document.getElementById("fail").getAttribute("aria-pressed") === "true");
+    assert.ok((await demo.api("GET", "/sink")).json.failing.includes(keys[0]), "the switch reached the sink");
+    await page.click("#fail");
+    await page.waitForFunction(() => document.getElementById("fail").getAttribute("aria-pressed") === "false");
+    await page.click("#replay");
+    await page.waitForFunction(() => /replayed/.test(document.getElementById("edge-message").textContent));
+    await page.locator("#editor").click();
+    await typeWith(page, "d", [0]);
+    await page.click("#cancel");
+    await page.waitForFunction(() => /Cancelled/.test(document.getElementById("edge-message").textContent));
+    // Another document: a new client, with that key's token.
+    await page.fill("#doc", keys[1]);
+    await page.dispatchEvent("#doc", "change");
+    await page.locator("#editor").click();
+    await typeWith(page, "xyz", typingDelays(3));
+    await page.click("#flush");
+    await deliveredOnce(keys[1]);
+    // The panel showed both keys' status and timeline, read through the demo's server side.
+    await page.waitForFunction(() => document.getElementById("s-succeeded").textContent === "1" && /fire window 1/.test(document.getElementById("edge-log").textContent), null, { timeout: 10_000 });
+    await page.waitForTimeout(600); // a poll more
+
+    // Each request the page made with a bearer token carried a client token for the key it was about
+    // (checked request by request as a problem: see credentialProblem), and no server-side token went anywhere.
+    assert.deepEqual(problems, []);
+    const bearers = requests.filter((r) => r.headers.authorization !== undefined);
+    const sent = (key, method, tail) => bearers.filter((r) => r.method === method && new URL(r.url).pathname === `/v1/topics/demo/keys/${encodeURIComponent(key)}${tail}`);
+    for (const [key, method, tail] of [[keys[0], "POST", "/events"], [keys[0], "POST", "/flush"], [keys[0], "DELETE", ""], [keys[1], "POST", "/events"], [keys[1], "POST", "/flush"]]) {
+      assert.ok(sent(key, method, tail).length > 0, `${method} …/${key}${tail} with a client token`);
+    }
+    const tokens = [...new Set(bearers.map((r) => r.headers.authorization.slice("Bearer ".length)))];
+    const claims = tokens.map(jwtClaims);
+    assert.deepEqual(claims.map((c) => [c.topic, c.key]).sort(), keys.map((k) => ["demo", k]).sort(), "one token per document, topic demo, that key");
+    claims.forEach((c) => assert.equal(c.exp - c.iat, CLIENT_TOKEN_TTL_S));
+    assert.ok(tokens.every(signedByWorker), "signed HS256 with the worker's LULL_CLIENT_TOKEN_SECRET");
+    // Where the page got them: the demo's server side, asked without a credential.
+    const paths = requests.map((r) => new URL(r.url)).filter((u) => u.origin === demo.base).map((u) => u.pathname + u.search);
+    for (const key of keys) assert.ok(paths.includes(`/demo/token?key=${encodeURIComponent(key)}`), `a token fetched for ${key}`);
+    const unauthenticated = requests.filter((r) => r.headers.authorization === undefined).map((r) => new URL(r.url).pathname);
+    assert.ok(unauthenticated.every((p) => !p.startsWith("/v1/") && !p.startsWith("/sink")), `no API call without a client token: ${unauthenticated}`);
+    // Every admin view went through the demo's server side, for the `demo` topic.
+    const k0 = encodeURIComponent(keys[0]);
+    for (const expected of [`/demo/keys/${k0}`, `/demo/keys/${k0}/timeline`, `/demo/keys/${k0}/dead-letters/retry`, "/demo/sink", `/demo/sink/failing/${k0}`, `/demo/keys/${encodeURIComponent(keys[1])}/timeline`]) {
+      assert.ok(unauthenticated.includes(expected), `the page asked ${expected}`);
+    }
+    // Neither server-side token is anywhere in what the page loaded, nor in what it keeps.
+    const loaded = await page.evaluate(() => [location.href, ...performance.getEntriesByType("resource").map((e) => e.name)]);
+    const scripts = [loaded[0], ...loaded.slice(1).filter((u) => u.startsWith(demo.base) && u.endsWith(".js"))];
+    assert.ok(["/edge-panel.js", "/app.js", "/lull-web/edge.js"].every((s) => scripts.includes(demo.base + s)), scripts.join(" "));
+    for (const url of scripts) {
+      const body = await (await fetch(url)).text();
+      for (const t of SERVER_TOKENS) assert.ok(!body.includes(t), `${url} holds ${t}`);
+    }
+    const kept = await page.evaluate(() => [document.documentElement.outerHTML, JSON.stringify({ ...localStorage }), JSON.stringify({ ...sessionStorage }), document.cookie].join("\n"));
+    for (const t of SERVER_TOKENS) assert.ok(!kept.includes(t), `the page keeps ${t}`);
+    // The token endpoint itself: `{token, expires_at}`, a bad key refused; what it gives may not read the key.
+    const minted = await (await fetch(`${demo.base}/demo/token?key=${encodeURIComponent(keys[0])}`)).json();
+    assert.deepEqual(Object.keys(minted).sort(), ["expires_at", "token"]);
+    assert.equal(minted.expires_at, jwtClaims(minted.token).exp);
+    const bad = await fetch(`${demo.base}/demo/token?key=%2E%2E`);
+    assert.deepEqual([bad.status, (await bad.json()).error.code], [400, "invalid_key"]);
+    const read = await fetch(`${demo.base}/v1/topics/demo/keys/${encodeURIComponent(keys[0])}`, { headers: { authorization: `Bearer ${minted.token}` } });
+    assert.equal(read.status, 403, "a client token may not read the key's status");
+  });
+
   test("two pages autosave one document: one delivery per window with both pages' edits, shown in the timeline", { timeout: 150_000 }, async () => {
     await withFreshKey(`doc-two-${Date.now()}`, async (key) => {
       const [a, b] = [await demo.page({ path: `/#doc=${key}` }), await demo.page({ path: `/#doc=${key}` })];
@@ -316,6 +417,8 @@ describe("edge panel", () => {
   test("leaving the page hands over the edits it still held (fetch keepalive)", { timeout: 60_000 }, async () => {
     await withFreshKey(`doc-hide-${Date.now()}`, async (key) => {
       const { page } = await demo.page({ path: `/#doc=${key}`, recordFetches: true });
+      // The page's client token (fetched as it loads): a page going away cannot wait for one.
+      await page.evaluate(() => window.lullDemo.edge.tokenReady);
       await page.locator("#editor").click();
       await typeWith(page, "bye", [40, 40, 0]);
       const held = await page.evaluate(() => {
@@ -367,14 +470,14 @@ describe("lull-web/edge from another site", () => {
     try {
       const page = await context.newPage();
       const key = `doc-cors-${Date.now()}`;
-      await page.goto(`${allowedSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${key}`);
+      await page.goto(`${allowedSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${key}&token=${await mintFor(key)}`);
       const outcome = await page.waitForFunction(() => window.outcome, null, { timeout: 15_000 }).then((h) => h.jsonValue());
       assert.equal(outcome.ok, true, JSON.stringify(outcome));
       assert.deepEqual([outcome.sent.window, outcome.sent.seq], [1, 1]);
       assert.equal((await demo.api("GET", `/v1/topics/demo/keys/${key}`)).json.stats.events, 1);
 
       const refusedKey = `doc-cors-refused-${Date.now()}`;
-      await page.goto(`${otherSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${refusedKey}`);
+      await page.goto(`${otherSite.origin}/?edge=${encodeURIComponent(demo.base)}&key=${refusedKey}&token=${await mintFor(refusedKey)}`);
       const refused = await page.waitForFunction(() => window.outcome, null, { timeout: 15_000 }).then((h) => h.jsonValue());
       assert.deepEqual(refused, { ok: false, name: "TypeError" }, "the browser refused the call (CORS)");
       assert.equal((await demo.api("GET", `/v1/topics/demo/keys/${refusedKey}`)).json.stats.events, 0, "nothing stored");

@@ -67,6 +67,28 @@ test("503 (after Retry-After), 429 and a network error are retried with the same
   assert.equal(down.requests.length, 3, "retries: 2 means three tries in all");
 });
 
+/** A JWT-shaped token with `exp` (unsigned: the fake edge does not check it). */
+const tokenWithExp = (name, exp) => `h.${Buffer.from(JSON.stringify({ exp })).toString("base64url")}.${name}`;
+
+test("a token function is called for the first send, again before exp, and again after a 401; a 403 is not retried", async () => {
+  let minted = 0;
+  const mint = async () => tokenWithExp(`t${++minted}`, Math.floor(Date.now() / 1000) + (minted === 1 ? 10 : 3_600));
+  const f = fakeFetch((r) => (r.headers.authorization.endsWith(".t3") ? 401 : accepted()));
+  const client = edge({ url: "http://edge.test", token: mint, retries: 0, fetch: f.fetch });
+  await client.send("docs", "d", 1);
+  await client.send("docs", "d", 2);
+  assert.deepEqual(f.requests.map((r) => r.headers.authorization.split(".").pop()), ["t1", "t2"],
+    "t1 expires within 30 s: the second send fetched t2 first");
+  const refused = fakeFetch((r) => (r.headers.authorization.endsWith(".t3") ? 401 : accepted()));
+  const again = edge({ url: "http://edge.test", token: async () => tokenWithExp(`t${++minted}`, 4_000_000_000), retries: 0, fetch: refused.fetch });
+  await again.send("docs", "d", 3);
+  assert.deepEqual(refused.requests.map((r) => r.headers.authorization.split(".").pop()), ["t3", "t4"], "401: a new token, once");
+  const forbidden = fakeFetch(() => [403, { error: { code: "forbidden", message: "another key" } }]);
+  const scoped = edge({ url: "http://edge.test", token: mint, retries: 4, fetch: forbidden.fetch });
+  await assert.rejects(scoped.send("docs", "other", 1), (e) => e instanceof EdgeError && e.status === 403);
+  assert.equal(forbidden.requests.length, 1, "a 403 is final");
+});
+
 test("bad input throws at once and sends nothing", () => {
   const f = fakeFetch(() => accepted());
   const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });

@@ -14,6 +14,48 @@ const root = resolve(import.meta.dirname, "../..");
 /** Where the screenshots go. */
 export const SHOTS = join(root, "target/demo");
 export const ADMIN = "dev-admin-token-local";
+/** The tokens of .dev.vars.example that only the tests (never the page) may hold. */
+export const SERVER_TOKENS = [ADMIN, "dev-ingest-token"];
+/** How long the page's client tokens live (s): `GET /demo/token` mints them for 600 s. */
+export const CLIENT_TOKEN_TTL_S = 600;
+
+/** A JWT's claims (its middle part), or undefined if it is none. */
+export function jwtClaims(token) {
+  const parts = token.split(".");
+  if (parts.length !== 3) return undefined;
+  try {
+    return JSON.parse(Buffer.from(parts[1], "base64url").toString());
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What is wrong with a credential in a request of the demo page (undefined if
+ * nothing): it carries no token of .dev.vars.example anywhere (URL, headers,
+ * body); a bearer token is a client token (a JWT) of topic `demo` for exactly
+ * the key the request is about (no prefix), minted for 600 s, on a route a
+ * client token may use (send, flush, cancel); nothing else is sent with one.
+ */
+export function credentialProblem({ url, method, headers, body }) {
+  const seen = SERVER_TOKENS.find((t) => `${url} ${JSON.stringify(headers)} ${body ?? ""}`.includes(t));
+  if (seen) return `${method} ${url} carries the server-side token ${seen}`;
+  const authorization = Object.entries(headers).find(([name]) => name.toLowerCase() === "authorization")?.[1];
+  if (authorization === undefined) return undefined;
+  const bad = (why) => `${method} ${url}: ${why} (authorization ${authorization})`;
+  const [scheme, token = ""] = authorization.split(" ");
+  const claims = jwtClaims(token);
+  if (scheme !== "Bearer" || !claims) return bad("the bearer token is not a JWT");
+  const route = /^\/v1\/topics\/([^/]+)\/keys\/([^/]+)(\/events|\/flush)?$/.exec(new URL(url).pathname);
+  if (!route || (route[3] === undefined && method !== "DELETE") || (route[3] !== undefined && method !== "POST")) {
+    return bad("a client token is sent only to send, flush or cancel");
+  }
+  const [topic, key] = [decodeURIComponent(route[1]), decodeURIComponent(route[2])];
+  if (claims.topic !== "demo" || topic !== "demo") return bad(`the token's topic is ${claims.topic}, the request's ${topic}`);
+  if (claims.key !== key || "key_prefix" in claims) return bad(`the token's key is ${claims.key ?? `prefix ${claims.key_prefix}`}, the request's ${key}`);
+  if (claims.exp - claims.iat !== CLIENT_TOKEN_TTL_S) return bad(`the token lives ${claims.exp - claims.iat} s`);
+  return undefined;
+}
 
 /**
  * The demo topic as the tests run it: the page's topic with a shorter quiet
@@ -49,6 +91,10 @@ export async function startDemo(vars = {}) {
      * `recordFetches`, each `fetch` the page makes is noted (url, method,
      * keepalive) in its origin's localStorage (`lull-test-fetches`), which
      * outlives the document: a test can read what a page did as it went.
+     * Every request the page makes is kept in `requests` (url, method,
+     * headers, body); one that carries a server-side token, or a bearer token
+     * other than a client token for the key it is about, is a problem
+     * ([`credentialProblem`]): the page holds only its minted client token.
      */
     async page({ path = "/", viewport = { width: 1400, height: 1400 }, colorScheme = "light", expectAborts = false, recordFetches = false } = {}) {
       const context = await browser.newContext({ viewport, colorScheme });
@@ -66,6 +112,13 @@ export async function startDemo(vars = {}) {
       }
       const problems = [];
       const aborted = [];
+      const requests = [];
+      page.on("request", (r) => {
+        const request = { url: r.url(), method: r.method(), headers: r.headers(), body: r.postData() ?? "" };
+        requests.push(request);
+        const problem = credentialProblem(request);
+        if (problem) problems.push(problem);
+      });
       page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
       page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
       page.on("requestfailed", (r) => {
@@ -77,7 +130,7 @@ export async function startDemo(vars = {}) {
       await page.goto(dev.base + path);
       await page.waitForFunction(() => window.lullDemo !== undefined);
       pages.push(context);
-      return { page, context, problems, aborted };
+      return { page, context, problems, aborted, requests };
     },
     /** The API, with the admin token. */
     api: client(dev.base, ADMIN).call,

@@ -3,12 +3,15 @@
 // (fixtures/noop.mjs): accepted events/s and accept latency for 1 hot key and
 // for 1,000 keys, storage rows written per event, fire lateness; and a
 // backlog phase: one key whose target is down, accepting with 0 and with
-// 2,000 windows (JS: 2,000 undelivered events) already held.
+// 2,000 windows (JS: 2,000 undelivered events) already held. lull-edge runs
+// twice in the load phases: with the ingest token, and with a browser's client
+// token (an HS256 JWT the worker verifies on every event: no round trip).
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
 import { writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { createHmac } from "node:crypto";
 import { lullWorker, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 
 const out = process.argv[2] ?? "edge.json";
@@ -19,6 +22,15 @@ const KEYS = 1_000;
 const SPREAD_EVENTS = 3_000;
 const WAIT = 200;
 const MAX_WAIT = 1_000;
+
+const CLIENT_SECRET = "bench-client-token-secret-0123456789";
+/** A client token for every key of topic `c` (key_prefix ""), an hour long, signed as any JWT library would. */
+const CLIENT_TOKEN = (() => {
+  const part = (o) => Buffer.from(JSON.stringify(o)).toString("base64url");
+  const now = Math.floor(Date.now() / 1000);
+  const signed = `${part({ alg: "HS256", typ: "JWT" })}.${part({ topic: "c", key_prefix: "", iat: now, exp: now + 3600 })}`;
+  return `${signed}.${createHmac("sha256", CLIENT_SECRET).update(signed).digest("base64url")}`;
+})();
 
 const BACKLOG = 2_000;
 const BACKLOG_MEASURED = 500;
@@ -40,10 +52,11 @@ const mf = new Miniflare(
         routes: ["lull.bench/*"],
         ...lullWorker({
           b: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
+          c: { target: `${rx.url}/client`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
           // One window per event, the first one's retry far off: every later window queues.
           down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
                   retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
-        }),
+        }, undefined, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
       },
       {
         name: "js",
@@ -77,7 +90,7 @@ const mf = new Miniflare(
 const base = new URL((await mf.ready).toString());
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 
-function request(host, method, path, body) {
+function request(host, method, path, body, token) {
   return new Promise((resolve, reject) => {
     const req = http.request(
       {
@@ -88,7 +101,7 @@ function request(host, method, path, body) {
         agent,
         headers: {
           host,
-          authorization: `Bearer ${method === "GET" ? TOKENS.admin : TOKENS.ingest}`,
+          authorization: `Bearer ${token ?? (method === "GET" ? TOKENS.admin : TOKENS.ingest)}`,
           "content-type": "application/json",
           ...(body ? { "content-length": Buffer.byteLength(body) } : {}),
         },
@@ -108,7 +121,7 @@ const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** `total` events from `CONCURRENCY` clients; `keyOf(i)` picks the key of event i. */
-async function load(host, total, keyOf, topic = "b") {
+async function load(host, total, keyOf, topic = "b", token = undefined) {
   let next = 0;
   let errors = 0;
   const latencies = [];
@@ -118,7 +131,7 @@ async function load(host, total, keyOf, topic = "b") {
       for (let i = next++; i < total; i = next++) {
         const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
         const t = performance.now();
-        const res = await request(host, "POST", `/v1/topics/${topic}/keys/${keyOf(i)}/events`, body);
+        const res = await request(host, "POST", `/v1/topics/${topic}/keys/${keyOf(i)}/events`, body, token);
         latencies.push(performance.now() - t);
         if (res.status !== 202) errors++;
       }
@@ -164,6 +177,7 @@ async function rows(host, keys, topic = "b") {
 
 const targets = [
   { name: "lull-edge", host: "lull.bench", path: "/lull" },
+  { name: "lull-edge, client token", host: "lull.bench", path: "/client", topic: "c", token: CLIENT_TOKEN },
   { name: "plain JS DO", host: "js.bench", path: "/js" },
   { name: "no-op DO", host: "noop.bench", path: null },
 ];
@@ -174,11 +188,11 @@ const PACE_MS = 10;
 /** Run a load, then (for a real debouncer) wait for its deliveries and read its storage counters. */
 async function phase(t, total, keyOf, keys) {
   const before = t.path ? delivered(t.path) : 0;
-  const result = await load(t.host, total, keyOf);
+  const result = await load(t.host, total, keyOf, t.topic, t.token);
   if (t.path) {
     // Counters are read before the object can be evicted (the fixture keeps them in memory).
     await settle(t.path, before + total);
-    results[t.name].rows.push({ ...(await rows(t.host, keys)), events: total });
+    results[t.name].rows.push({ ...(await rows(t.host, keys, t.topic)), events: total });
   }
   return result;
 }
@@ -188,7 +202,7 @@ async function paced(t, round) {
   for (let i = 0; i < PACED_KEYS; i++) {
     const started = Date.now();
     const body = JSON.stringify({ i, note: "paced" });
-    await request(t.host, "POST", `/v1/topics/b/keys/paced${round}-${i}/events`, body);
+    await request(t.host, "POST", `/v1/topics/${t.topic ?? "b"}/keys/paced${round}-${i}/events`, body, t.token);
     await sleep(Math.max(0, PACE_MS - (Date.now() - started)));
   }
 }
@@ -265,7 +279,10 @@ for (const t of targets) {
   };
 }
 const lull = summary["lull-edge"];
+const client = summary["lull-edge, client token"];
 const ratios = {
+  client_vs_ingest_hot: client.hot.per_sec / lull.hot.per_sec,
+  client_vs_ingest_spread: client.spread.per_sec / lull.spread.per_sec,
   hot_vs_js: lull.hot.per_sec / summary["plain JS DO"].hot.per_sec,
   spread_vs_js: lull.spread.per_sec / summary["plain JS DO"].spread.per_sec,
   hot_vs_noop: lull.hot.per_sec / summary["no-op DO"].hot.per_sec,
@@ -297,7 +314,7 @@ console.log(
 );
 console.log(
   ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "late p50", "late p99", "sat. p99", "errors"]
-    .map((h, i) => (i === 0 ? h.padEnd(12) : h.padStart(i === 8 ? 15 : 13)))
+    .map((h, i) => (i === 0 ? h.padEnd(24) : h.padStart(i === 8 ? 15 : 13)))
     .join(""),
 );
 for (const t of targets) {
@@ -308,8 +325,11 @@ for (const t of targets) {
     f(s.rows_per_event, 3), f(s.accept_rows_per_event, 3), f(s.alarms_per_event, 3),
     f(s.lateness?.p50_ms, 0), f(s.lateness?.p99_ms, 0), f(s.lateness_saturated?.p99_ms, 0), String(s.errors),
   ];
-  console.log(t.name.padEnd(12) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 13)).join(""));
+  console.log(t.name.padEnd(24) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 13)).join(""));
 }
+console.log(
+  `client token / ingest token = ${f(ratios.client_vs_ingest_hot, 2)}x (1 key), ${f(ratios.client_vs_ingest_spread, 2)}x (1,000 keys)`,
+);
 console.log(
   `late: fire lateness (delivered - due, ms) with one event per key every ${PACE_MS} ms; sat.: under the load phases above`,
 );

@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
-  startEdge, startReceiver, stateDir, client, until, verifySignature, freePort, TOKENS, idempotencyKeyPattern,
+  startEdge, startReceiver, stateDir, client, until, verifyWebhook, freePort, TOKENS, idempotencyKeyPattern,
 } from "./harness.mjs";
 
 const RETRY = { max_attempts: 3, base_ms: 200, cap_ms: 400 };
@@ -157,8 +157,11 @@ test("connection refused counts as failed and dead-letters", async () => {
 
 test("the signature verifies with the secret and fails with a wrong one or a changed body", async () => {
   const [d] = rx.deliveries;
-  assert.ok(verifySignature(TOKENS.secret, d.signature, Buffer.from(d.raw)));
-  assert.ok(!verifySignature("wrong-secret", d.signature, Buffer.from(d.raw)));
-  assert.ok(!verifySignature(TOKENS.secret, d.signature, Buffer.from(d.raw.replace('"n":1', '"n":9'))));
-  assert.match(d.signature, /^t=\d+,v1=[0-9a-f]{64}$/);
+  const wrong = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+  assert.ok(verifyWebhook(TOKENS.secret, d.headers, Buffer.from(d.raw)));
+  assert.ok(!verifyWebhook(wrong, d.headers, Buffer.from(d.raw)));
+  assert.ok(!verifyWebhook(TOKENS.secret, d.headers, Buffer.from(d.raw.replace('"n":1', '"n":9'))));
+  assert.match(d.signature, /^v1,[A-Za-z0-9+/]{43}=$/);
+  assert.equal(d.headers["webhook-id"], d.idempotencyKey);
+  assert.equal(d.headers["lull-signature"], undefined);
 });

@@ -12,7 +12,15 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 const root = resolve(import.meta.dirname, "../..");
 const demoBuild = join(root, "crates/lull-edge/build");
 
-export const TOKENS = { ingest: "test-ingest-token", admin: "test-admin-token", secret: "test-signing-secret" };
+/**
+ * The worker's credentials in tests. `secret` signs deliveries (LULL_SIGNING_SECRET):
+ * a Standard Webhooks secret, `whsec_` and base64 of 32 bytes.
+ */
+export const TOKENS = {
+  ingest: "test-ingest-token",
+  admin: "test-admin-token",
+  secret: `whsec_${Buffer.from("lull-edge tests: signing secret!").toString("base64")}`,
+};
 
 /** A port on 127.0.0.1 nothing listens on (taken, then released). */
 export async function freePort() {
@@ -44,9 +52,10 @@ export function local(topics) {
 
 /**
  * The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml
- * binds it); `build`: another worker-build output directory.
+ * binds it); `build`: another worker-build output directory; `vars`: more
+ * bindings (or other values of these).
  */
-export function lullWorker(topics, build = demoBuild) {
+export function lullWorker(topics, build = demoBuild, vars = {}) {
   return {
     compatibilityDate: "2026-11-01",
     modules: [
@@ -71,19 +80,20 @@ export function lullWorker(topics, build = demoBuild) {
       LULL_ADMIN_TOKEN: TOKENS.admin,
       LULL_SIGNING_SECRET: TOKENS.secret,
       LULL_DEMO_SINK: "on",
+      ...vars,
     },
   };
 }
 
 /** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, as `lullWorker`). */
-export async function startEdge({ topics, persist, logs = [], build }) {
+export async function startEdge({ topics, persist, logs = [], build, vars }) {
   const options = convertV4MiniflareOptions({
     host: "127.0.0.1",
     port: 0,
     cf: false,
     resourcePersistencePath: persist,
     handleStructuredLogs: ({ message }) => logs.push(message),
-    ...lullWorker(topics, build),
+    ...lullWorker(topics, build, vars),
   });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");
@@ -135,20 +145,29 @@ export async function startWranglerDev(topics, vars = {}) {
   return { base, stop, output: () => output };
 }
 
-/** Verify a `Lull-Signature` header the way a receiver should. */
-export function verifySignature(secret, header, body, toleranceSecs = 300) {
-  const parts = Object.fromEntries((header ?? "").split(",").map((p) => p.split("=")));
-  const t = Number(parts.t);
-  if (!Number.isInteger(t) || !parts.v1) return false;
-  if (Math.abs(Date.now() / 1000 - t) > toleranceSecs) return false;
-  const expected = createHmac("sha256", secret).update(`${t}.`).update(body).digest();
-  const given = Buffer.from(parts.v1, "hex");
-  return given.length === expected.length && timingSafeEqual(given, expected);
+/**
+ * Verify a delivery's Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+ * `webhook-signature`) over the exact body bytes, the way a receiver should: the
+ * timestamp within `toleranceSecs` of now, and the secret (`whsec_<base64>`)
+ * matching any `v1,<base64>` entry. (The tests also check with the
+ * `standardwebhooks` and `svix` packages.)
+ */
+export function verifyWebhook(secret, headers, body, toleranceSecs = 300) {
+  const [id, timestamp, signature] = ["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) => headers?.[h]);
+  if (!id || !/^\d+$/.test(timestamp ?? "") || !signature) return false;
+  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > toleranceSecs) return false;
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  const expected = createHmac("sha256", key).update(`${id}.${timestamp}.`).update(body).digest();
+  return signature.split(" ").some((entry) => {
+    const [version, value] = entry.split(",");
+    const given = Buffer.from(value ?? "", "base64");
+    return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
+  });
 }
 
 /**
- * A target on 127.0.0.1: records every delivery (parsed body, headers, time,
- * signature check) and answers with `respond(delivery)`: a status (default
+ * A target on 127.0.0.1: records every delivery (parsed body, raw body, headers,
+ * time, signature check with `TOKENS.secret`) and answers with `respond(delivery)`: a status (default
  * 200), `{ status, delayMs }` to answer late, a promise of either (held until
  * the test settles it), or "hang" to never answer.
  */
@@ -167,8 +186,9 @@ export async function startReceiver(respond = () => 200) {
         raw: raw.toString("utf8"),
         idempotencyKey: req.headers["idempotency-key"],
         attempt: Number(req.headers["lull-attempt"]),
-        signature: req.headers["lull-signature"],
-        verified: verifySignature(TOKENS.secret, req.headers["lull-signature"], raw),
+        headers: req.headers,
+        signature: req.headers["webhook-signature"],
+        verified: verifyWebhook(TOKENS.secret, req.headers, raw),
       };
       deliveries.push(delivery);
       const answer = respond(delivery);

@@ -36,6 +36,9 @@ pub mod ports;
 pub mod queue;
 pub mod topic;
 
+/// How a receiver verifies a delivery (Standard Webhooks), also at `lull_edge::signing`.
+pub use delivery::signing;
+
 #[cfg(target_arch = "wasm32")]
 mod runtime;
 #[cfg(target_arch = "wasm32")]

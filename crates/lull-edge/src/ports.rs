@@ -123,11 +123,13 @@ pub trait Host {
 /// A delivery to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outgoing {
+    /// The topic (whose secrets sign the delivery).
+    pub topic: String,
     /// The target URL.
     pub target: String,
     /// The JSON body.
     pub body: String,
-    /// The `Idempotency-Key` header.
+    /// The `Idempotency-Key` header (and `webhook-id`).
     pub idempotency_key: String,
     /// The `Lull-Attempt` header.
     pub attempt: u32,

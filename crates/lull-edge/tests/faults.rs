@@ -429,7 +429,9 @@ impl Pair {
                 let id = self.next_event;
                 self.next_event += 1;
                 let body = format!(r#"{{"n":{id}}}"#);
-                if let Some(Ok(reply)) = self.request(KeyRequest::Event { body, idempotency_key: None }) {
+                if let Some(Ok(reply)) =
+                    self.request(KeyRequest::Event { body, idempotency_key: None, events_per_minute: None })
+                {
                     assert_eq!(reply.status, 202);
                     self.acked.insert(id, (self.life, reply.body["seq"].as_u64().unwrap()));
                 }
@@ -651,12 +653,16 @@ fn a_failed_write_answers_503_and_changes_nothing() {
     pair.step(&Op::Event);
     let before = pair.world.borrow().events.clone();
     pair.step(&Op::CommitFault(Fault::Fail));
-    let refused =
-        pair.request(KeyRequest::Event { body: r#"{"n":99}"#.into(), idempotency_key: None }).unwrap().unwrap_err();
+    let refused = pair
+        .request(KeyRequest::Event { body: r#"{"n":99}"#.into(), idempotency_key: None, events_per_minute: None })
+        .unwrap()
+        .unwrap_err();
     assert_eq!((refused.code(), refused.retry_after_secs()), ("unavailable", Some(1)));
     assert_eq!(pair.world.borrow().events, before, "nothing stored");
     // The next event takes the seq the failed one would have had: memory was reloaded.
-    let Some(Ok(next)) = pair.request(KeyRequest::Event { body: r#"{"n":5}"#.into(), idempotency_key: None }) else {
+    let Some(Ok(next)) =
+        pair.request(KeyRequest::Event { body: r#"{"n":5}"#.into(), idempotency_key: None, events_per_minute: None })
+    else {
         panic!()
     };
     assert_eq!(next.body["seq"], 2);
@@ -683,7 +689,9 @@ fn the_bound_refuses_events_with_429_and_stores_nothing() {
     assert!(pending >= 5, "{status}");
     let rows = pair.world.borrow().events.len();
     let refused = (0..5)
-        .filter_map(|_| pair.request(KeyRequest::Event { body: "{}".into(), idempotency_key: None }))
+        .filter_map(|_| {
+            pair.request(KeyRequest::Event { body: "{}".into(), idempotency_key: None, events_per_minute: None })
+        })
         .filter(|r| matches!(r, Err(e) if e.code() == "too_many_pending" && e.retry_after_secs().is_some()));
     assert!(refused.count() >= 1, "past the bound events are refused");
     assert!(pair.world.borrow().events.len() <= rows + 5);
@@ -716,7 +724,9 @@ fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     let mut pair = Pair::new();
     let send = |pair: &mut Pair, key: &str, n: u64| {
         let body = format!(r#"{{"n":{n}}}"#);
-        pair.request(KeyRequest::Event { body, idempotency_key: Some(key.into()) }).unwrap().unwrap()
+        pair.request(KeyRequest::Event { body, idempotency_key: Some(key.into()), events_per_minute: None })
+            .unwrap()
+            .unwrap()
     };
     pair.next_event = 2;
     let first = send(&mut pair, "order-1", 0);

@@ -10,8 +10,13 @@ export class EdgeError extends Error {
 export interface EdgeOptions {
   /** The worker's origin, e.g. `https://lull.example.com`. */
   url: string;
-  /** A bearer token: the ingest token may only send; the rest takes the admin token. */
-  token: string;
+  /**
+   * A bearer token: a client token (a short-lived JWT for one key or a key
+   * prefix: send, flush, cancel), or a function returning (a promise of) one,
+   * called again before the token's `exp` and after a `401`. Status and
+   * timeline take the admin token. A `403` is never retried.
+   */
+  token: string | (() => string | Promise<string>);
   /**
    * Tries after `429` or `503` (after `Retry-After` or a jittered backoff), and for sends and reads
    * also after a network error or another `5xx`. Default 4.

@@ -34,14 +34,49 @@ function keyOf(value) {
   return value;
 }
 
+// A client token is fetched again this long (s) before its `exp`.
+const REFRESH_S = 30;
+
+/** A JWT's `exp` (unix s), if it is one that says. */
+function expOf(token) {
+  try {
+    const claims = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/')));
+    return typeof claims.exp === 'number' ? claims.exp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The bearer token: the one given, or the one `c.mint()` gave, fetched again
+ * before its `exp` and when `stale` (after a `401`); one fetch at a time.
+ */
+function bearer(c, stale) {
+  const expiring = c.exp !== undefined && Date.now() / 1000 > c.exp - REFRESH_S;
+  if (!c.mint || (c.token && !stale && !expiring)) return c.token;
+  c.minting ??= Promise.resolve()
+    .then(c.mint)
+    .then((token) => {
+      c.token = text('token', token);
+      c.exp = expOf(token);
+      return c.token;
+    })
+    .finally(() => (c.minting = undefined));
+  return c.minting;
+}
+
 /**
  * One request. Retried after `Retry-After` or a jittered backoff: on `429`
  * and `503` (the edge changed nothing), and for a send or a read also on a
  * network error and any `5xx` (a send repeats its `Idempotency-Key`, so the
- * edge stores it once); a flush or cancel whose answer was lost is not repeated.
+ * edge stores it once); a flush or cancel whose answer was lost is not
+ * repeated. A `401` with a token function fetches a token and tries once more;
+ * a `403` is never retried.
  */
 async function call(c, method, route, body, headers = {}) {
-  const init = { method, headers: { authorization: `Bearer ${c.token}`, ...headers } };
+  // Read now: the page-hide hook sets `leaving` only while it starts its sends.
+  const leaving = c.leaving;
+  const init = { method, headers: { ...headers } };
   const repeatable = method === 'GET' || headers['idempotency-key'] !== undefined;
   let bytes = 0;
   if (body !== undefined) {
@@ -49,9 +84,11 @@ async function call(c, method, route, body, headers = {}) {
     init.headers['content-type'] = 'application/json';
     bytes = new TextEncoder().encode(body).length;
   }
+  let refreshed = false;
   for (let attempt = 0; ; attempt++) {
+    init.headers = { ...init.headers, authorization: `Bearer ${await bearer(c, false)}` };
     // keepalive (the page is going) while the bodies in flight stay within its quota.
-    init.keepalive = bytes > 0 && (c.leaving || isHidden()) && c.keepalive + bytes <= KEEPALIVE_BYTES;
+    init.keepalive = bytes > 0 && (leaving || c.leaving || isHidden()) && c.keepalive + bytes <= KEEPALIVE_BYTES;
     const held = init.keepalive ? bytes : 0;
     c.keepalive += held;
     let res;
@@ -66,6 +103,12 @@ async function call(c, method, route, body, headers = {}) {
     }
     const json = await res.json().catch(() => null);
     if (res.ok) return json;
+    if (res.status === 401 && c.mint && !refreshed) {
+      refreshed = true;
+      await bearer(c, true);
+      attempt--;
+      continue;
+    }
     const again = res.status === 429 || res.status === 503 || (repeatable && res.status >= 500);
     if (!again || attempt >= c.retries) {
       throw new EdgeError(res.status, json?.error?.code ?? 'http_error', json?.error?.message ?? res.statusText);
@@ -206,14 +249,18 @@ class EdgeClient {
 }
 
 /**
- * A client of the lull-edge at `url` with a bearer `token` (the ingest token
- * may only send; status, flush, cancel and timeline take the admin token).
+ * A client of the lull-edge at `url` with a bearer `token`: a client token
+ * (a short-lived JWT scoped to a key or a key prefix: send, flush, cancel),
+ * or a function returning (a promise of) one, called again before the token's
+ * `exp` and after a `401`; status and timeline take the admin token.
  * `retries` (default 4): tries after a network error, `429` or `5xx`.
  */
 export function edge({ url, token, retries = 4, fetch: fetchImpl } = {}) {
+  const mint = typeof token === 'function' ? token : undefined;
   const c = {
     url: text('url', url).replace(/\/+$/, ''),
-    token: text('token', token),
+    token: mint ? undefined : text('token', token),
+    mint,
     retries,
     fetch: fetchImpl ?? ((...args) => globalThis.fetch(...args)),
     held: new Map(),

@@ -1,5 +1,7 @@
 //! What a target receives: one `POST` per window, with a JSON body, an
-//! `Idempotency-Key` stable across retries, an attempt number and a signature.
+//! `Idempotency-Key` stable across retries, an attempt number and the Standard
+//! Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`: see
+//! [`crate::delivery::signing`]).
 
 use lull_core::{Reason, WindowId};
 use serde::Serialize;

@@ -1,6 +1,7 @@
 //! The demo receiver (`LULL_DEMO_SINK = "on"`, for local use): `POST /sink`
-//! verifies the signature and keeps the delivery; `GET /sink` (admin token)
-//! lists the last ones. `PUT /sink/failing/{key}` makes it refuse that key's
+//! verifies the Standard Webhooks signature (with the secrets of the topic the
+//! body names) and keeps the delivery; `GET /sink` (admin token) lists the
+//! last ones. `PUT /sink/failing/{key}` makes it refuse that key's
 //! deliveries (`503`, kept in the list as refused) until `DELETE`, to show
 //! retries, dead letters and replays. It lives in the isolate's memory: a
 //! demo, not a store.
@@ -14,8 +15,8 @@ use worker::{Request, Response};
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
 use crate::http::ApiError;
-use crate::http::auth::Access;
 use crate::http::auth::Tokens;
+use crate::http::auth::{Access, Target};
 use crate::names::Key;
 use crate::runtime::config::Config;
 use crate::runtime::http::{self, now_ms};
@@ -33,7 +34,7 @@ thread_local! {
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
 pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Result<Response, ApiError> {
-    tokens.authorize(auth, Access::Admin, None)?;
+    tokens.authorize(auth, Access::Admin, Target::default())?;
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
             return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
@@ -57,7 +58,7 @@ pub async fn handle(
     auth: Option<&str>,
 ) -> Result<Response, ApiError> {
     if !post {
-        tokens.authorize(auth, Access::Admin, None)?;
+        tokens.authorize(auth, Access::Admin, Target::default())?;
         let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
         received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
         received.sort_by_key(|e| e["received_at"].as_u64());
@@ -65,18 +66,21 @@ pub async fn handle(
         return Ok(http::json(200, &json!({"received": received, "failing": failing}))?);
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    let (signature, idempotency_key, attempt) =
-        (header(signing::HEADER), header(IDEMPOTENCY_HEADER), header(ATTEMPT_HEADER));
+    let (id, timestamp, signature) =
+        (header(signing::ID_HEADER), header(signing::TIMESTAMP_HEADER), header(signing::SIGNATURE_HEADER));
+    let (idempotency_key, attempt) = (header(IDEMPOTENCY_HEADER), header(ATTEMPT_HEADER));
     let body = req.bytes().await?;
-    let verified = signature
-        .as_deref()
-        .map(|s| signing::verify(config.signing_secret.as_bytes(), s, &body, now_ms() / 1000, 300))
-        .map(|r| r.map(|_| ()).map_err(|e| e.to_string()));
-    let Some(Ok(())) = verified else {
-        let why = verified.and_then(Result::err).unwrap_or_else(|| "no signature".into());
-        return Err(ApiError::BadSignature(why));
+    let (Some(id), Some(timestamp), Some(signature)) = (id, timestamp, signature) else {
+        return Err(ApiError::BadSignature("no webhook-id, webhook-timestamp or webhook-signature".into()));
     };
-    let delivery: Value = serde_json::from_slice(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    // The secrets of the topic the body names (a topic with its own signs with
+    // those alone); a body claiming another topic simply fails to verify.
+    let parsed: Result<Value, _> = serde_json::from_slice(&body);
+    let topic = parsed.as_ref().ok().and_then(|d| d["topic"].as_str()).unwrap_or_default();
+    let secrets = config.signing.for_topic(topic);
+    signing::verify(secrets, &id, &timestamp, &signature, &body, now_ms() / 1000, signing::DEFAULT_TOLERANCE_SECS)
+        .map_err(|e| ApiError::BadSignature(e.to_string()))?;
+    let delivery = parsed.map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     let refused = delivery["key"].as_str().is_some_and(|k| FAILING.with_borrow(|f| f.contains(k)));
     let status = if refused { 503 } else { 200 };
     let entry = json!({"received_at": now_ms(), "idempotency_key": idempotency_key, "attempt": attempt,

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::http::ApiError;
+use crate::http::client_token::{Claims, ClientSecrets};
 
 /// The shortest token accepted (characters).
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -23,9 +24,13 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 /// The least credential an operation needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// An ingest token of the topic (or a global one, or the admin token): posting events.
+    /// An ingest token of the topic (or a global one), a client token covering
+    /// the key, or an admin token: posting events.
     Ingest,
-    /// The admin token: everything else.
+    /// A client token covering the key, or an admin token: flushing or
+    /// cancelling the key's open window (what a page's client does itself).
+    Control,
+    /// An admin token: everything else.
     Admin,
 }
 
@@ -36,6 +41,8 @@ pub enum Caller {
     Ingest,
     /// A topic's own ingest token: may post events to that topic only.
     TopicIngest(String),
+    /// A client token (a JWT): may post events to, flush and cancel the keys it covers.
+    Client(Box<Claims>),
     /// An admin token: may do everything.
     Admin,
 }
@@ -47,6 +54,19 @@ pub struct Tokens {
     ingest: Vec<String>,
     /// Topic name → its own ingest tokens.
     topics: BTreeMap<String, Vec<String>>,
+    /// What signs client tokens (none: they are refused).
+    client: ClientSecrets,
+}
+
+/// What a request is about, for [`Tokens::authorize`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Target<'a> {
+    /// Its topic, if it has one.
+    pub topic: Option<&'a str>,
+    /// Its key, if it has one.
+    pub key: Option<&'a str>,
+    /// Now (unix seconds), for client tokens' `exp` and `nbf`.
+    pub now_s: u64,
 }
 
 /// The tokens a variable holds: whitespace-separated.
@@ -58,7 +78,12 @@ impl Tokens {
     /// The tokens of `LULL_ADMIN_TOKEN` (`admin`), `LULL_INGEST_TOKEN`
     /// (`ingest`) and each topic's `ingest_token_env` (topic, variable name,
     /// its text), checked: `Err` says what is wrong (a `500 config`).
-    pub fn new(admin: &str, ingest: &str, topics: &[(String, String, String)]) -> Result<Tokens, ApiError> {
+    pub fn new(
+        admin: &str,
+        ingest: &str,
+        topics: &[(String, String, String)],
+        client: ClientSecrets,
+    ) -> Result<Tokens, ApiError> {
         let fail = |why: String| Err(ApiError::Config(why));
         let mut named: Vec<(&str, Vec<String>)> =
             vec![("LULL_ADMIN_TOKEN", split(admin)), ("LULL_INGEST_TOKEN", split(ingest))];
@@ -87,13 +112,20 @@ impl Tokens {
         for (topic, _, text) in topics {
             by_topic.entry(topic.clone()).or_default().extend(split(text));
         }
-        Ok(Tokens { admin, ingest: split(ingest), topics: by_topic })
+        Ok(Tokens { admin, ingest: split(ingest), topics: by_topic, client })
+    }
+
+    /// The secrets client tokens are signed with (to mint one).
+    pub fn client_secrets(&self) -> &ClientSecrets {
+        &self.client
     }
 
     /// Check an `Authorization` header (`Bearer <token>`, the scheme in any
-    /// case) for an operation needing `need` on `topic` (if it has one).
-    pub fn authorize(&self, header: Option<&str>, need: Access, topic: Option<&str>) -> Result<Caller, ApiError> {
+    /// case) for an operation needing `need` on `target`: `401` without a
+    /// valid token (a client token's refusal says why), `403` when it may not.
+    pub fn authorize(&self, header: Option<&str>, need: Access, target: Target<'_>) -> Result<Caller, ApiError> {
         let token = bearer(header).ok_or(ApiError::Unauthorized)?;
+        let topic = target.topic;
         if any(&self.admin, token) {
             return Ok(Caller::Admin);
         }
@@ -103,11 +135,19 @@ impl Tokens {
             // A token may be several topics' own: the one asked about counts.
             let here = topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
             Caller::TopicIngest(here.unwrap_or(own).to_string())
+        } else if token.split('.').count() == 3 && !self.client.is_empty() {
+            let claims =
+                self.client.verify(token, target.now_s).map_err(|e| ApiError::BadClientToken(e.to_string()))?;
+            Caller::Client(Box::new(claims))
         } else {
             return Err(ApiError::Unauthorized);
         };
         let allowed = match (&caller, need) {
             (_, Access::Admin) => false,
+            (Caller::Client(claims), Access::Ingest | Access::Control) => {
+                topic.zip(target.key).is_some_and(|(topic, key)| claims.covers(topic, key))
+            }
+            (_, Access::Control) => false,
             (Caller::TopicIngest(own), Access::Ingest) => topic == Some(own.as_str()),
             (_, Access::Ingest) => true,
         };
@@ -154,31 +194,35 @@ mod tests {
 
     fn tokens() -> Tokens {
         let orders = ("orders".to_string(), "ORDERS_TOKEN".to_string(), format!("  {ORDERS}\n"));
-        Tokens::new(&format!("{ADMIN} {ADMIN_2}"), INGEST, &[orders]).unwrap()
+        Tokens::new(&format!("{ADMIN} {ADMIN_2}"), INGEST, &[orders], ClientSecrets::default()).unwrap()
     }
 
     fn auth(token: &str) -> String {
         format!("Bearer {token}")
     }
 
+    fn on(topic: Option<&str>) -> Target<'_> {
+        Target { topic, key: Some("k"), now_s: 0 }
+    }
+
     #[test]
     fn tokens_grant_ingest_or_admin() {
         let tokens = tokens();
-        let ask = |token: &str, need, topic| tokens.authorize(Some(&auth(token)), need, topic);
+        let ask = |token: &str, need, topic| tokens.authorize(Some(&auth(token)), need, on(topic));
         assert_eq!(ask(INGEST, Access::Ingest, Some("t")), Ok(Caller::Ingest));
         assert_eq!(ask(ADMIN, Access::Admin, Some("t")), Ok(Caller::Admin));
         assert_eq!(ask(ADMIN_2, Access::Admin, None), Ok(Caller::Admin), "every admin token of a rotation");
         assert_eq!(ask(INGEST, Access::Admin, Some("t")), Err(ApiError::Forbidden));
         assert_eq!(ask("wrong-token-0000", Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(Some(INGEST), Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(None, Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
-        assert_eq!(tokens.authorize(Some("Bearer "), Access::Ingest, Some("t")), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some(INGEST), Access::Ingest, on(Some("t"))), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(None, Access::Ingest, on(Some("t"))), Err(ApiError::Unauthorized));
+        assert_eq!(tokens.authorize(Some("Bearer "), Access::Ingest, on(Some("t"))), Err(ApiError::Unauthorized));
     }
 
     #[test]
     fn a_topics_own_token_posts_to_that_topic_only() {
         let tokens = tokens();
-        let ask = |need, topic| tokens.authorize(Some(&auth(ORDERS)), need, topic);
+        let ask = |need, topic| tokens.authorize(Some(&auth(ORDERS)), need, on(topic));
         assert_eq!(ask(Access::Ingest, Some("orders")), Ok(Caller::TopicIngest("orders".into())));
         assert_eq!(ask(Access::Ingest, Some("billing")), Err(ApiError::Forbidden));
         assert_eq!(ask(Access::Admin, Some("orders")), Err(ApiError::Forbidden));
@@ -186,13 +230,39 @@ mod tests {
     }
 
     #[test]
+    fn a_client_token_posts_flushes_and_cancels_within_its_scope_only() {
+        let secret = "client-secret-one-0123456789abcdef";
+        let orders = ("orders".to_string(), "ORDERS_TOKEN".to_string(), ORDERS.to_string());
+        let tokens = Tokens::new(ADMIN, INGEST, &[orders], ClientSecrets::parse(Some(secret)).unwrap()).unwrap();
+        let claims = Claims::new("docs", "doc-", true, 1_000, 600, None);
+        let jwt = tokens.client_secrets().mint(&claims).unwrap();
+        let ask = |need, topic, key, now_s| tokens.authorize(Some(&auth(&jwt)), need, Target { topic, key, now_s });
+        assert_eq!(
+            ask(Access::Ingest, Some("docs"), Some("doc-1"), 1_000),
+            Ok(Caller::Client(Box::new(claims.clone())))
+        );
+        assert_eq!(ask(Access::Control, Some("docs"), Some("doc-1"), 1_000), Ok(Caller::Client(Box::new(claims))));
+        assert_eq!(ask(Access::Ingest, Some("docs"), Some("note-1"), 1_000), Err(ApiError::Forbidden), "other key");
+        assert_eq!(ask(Access::Ingest, Some("orders"), Some("doc-1"), 1_000), Err(ApiError::Forbidden), "other topic");
+        assert_eq!(ask(Access::Admin, Some("docs"), Some("doc-1"), 1_000), Err(ApiError::Forbidden), "admin route");
+        let expired = ask(Access::Ingest, Some("docs"), Some("doc-1"), 1_600);
+        assert_eq!(expired, Err(ApiError::BadClientToken("the client token has expired".into())));
+        let control =
+            tokens.authorize(Some(&auth(INGEST)), Access::Control, Target { topic: Some("docs"), ..on(None) });
+        assert_eq!(control, Err(ApiError::Forbidden), "an ingest token never flushes");
+        let off = super::tests::tokens();
+        let refused = off.authorize(Some(&auth(&jwt)), Access::Ingest, Target { topic: Some("docs"), ..on(None) });
+        assert_eq!(refused, Err(ApiError::Unauthorized), "no client token secret: no client tokens");
+    }
+
+    #[test]
     fn the_scheme_is_matched_in_any_case() {
         let tokens = tokens();
         for header in [format!("bearer {INGEST}"), format!("BEARER  {INGEST} "), format!("Bearer\t{INGEST}")] {
-            assert_eq!(tokens.authorize(Some(&header), Access::Ingest, None), Ok(Caller::Ingest), "{header:?}");
+            assert_eq!(tokens.authorize(Some(&header), Access::Ingest, on(None)), Ok(Caller::Ingest), "{header:?}");
         }
         assert_eq!(
-            tokens.authorize(Some(&format!("Basic {INGEST}")), Access::Ingest, None),
+            tokens.authorize(Some(&format!("Basic {INGEST}")), Access::Ingest, on(None)),
             Err(ApiError::Unauthorized)
         );
     }
@@ -200,7 +270,9 @@ mod tests {
     #[test]
     fn short_shared_or_missing_tokens_refuse_the_configuration() {
         let refused = |admin: &str, ingest: &str, topics: &[(String, String, String)]| {
-            let Err(ApiError::Config(why)) = Tokens::new(admin, ingest, topics) else { panic!("accepted") };
+            let Err(ApiError::Config(why)) = Tokens::new(admin, ingest, topics, ClientSecrets::default()) else {
+                panic!("accepted")
+            };
             assert!(!why.contains(ADMIN) && !why.contains(INGEST), "the reason never names a token: {why}");
             why
         };

@@ -18,6 +18,9 @@ pub enum ApiError {
     },
     /// `401 unauthorized`: no bearer token, or an unknown one.
     Unauthorized,
+    /// `401 unauthorized`: a client token that does not verify now (the reason: expired,
+    /// not yet valid, bad signature, malformed, another algorithm).
+    BadClientToken(String),
     /// `403 forbidden`: a valid token that may not do this (the ingest token on an admin route).
     Forbidden,
     /// `403 origin_not_allowed`: a browser preflight from an origin `LULL_CORS_ORIGINS` does not list.
@@ -31,6 +34,8 @@ pub enum ApiError {
     },
     /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
     InvalidKey(String),
+    /// `400 bad_request`: the body is JSON but not what the route takes.
+    BadRequest(String),
     /// `400 bad_query`: a query parameter is unknown or out of range.
     BadQuery(String),
     /// `400 invalid_idempotency_key`: the producer's `Idempotency-Key` is not 1–200 printable ASCII characters.
@@ -40,6 +45,13 @@ pub enum ApiError {
     TooManyPending {
         /// The bound.
         limit: usize,
+        /// When to try again (seconds, for `Retry-After`).
+        retry_after_secs: u64,
+    },
+    /// `429 too_many_events`: the client token's `events_per_minute` for this key is used up; nothing was stored.
+    TooManyEvents {
+        /// The bound.
+        per_minute: u32,
         /// When to try again (seconds, for `Retry-After`).
         retry_after_secs: u64,
     },
@@ -90,14 +102,15 @@ impl ApiError {
         match self {
             ApiError::UnknownTopic(_) | ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed { .. } => 405,
-            ApiError::Unauthorized => 401,
+            ApiError::Unauthorized | ApiError::BadClientToken(_) => 401,
             ApiError::Forbidden | ApiError::OriginNotAllowed(_) => 403,
             ApiError::MalformedJson(_)
             | ApiError::InvalidKey(_)
             | ApiError::BadQuery(_)
-            | ApiError::InvalidIdempotencyKey => 400,
+            | ApiError::InvalidIdempotencyKey
+            | ApiError::BadRequest(_) => 400,
             ApiError::PayloadTooLarge { .. } => 413,
-            ApiError::TooManyPending { .. } => 429,
+            ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
             ApiError::DeadLettersFull { .. } => 507,
             #[cfg(feature = "demo")]
@@ -114,15 +127,17 @@ impl ApiError {
             ApiError::UnknownTopic(_) => "unknown_topic",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::Unauthorized | ApiError::BadClientToken(_) => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::OriginNotAllowed(_) => "origin_not_allowed",
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::InvalidKey(_) => "invalid_key",
             ApiError::BadQuery(_) => "bad_query",
+            ApiError::BadRequest(_) => "bad_request",
             ApiError::InvalidIdempotencyKey => "invalid_idempotency_key",
             ApiError::TooManyPending { .. } => "too_many_pending",
+            ApiError::TooManyEvents { .. } => "too_many_events",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::DeadLettersFull { .. } => "dead_letters_full",
             #[cfg(feature = "demo")]
@@ -141,6 +156,10 @@ impl ApiError {
             ApiError::NotFound(what) => format!("{what} not found"),
             ApiError::MethodNotAllowed { method, allowed } => format!("{method} is not allowed here; use {allowed}"),
             ApiError::Unauthorized => "a valid bearer token is required".into(),
+            ApiError::BadClientToken(why) | ApiError::BadRequest(why) => why.clone(),
+            ApiError::TooManyEvents { per_minute, .. } => {
+                format!("this client token may post {per_minute} events a minute to this key; try again later")
+            }
             ApiError::Forbidden => "this token may not do that".into(),
             ApiError::OriginNotAllowed(origin) => {
                 format!("origin {origin} may not call this API from a browser (LULL_CORS_ORIGINS)")
@@ -171,9 +190,9 @@ impl ApiError {
     /// Seconds for a `Retry-After` header, where the error has one.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
-            ApiError::TooManyPending { retry_after_secs, .. } | ApiError::Unavailable { retry_after_secs, .. } => {
-                Some(*retry_after_secs)
-            }
+            ApiError::TooManyPending { retry_after_secs, .. }
+            | ApiError::TooManyEvents { retry_after_secs, .. }
+            | ApiError::Unavailable { retry_after_secs, .. } => Some(*retry_after_secs),
             _ => None,
         }
     }
@@ -225,6 +244,9 @@ mod tests {
             (ApiError::NotFound("route".into()), 404, "not_found"),
             (ApiError::MethodNotAllowed { method: "PUT".into(), allowed: "POST" }, 405, "method_not_allowed"),
             (ApiError::Unauthorized, 401, "unauthorized"),
+            (ApiError::BadClientToken("the client token has expired".into()), 401, "unauthorized"),
+            (ApiError::BadRequest("key or key_prefix".into()), 400, "bad_request"),
+            (ApiError::TooManyEvents { per_minute: 60, retry_after_secs: 12 }, 429, "too_many_events"),
             (ApiError::Forbidden, 403, "forbidden"),
             (ApiError::OriginNotAllowed("https://x.example".into()), 403, "origin_not_allowed"),
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),

@@ -71,6 +71,52 @@ pub enum DemoRoute {
     Places,
 }
 
+/// The demo page's server side (served with the demo sink only, no bearer
+/// token): what the user's backend would do for its page, for the `demo`
+/// topic only. See `crate::demo::panel`.
+#[cfg(feature = "demo")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PanelRoute {
+    /// `GET /demo/token?key=K`: a client token for key `K` of the `demo` topic
+    /// (the key read by [`demo_token_key`]).
+    Token,
+    /// `GET /demo/keys/{key}` (status), `GET /demo/keys/{key}/timeline`
+    /// (`?after&limit`), `POST /demo/keys/{key}/dead-letters/retry`: the admin
+    /// routes of the same names, on the `demo` topic.
+    Key {
+        /// The key.
+        key: Key,
+        /// [`KeyRequest::Status`], [`KeyRequest::Timeline`] (its page from the
+        /// query: [`with_page`]) or [`KeyRequest::ReplayAll`].
+        request: KeyRequest,
+    },
+    /// `GET /demo/sink`: what the demo sink received (`GET /sink`), the `demo` topic's.
+    Sink,
+    /// `PUT`/`DELETE /demo/sink/failing/{key}`: the sink's failing switch
+    /// (`PUT`/`DELETE /sink/failing/{key}`).
+    SinkFailing {
+        /// The key whose deliveries to refuse.
+        key: Key,
+        /// `true` for `PUT`.
+        on: bool,
+    },
+}
+
+/// The key of `GET /demo/token?key=K`, percent-encoded as `encodeURIComponent`
+/// writes it: `400 invalid_key` for a missing or bad key (the rules of a
+/// path's key), `400 bad_query` for another parameter.
+#[cfg(feature = "demo")]
+pub fn demo_token_key(query: Option<&str>) -> Result<Key, ApiError> {
+    let mut key = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("key", value) => key = Some(value),
+            (name, _) => return Err(ApiError::BadQuery(format!("unknown parameter {name:?} (key)"))),
+        }
+    }
+    Key::from_path_segment(key.unwrap_or(""))
+}
+
 /// A request the router understood.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -96,6 +142,14 @@ pub enum Route {
     #[cfg(feature = "demo")]
     /// `GET /demo/…`: the demo page's endpoints.
     Demo(DemoRoute),
+    #[cfg(feature = "demo")]
+    /// `/demo/token`, `/demo/keys/…`, `/demo/sink…`: the demo page's server side.
+    Panel(PanelRoute),
+    /// `POST /v1/topics/{topic}/client-tokens`: mint a client token (admin).
+    MintClientToken {
+        /// The topic name (checked for shape).
+        topic: String,
+    },
     /// `GET /v1/topics/{topic}/queue`: a queue topic's forwards in flight, bound and counters.
     QueueStatus {
         /// The topic name (checked for shape).
@@ -148,6 +202,34 @@ impl Route {
                     _ => DemoRoute::Places,
                 }))
             }
+            #[cfg(feature = "demo")]
+            ["demo", "token"] => method_check(method, "GET").map(|()| Route::Panel(PanelRoute::Token)),
+            #[cfg(feature = "demo")]
+            ["demo", "sink"] => method_check(method, "GET").map(|()| Route::Panel(PanelRoute::Sink)),
+            #[cfg(feature = "demo")]
+            ["demo", "sink", "failing", key] => {
+                method_check(method, "PUT, DELETE")?;
+                let key = Key::from_path_segment(key)?;
+                Ok(Route::Panel(PanelRoute::SinkFailing { key, on: method == "PUT" }))
+            }
+            #[cfg(feature = "demo")]
+            ["demo", "keys", key, rest @ ..] => {
+                let (request, allowed) = match rest {
+                    [] => (KeyRequest::Status, "GET"),
+                    ["timeline"] => (KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE }, "GET"),
+                    ["dead-letters", "retry"] => (KeyRequest::ReplayAll, "POST"),
+                    _ => return Err(not_found()),
+                };
+                method_check(method, allowed)?;
+                Ok(Route::Panel(PanelRoute::Key { key: Key::from_path_segment(key)?, request }))
+            }
+            ["v1", "topics", topic, "client-tokens"] => {
+                method_check(method, "POST")?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::MintClientToken { topic: (*topic).to_string() })
+            }
             ["v1", "topics", topic, "queue"] => {
                 method_check(method, "GET")?;
                 if !is_topic_name(topic) {
@@ -161,7 +243,10 @@ impl Route {
                 let (request, allowed) = match rest {
                     [] if method == "DELETE" => (KeyRequest::Cancel, "GET, DELETE"),
                     [] => (KeyRequest::Status, "GET, DELETE"),
-                    ["events"] => (KeyRequest::Event { body: String::new(), idempotency_key: None }, "POST"),
+                    ["events"] => (
+                        KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None },
+                        "POST",
+                    ),
                     ["flush"] => (KeyRequest::Flush, "POST"),
                     ["dead-letters"] => (KeyRequest::DeadLetters { after: None, limit: DEFAULT_PAGE }, "GET"),
                     ["timeline"] => (KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE }, "GET"),
@@ -186,7 +271,7 @@ impl Route {
     /// Whether it exists only with the demo on (`LULL_DEMO_SINK`): the sink and `/demo/…`.
     #[cfg(feature = "demo")]
     pub fn demo_only(&self) -> bool {
-        matches!(self, Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_))
+        matches!(self, Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_) | Route::Panel(_))
     }
 }
 
@@ -203,7 +288,7 @@ mod tests {
 
     #[test]
     fn paths_and_methods_map_to_operations() {
-        let event = KeyRequest::Event { body: String::new(), idempotency_key: None };
+        let event = KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None };
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/events"), Ok(event));
         assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Status));
         assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Cancel));
@@ -230,6 +315,9 @@ mod tests {
             Ok(KeyRequest::Timeline { after: Some(3), limit: TIMELINE_PAGE })
         );
         assert_eq!(with_page(KeyRequest::Flush, Some("whatever=1")), Ok(KeyRequest::Flush), "others ignore the query");
+        let mint = Route::parse("POST", "/v1/topics/docs/client-tokens");
+        assert_eq!(mint, Ok(Route::MintClientToken { topic: "docs".into() }));
+        assert_eq!(Route::parse("GET", "/v1/topics/docs/client-tokens").unwrap_err().code(), "method_not_allowed");
         let too_long = KeyRequest::Timeline { after: None, limit: 1 };
         assert_eq!(with_page(too_long, Some("limit=257")).unwrap_err().code(), "bad_query");
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
@@ -293,12 +381,79 @@ mod tests {
         assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
     }
 
+    #[cfg(feature = "demo")]
+    #[test]
+    fn the_demo_panel_routes_reach_the_demo_topics_key_and_sink_without_a_token() {
+        let code = |m: &str, p: &str| Route::parse(m, p).unwrap_err().code();
+        let panel = |m: &str, p: &str| match Route::parse(m, p) {
+            Ok(Route::Panel(route)) => route,
+            other => panic!("{m} {p}: {other:?}"),
+        };
+        let key = |k: &str| Key::from_path_segment(k).unwrap();
+        assert_eq!(panel("GET", "/demo/token"), PanelRoute::Token);
+        assert_eq!(panel("GET", "/demo/sink"), PanelRoute::Sink);
+        assert_eq!(panel("PUT", "/demo/sink/failing/doc%201"), PanelRoute::SinkFailing { key: key("doc 1"), on: true });
+        assert_eq!(panel("DELETE", "/demo/sink/failing/d"), PanelRoute::SinkFailing { key: key("d"), on: false });
+        assert_eq!(
+            panel("GET", "/demo/keys/doc%2F1"),
+            PanelRoute::Key { key: key("doc/1"), request: KeyRequest::Status }
+        );
+        let timeline = KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE };
+        assert_eq!(panel("GET", "/demo/keys/d/timeline"), PanelRoute::Key { key: key("d"), request: timeline.clone() });
+        assert_eq!(
+            with_page(timeline, Some("after=4&limit=10")),
+            Ok(KeyRequest::Timeline { after: Some(4), limit: 10 }),
+            "the timeline's page, as on the admin route"
+        );
+        assert_eq!(
+            panel("POST", "/demo/keys/d/dead-letters/retry"),
+            PanelRoute::Key { key: key("d"), request: KeyRequest::ReplayAll }
+        );
+        assert!(Route::parse("GET", "/demo/token").unwrap().demo_only());
+        assert!(Route::parse("GET", "/demo/keys/d").unwrap().demo_only());
+        // Nothing else of a key: no events, flush, cancel, discard, dead-letter list.
+        assert_eq!(code("POST", "/demo/keys/d/events"), "not_found");
+        assert_eq!(code("POST", "/demo/keys/d/flush"), "not_found");
+        assert_eq!(code("GET", "/demo/keys/d/dead-letters"), "not_found");
+        assert_eq!(code("POST", "/demo/keys/d/dead-letters/7/retry"), "not_found");
+        assert_eq!(code("DELETE", "/demo/keys/d"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/keys/d/dead-letters/retry"), "method_not_allowed");
+        assert_eq!(code("POST", "/demo/token"), "method_not_allowed");
+        assert_eq!(code("POST", "/demo/sink"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/sink/failing/d"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/keys/%2E%2E"), "invalid_key");
+        assert_eq!(code("PUT", "/demo/sink/failing/%FF"), "invalid_key");
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn the_demo_token_key_is_a_keys_query_parameter() {
+        assert_eq!(demo_token_key(Some("key=doc-1")).unwrap().as_str(), "doc-1");
+        assert_eq!(
+            demo_token_key(Some("key=a%2Fb%20c%2B")).unwrap().as_str(),
+            "a/b c+",
+            "as encodeURIComponent writes it"
+        );
+        for bad in [None, Some(""), Some("key="), Some("key=."), Some("key=%2E%2E"), Some("key=%FF"), Some("key=%0A")] {
+            assert_eq!(demo_token_key(bad).unwrap_err().code(), "invalid_key", "{bad:?}");
+        }
+        let long = format!("key={}", "k".repeat(513));
+        assert_eq!(demo_token_key(Some(&long)).unwrap_err().code(), "invalid_key");
+        assert_eq!(demo_token_key(Some("key=d&topic=orders")).unwrap_err().code(), "bad_query");
+    }
+
     #[cfg(not(feature = "demo"))]
     #[test]
     fn without_the_demo_its_routes_are_not_found() {
         for (method, path) in [
             ("GET", "/demo/search"),
             ("GET", "/demo/places"),
+            ("GET", "/demo/token"),
+            ("GET", "/demo/keys/k"),
+            ("GET", "/demo/keys/k/timeline"),
+            ("POST", "/demo/keys/k/dead-letters/retry"),
+            ("GET", "/demo/sink"),
+            ("PUT", "/demo/sink/failing/k"),
             ("GET", "/sink"),
             ("POST", "/sink"),
             ("PUT", "/sink/failing/k"),

@@ -70,6 +70,7 @@ impl Loaded {
             },
         };
         let out = Outgoing {
+            topic: self.topic.clone(),
             target: topic.target.clone(),
             body: delivery.to_json().map_err(json_error)?,
             idempotency_key,

@@ -46,6 +46,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 touched: self.host.now(),
                 retention_ms: topic.retention_ms,
                 log_keys: topic.log_keys,
+                client_minute: (0, 0),
             });
             return Ok(true);
         };
@@ -102,6 +103,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
             retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
             log_keys: new.is_some_and(|(topic, _)| topic.log_keys),
+            client_minute: (0, 0),
         };
         for q in &migrated.queued {
             loaded.backlog_row(q.window.0, false, serde_json::to_string(q).map_err(json_error)?, &mut batch);

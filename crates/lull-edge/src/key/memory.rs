@@ -11,6 +11,9 @@ use serde_json::json;
 use super::request::{KeyReply, KeyRequest};
 use super::state::{Effect, KeyState};
 use super::{DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
+
+/// The span of a client token's `events_per_minute`.
+const MINUTE_MS: u64 = 60_000;
 use crate::http::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
@@ -41,6 +44,9 @@ pub(super) struct Loaded {
     pub(super) retention_ms: u64,
     /// The topic's `log_keys`: log lines name the key as it is (else by a short hash).
     pub(super) log_keys: bool,
+    /// Client-token events accepted in the current minute: (when it began, how many).
+    /// In memory: a restarted object starts a new minute.
+    pub(super) client_minute: (u64, u32),
 }
 
 /// A delivery begun: the fire and its request, or why it cannot be sent.
@@ -151,12 +157,14 @@ impl Loaded {
 /// (arm, commit) are [`KeyObject`](super::KeyObject)'s.
 impl Loaded {
     /// Accept one event at `now` (or answer a producer's repeat as the first
-    /// time): its row (and its producer key's) into `batch`.
+    /// time): its row (and its producer key's) into `batch`. A client token's
+    /// event counts toward its `events_per_minute` for this key.
     pub(super) fn accept(
         &mut self,
         topic: &Topic,
         body: String,
         producer_key: Option<String>,
+        events_per_minute: Option<u32>,
         now: u64,
         batch: &mut Batch,
     ) -> Result<KeyReply, ApiError> {
@@ -170,6 +178,15 @@ impl Loaded {
             let retry_at = self.ks.engine().run().and_then(|r| r.retry_at);
             let retry_after_secs = retry_at.map_or(FULL_RETRY_SECS, |at| at.saturating_sub(now).div_ceil(1000).max(1));
             return Err(ApiError::TooManyPending { limit: topic.max_pending_windows, retry_after_secs });
+        }
+        if let Some(per_minute) = events_per_minute {
+            let (began, count) = self.client_minute;
+            let (began, count) = if now >= began.saturating_add(MINUTE_MS) { (now, 0) } else { (began, count) };
+            if count >= per_minute {
+                let retry_after_secs = (began + MINUTE_MS).saturating_sub(now).div_ceil(1000).max(1);
+                return Err(ApiError::TooManyEvents { per_minute, retry_after_secs });
+            }
+            self.client_minute = (began, count + 1);
         }
         let (accepted, effects) = self.ks.accept(now);
         let reuse = self.free.pop_front();

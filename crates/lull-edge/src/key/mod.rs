@@ -131,7 +131,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let (result, batch, alarm) = match outcome {
             Ok(done) => done,
             // Refusals change nothing; any other failure may have changed memory.
-            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. })) => return Err(e),
+            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. })) => {
+                return Err(e);
+            }
             Err(e) => {
                 self.forget();
                 return Err(e);
@@ -191,8 +193,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         })?;
         self.follow(&topic.policy).await?;
         match request {
-            KeyRequest::Event { body, idempotency_key } => {
-                self.op(|l, batch, now| l.accept(topic, body, idempotency_key, now, batch)).await
+            KeyRequest::Event { body, idempotency_key, events_per_minute } => {
+                let client = events_per_minute;
+                self.op(|l, batch, now| l.accept(topic, body, idempotency_key, client, now, batch)).await
             }
             KeyRequest::Status => self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size()) })),
             KeyRequest::DeadLetters { after, limit } => {

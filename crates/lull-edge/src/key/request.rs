@@ -24,6 +24,9 @@ pub enum KeyRequest {
         /// `dedupe_window_ms` gets the first answer and stores nothing.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
+        /// A client token's `events_per_minute`: at most this many such events per key and minute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        events_per_minute: Option<u32>,
     },
     /// `GET …/keys/{key}`: the key's status.
     Status,
@@ -60,10 +63,12 @@ pub enum KeyRequest {
 }
 
 impl KeyRequest {
-    /// The least credential that may ask for it: posting events is ingest, the rest admin.
+    /// The least credential that may ask for it: posting events is ingest;
+    /// flush and cancel are control (what a page's client token may do); the rest admin.
     pub fn access(&self) -> Access {
         match self {
             KeyRequest::Event { .. } => Access::Ingest,
+            KeyRequest::Flush | KeyRequest::Cancel => Access::Control,
             _ => Access::Admin,
         }
     }
@@ -125,8 +130,12 @@ mod tests {
     fn a_call_crosses_in_one_ascii_header_and_the_event_in_the_body() {
         let key = Key::from_path_segment("doc%E2%9C%93%2F1").unwrap();
         let requests = [
-            KeyRequest::Event { body: r#"{"n":1}"#.into(), idempotency_key: Some("order-1".into()) },
-            KeyRequest::Event { body: "[]".into(), idempotency_key: None },
+            KeyRequest::Event {
+                body: r#"{"n":1}"#.into(),
+                idempotency_key: Some("order-1".into()),
+                events_per_minute: Some(60),
+            },
+            KeyRequest::Event { body: "[]".into(), idempotency_key: None, events_per_minute: None },
             KeyRequest::Status,
             KeyRequest::Flush,
             KeyRequest::Cancel,
@@ -157,7 +166,11 @@ mod tests {
 
     #[test]
     fn only_events_are_open_to_ingest_tokens() {
-        assert_eq!(KeyRequest::Event { body: String::new(), idempotency_key: None }.access(), Access::Ingest);
+        assert_eq!(
+            KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None }.access(),
+            Access::Ingest
+        );
+        assert_eq!(KeyRequest::Flush.access(), Access::Control);
         assert_eq!(KeyRequest::Status.access(), Access::Admin);
         assert_eq!(KeyRequest::Replay { window: WindowId(1) }.access(), Access::Admin);
     }

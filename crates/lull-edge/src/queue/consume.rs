@@ -236,6 +236,7 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             }
         };
         let out = Outgoing {
+            topic: name.to_string(),
             target: topic.target.clone(),
             body: message.body.get().to_string(),
             idempotency_key: key.to_string(),

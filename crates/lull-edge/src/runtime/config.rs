@@ -5,8 +5,10 @@ use std::rc::Rc;
 
 use worker::Env;
 
+use crate::delivery::signing::{Keyring, Secret};
 use crate::http::ApiError;
 use crate::http::auth::Tokens;
+use crate::http::client_token::ClientSecrets;
 use crate::http::cors::Cors;
 use crate::topic::Topics;
 
@@ -19,8 +21,8 @@ pub struct Config {
     pub topics: Topics,
     /// `LULL_ADMIN_TOKEN`, `LULL_INGEST_TOKEN` and each topic's `ingest_token_env`.
     pub tokens: Tokens,
-    /// `LULL_SIGNING_SECRET`: signs deliveries.
-    pub signing_secret: String,
+    /// `LULL_SIGNING_SECRET` and each topic's `signing_secret_env`: sign deliveries.
+    pub signing: Keyring,
     /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
     #[cfg(feature = "demo")]
     pub demo_sink: bool,
@@ -32,7 +34,8 @@ thread_local! {
     static CACHE: RefCell<Option<(String, Rc<Config>)>> = const { RefCell::new(None) };
 }
 
-fn text(env: &Env, name: &str) -> Option<String> {
+/// The secret or var `name`, if set.
+pub(crate) fn text(env: &Env, name: &str) -> Option<String> {
     env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
 }
 
@@ -60,6 +63,23 @@ pub fn is_admin(env: &Env, header: Option<&str>) -> bool {
     text(env, "LULL_ADMIN_TOKEN").is_some_and(|tokens| crate::http::auth::carries_one_of(header, &tokens))
 }
 
+/// The secrets in the variable `name`: one or several `whsec_<base64>`, separated by whitespace.
+fn secrets(env: &Env, name: &str) -> Result<Vec<Secret>, ApiError> {
+    // The reason names the variable, never the secret.
+    Secret::parse_all(&required(env, name)?).map_err(|e| ApiError::Config(format!("{name}: {e}")))
+}
+
+/// `LULL_SIGNING_SECRET` for every topic, except those with their own `signing_secret_env`.
+fn keyring(env: &Env, topics: &Topics) -> Result<Keyring, ApiError> {
+    let mut keyring = Keyring::new(secrets(env, "LULL_SIGNING_SECRET")?);
+    for topic in topics.iter() {
+        if let Some(var) = &topic.signing_secret_env {
+            keyring.set_topic(&topic.name, secrets(env, var)?);
+        }
+    }
+    Ok(keyring)
+}
+
 /// The configuration, parsed and checked the first time and whenever `LULL_TOPICS` changes.
 pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
     let json = topics_json(env)?;
@@ -73,11 +93,13 @@ pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
             own.push((topic.name.clone(), var.clone(), required(env, var)?));
         }
     }
-    let tokens = Tokens::new(&required(env, "LULL_ADMIN_TOKEN")?, &required(env, "LULL_INGEST_TOKEN")?, &own)?;
+    let client = ClientSecrets::parse(text(env, "LULL_CLIENT_TOKEN_SECRET").as_deref())?;
+    let tokens = Tokens::new(&required(env, "LULL_ADMIN_TOKEN")?, &required(env, "LULL_INGEST_TOKEN")?, &own, client)?;
+    let signing = keyring(env, &topics)?;
     let config = Rc::new(Config {
         topics,
         tokens,
-        signing_secret: required(env, "LULL_SIGNING_SECRET")?,
+        signing,
         #[cfg(feature = "demo")]
         demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
         cors: Cors::parse(text(env, "LULL_CORS_ORIGINS").as_deref())?,

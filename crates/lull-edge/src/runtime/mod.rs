@@ -15,7 +15,7 @@ mod headers;
 #[allow(missing_docs)]
 mod key_window;
 mod outbound;
-mod router;
+pub(crate) mod router;
 mod store;
 mod sys;
 // Same: the glue of `#[durable_object]`.

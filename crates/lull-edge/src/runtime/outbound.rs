@@ -1,7 +1,8 @@
-//! The delivery call: a signed `POST` to the topic's target, bounded by the
-//! topic's timeout — or, for a queue topic, the window's messages sent to
-//! its queue (in batches the queue takes, see
-//! [`crate::delivery::queue_message::batches`]).
+//! The delivery call: a `POST` to the topic's target signed with the topic's
+//! secrets (Standard Webhooks, see [`crate::delivery::signing`]), bounded by
+//! the topic's timeout and never following a redirect — or, for a queue
+//! topic, the window's messages sent to its queue (in batches the queue
+//! takes, see [`crate::delivery::queue_message::batches`]).
 
 use std::pin::pin;
 use std::time::Duration;
@@ -9,16 +10,17 @@ use std::time::Duration;
 use futures::future::{Either, select};
 use worker::{
     AbortController, Delay, Env, Fetch, Headers, Method, QueueContentType, RawMessageBuilder, Request, RequestInit,
+    RequestRedirect, Response,
 };
 
 use super::config;
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
-use crate::delivery::signing;
+use crate::delivery::signing::{self, Secret};
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
 
-/// [`Outbound`] over `fetch`, signing with the configured secret.
+/// [`Outbound`] over `fetch`, signing with the topic's secrets.
 pub struct Fetcher {
-    /// The worker's environment (the signing secret).
+    /// The worker's environment (the signing secrets).
     pub env: Env,
 }
 
@@ -28,7 +30,10 @@ impl Outbound for Fetcher {
             return enqueue(&self.env, queue).await;
         }
         match config::load(&self.env) {
-            Ok(config) => send(out, &config.signing_secret).await,
+            Ok(config) => {
+                let secrets = config.signing.for_topic(&out.topic);
+                send(out, secrets).await
+            }
             Err(e) => Outcome { ok: false, detail: format!("config: {}", e.message()) },
         }
     }
@@ -44,9 +49,13 @@ async fn enqueue(env: &Env, send: ToQueue) -> Outcome {
     }
 }
 
-/// Send it; never fails, the outcome says what happened.
-pub(super) async fn send(out: Outgoing, secret: &str) -> Outcome {
-    let request = match request(&out, secret) {
+/// The longest `Location` an outcome quotes (the outcome is kept in the key's state).
+const MAX_LOCATION: usize = 256;
+
+/// Send it; never fails, the outcome says what happened. A redirect is not
+/// followed: it is a failed attempt naming the status and the `Location`.
+pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
+    let request = match request(&out, secrets) {
         Ok(request) => request,
         Err(e) => return Outcome { ok: false, detail: format!("request: {e}") },
     };
@@ -56,10 +65,7 @@ pub(super) async fn send(out: Outgoing, secret: &str) -> Outcome {
     let sending = pin!(fetch.send_with_signal(&signal));
     let timer = pin!(Delay::from(Duration::from_millis(out.timeout_ms)));
     match select(sending, timer).await {
-        Either::Left((Ok(response), _)) => {
-            let status = response.status_code();
-            Outcome { ok: (200..300).contains(&status), detail: status.to_string() }
-        }
+        Either::Left((Ok(response), _)) => answered(&response),
         Either::Left((Err(e), _)) => Outcome { ok: false, detail: format!("network: {e}") },
         Either::Right(((), _)) => {
             controller.abort();
@@ -68,16 +74,45 @@ pub(super) async fn send(out: Outgoing, secret: &str) -> Outcome {
     }
 }
 
-fn request(out: &Outgoing, secret: &str) -> worker::Result<Request> {
+/// What an answer means: a 2xx delivered; a 3xx is a redirect not followed.
+fn answered(response: &Response) -> Outcome {
+    let status = response.status_code();
+    if !(300..400).contains(&status) {
+        return Outcome { ok: (200..300).contains(&status), detail: status.to_string() };
+    }
+    let detail = match response.headers().get("location").ok().flatten() {
+        Some(location) => format!("{status} redirect to {}", clip(&location, MAX_LOCATION)),
+        None => format!("{status} redirect without a Location"),
+    };
+    Outcome { ok: false, detail }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), `…` marking a cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    format!("{}…", &text[..end])
+}
+
+fn request(out: &Outgoing, secrets: &[Secret]) -> worker::Result<Request> {
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     headers.set("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))?;
     headers.set(IDEMPOTENCY_HEADER, &out.idempotency_key)?;
     headers.set(ATTEMPT_HEADER, &out.attempt.to_string())?;
+    // Standard Webhooks: the id and the timestamp are signed with the body.
     let unix = super::http::now_ms() / 1000;
-    headers.set(signing::HEADER, &signing::sign(secret.as_bytes(), unix, out.body.as_bytes()))?;
+    headers.set(signing::ID_HEADER, &out.idempotency_key)?;
+    headers.set(signing::TIMESTAMP_HEADER, &unix.to_string())?;
+    headers.set(signing::SIGNATURE_HEADER, &signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes()))?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(out.body.as_str().into()));
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(out.body.as_str().into()))
+        // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
+        .with_redirect(RequestRedirect::Manual);
     Request::new_with_init(&out.target, &init)
 }
 

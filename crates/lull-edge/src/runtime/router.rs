@@ -9,9 +9,10 @@ use super::headers::KEY_CALL_HEADER;
 use super::http;
 use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
-use crate::demo::{search as demo, sink};
+use crate::demo::{panel, search as demo, sink};
 use crate::http::ApiError;
-use crate::http::auth::Access;
+use crate::http::auth::{Access, Caller, Target};
+use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
@@ -67,7 +68,7 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>, admin: bool) 
         #[cfg(feature = "demo")]
         Route::SinkFailing { key, on } => sink::failing(&key, on, tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
-            tokens.authorize(auth.as_deref(), Access::Admin, Some(&topic))?;
+            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
@@ -77,13 +78,35 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>, admin: bool) 
         }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req, env, page).await,
+        #[cfg(feature = "demo")]
+        Route::Panel(route) => panel::handle(req, env, &config, route).await,
+        Route::MintClientToken { topic } => {
+            let now_s = http::now_ms() / 1000;
+            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), key: None, now_s })?;
+            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
+            let asked: MintRequest = serde_json::from_slice(&small_body(&mut req).await?).map_err(|e| {
+                ApiError::BadRequest(format!(
+                    "the body must be {{\"key\" | \"key_prefix\", \"ttl_s\"?, \"events_per_minute\"?}}: {e}"
+                ))
+            })?;
+            let claims = asked.claims(&topic.name, now_s)?;
+            let token = tokens.client_secrets().mint(&claims)?;
+            Ok(http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
+        }
         Route::Key { topic, key, request } => {
-            tokens.authorize(auth.as_deref(), request.access(), Some(&topic))?;
+            let now_s = http::now_ms() / 1000;
+            let target = Target { topic: Some(&topic), key: Some(key.as_str()), now_s };
+            let caller = tokens.authorize(auth.as_deref(), request.access(), target)?;
+            let events_per_minute = match &caller {
+                Caller::Client(claims) => claims.events_per_minute,
+                _ => None,
+            };
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
             let request = match request {
                 KeyRequest::Event { .. } => {
-                    KeyRequest::Event { body: event_body(&mut req, topic).await?, idempotency_key: producer }
+                    let body = event_body(&mut req, topic).await?;
+                    KeyRequest::Event { body, idempotency_key: producer, events_per_minute }
                 }
                 other => other,
             };
@@ -92,6 +115,18 @@ async fn handle(mut req: Request, env: &Env, origin: Option<&str>, admin: bool) 
             forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
         }
     }
+}
+
+/// Bodies of admin routes (a client token's request) are at most this long.
+const SMALL_BODY_BYTES: usize = 4 * 1024;
+
+/// A small request body (an admin route's JSON): `413` past [`SMALL_BODY_BYTES`].
+async fn small_body(req: &mut Request) -> Result<Vec<u8>, ApiError> {
+    let bytes = req.bytes().await?;
+    if bytes.len() > SMALL_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge { limit: SMALL_BODY_BYTES });
+    }
+    Ok(bytes)
 }
 
 /// The event's JSON, checked for size and syntax.
@@ -110,7 +145,7 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
 }
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
-async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
+pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
     let namespace = env.durable_object(KEY_WINDOW_BINDING)?;
     let name = object_name(&call.topic, &call.key);
     let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub())?;

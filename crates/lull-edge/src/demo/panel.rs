@@ -1,0 +1,73 @@
+//! The demo page's server side (`LULL_DEMO_SINK = "on"`, for local use, no
+//! bearer token): it stands in for the user's backend, so the page holds no
+//! ingest or admin token, only a client token for its document's key.
+//!
+//! - `GET /demo/token?key=K`: a client token for key `K` of the `demo` topic,
+//!   [`TOKEN_TTL_S`] long, minted as the admin route
+//!   `POST /v1/topics/demo/client-tokens` mints `{"key": K, "ttl_s": 600}`:
+//!   `{"token", "expires_at"}`.
+//! - What the page shows that only an admin may read, for the `demo` topic
+//!   only: `GET /demo/keys/{key}` (status), `GET /demo/keys/{key}/timeline`
+//!   (`?after&limit`) and `POST /demo/keys/{key}/dead-letters/retry`, handed to
+//!   the key's object as the admin routes are; `GET /demo/sink` (the `demo`
+//!   topic's deliveries) and `PUT`/`DELETE /demo/sink/failing/{key}`, served by
+//!   the sink's own functions with the configured admin token, as a backend
+//!   holding it would call them.
+
+use serde_json::Value;
+use worker::{Env, Request, Response};
+
+use crate::demo::sink;
+use crate::http::ApiError;
+use crate::http::client_token::MintRequest;
+use crate::http::route::{PanelRoute, demo_token_key, with_page};
+use crate::key::KeyCall;
+use crate::runtime::config::{self, Config};
+use crate::runtime::http;
+use crate::runtime::router::forward;
+
+/// The one topic the page's server side serves.
+pub const TOPIC: &str = "demo";
+/// How long the page's client tokens live (s); `lull-web/edge` fetches a new one before then.
+pub const TOKEN_TTL_S: u64 = 600;
+
+/// Serve `route` for the `demo` topic.
+pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute) -> Result<Response, ApiError> {
+    let topic = config.topics.get(TOPIC).ok_or_else(|| ApiError::UnknownTopic(TOPIC.into()))?;
+    match route {
+        PanelRoute::Token => {
+            let key = demo_token_key(req.url()?.query())?;
+            let asked = MintRequest {
+                key: Some(key.as_str().to_string()),
+                key_prefix: None,
+                ttl_s: Some(TOKEN_TTL_S),
+                events_per_minute: None,
+            };
+            let claims = asked.claims(&topic.name, http::now_ms() / 1000)?;
+            let token = config.tokens.client_secrets().mint(&claims)?;
+            Ok(http::json(200, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
+        }
+        PanelRoute::Key { key, request } => {
+            let request = with_page(request, req.url()?.query())?;
+            forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
+        }
+        PanelRoute::Sink => {
+            let mut listed = sink::handle(req, config, false, &config.tokens, Some(&admin(env)?)).await?;
+            let mut body: Value = listed.json().await?;
+            if let Some(received) = body["received"].as_array_mut() {
+                received.retain(|r| r["delivery"]["topic"] == TOPIC);
+            }
+            Ok(http::json(200, &body)?)
+        }
+        PanelRoute::SinkFailing { key, on } => sink::failing(&key, on, &config.tokens, Some(&admin(env)?)),
+    }
+}
+
+/// `Bearer <the first admin token>`: what the demo's server side holds, as the
+/// user's backend would (never sent to the page).
+fn admin(env: &Env) -> Result<String, ApiError> {
+    let tokens = config::text(env, "LULL_ADMIN_TOKEN").unwrap_or_default();
+    let token =
+        tokens.split_whitespace().next().ok_or_else(|| ApiError::Config("LULL_ADMIN_TOKEN is not set".into()))?;
+    Ok(format!("Bearer {token}"))
+}
