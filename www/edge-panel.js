@@ -42,9 +42,9 @@ function describe(e) {
   }
 }
 
-/** The demo's server side: JSON, or an error with its message. */
+/** The demo's server side: JSON, or an error with its message (changes carry `lull-demo: 1`). */
 const demo = (method, path) =>
-  fetch(path, { method }).then(async (res) => {
+  fetch(path, { method, headers: method === 'GET' ? {} : { 'lull-demo': '1' } }).then(async (res) => {
     const body = await res.json().catch(() => null);
     if (!res.ok) throw new Error(body?.error?.message ?? res.statusText);
     return body;

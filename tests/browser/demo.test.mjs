@@ -313,6 +313,11 @@ describe("edge panel", () => {
     assert.deepEqual([bad.status, (await bad.json()).error.code], [400, "invalid_key"]);
     const read = await fetch(`${demo.base}/v1/topics/demo/keys/${encodeURIComponent(keys[0])}`, { headers: { authorization: `Bearer ${minted.token}` } });
     assert.equal(read.status, 403, "a client token may not read the key's status");
+    // A change without the page's `lull-demo: 1` header (what another site's page could send) is refused.
+    for (const [method, path] of [["PUT", "/demo/sink/failing/x"], ["POST", `/demo/keys/${encodeURIComponent(keys[0])}/dead-letters/retry`]]) {
+      const forged = await fetch(`${demo.base}${path}`, { method });
+      assert.equal(forged.status, 403, `${method} ${path} without lull-demo: 1`);
+    }
   });
 
   test("two pages autosave one document: one delivery per window with both pages' edits, shown in the timeline", { timeout: 150_000 }, async () => {

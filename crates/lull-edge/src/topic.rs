@@ -262,8 +262,9 @@ impl Topic {
         }
         for (field, name) in [("ingest_token_env", &c.ingest_token_env), ("signing_secret_env", &c.signing_secret_env)]
         {
+            // Not one of lull's own variables: a topic's producers or receiver would hold it.
             if let Some(name) = name
-                && !is_env_name(name)
+                && (!is_env_name(name) || name.starts_with("LULL_"))
             {
                 return Err(fail(Problem::EnvName { field, name: name.clone() }));
             }
@@ -472,7 +473,10 @@ impl fmt::Display for TopicError {
                         )
                     }
                     Problem::EnvName { field, name } => {
-                        write!(f, "{field} must name a secret or var (A-Z a-z 0-9 _), not {name:?}")
+                        write!(
+                            f,
+                            "{field} must name a secret or var of its own (A-Z a-z 0-9 _, not LULL_…), not {name:?}"
+                        )
                     }
                     Problem::DeliveryTimeout(n) => {
                         write!(f, "delivery_timeout_ms must be 1..={MAX_DELIVERY_TIMEOUT_MS}, not {n}")
@@ -542,6 +546,10 @@ mod tests {
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "ingest_token_env": "a-b"}}"#)
                 .contains("ingest_token_env must name a secret or var")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "ingest_token_env": "LULL_CLIENT_TOKEN_SECRET"}}"#)
+                .contains("not LULL_…")
         );
         assert!(refused(r#"{"t": {"target": "https://a"}}"#).ends_with("wait_ms is required"));
         assert!(

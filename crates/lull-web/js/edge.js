@@ -86,7 +86,9 @@ async function call(c, method, route, body, headers = {}) {
   }
   let refreshed = false;
   for (let attempt = 0; ; attempt++) {
-    init.headers = { ...init.headers, authorization: `Bearer ${await bearer(c, false)}` };
+    // A page that is going sends with the token it has: a fetch for a new one would not finish.
+    const token = (leaving || c.leaving) && c.token ? c.token : await bearer(c, false);
+    init.headers = { ...init.headers, authorization: `Bearer ${token}` };
     // keepalive (the page is going) while the bodies in flight stay within its quota.
     init.keepalive = bytes > 0 && (leaving || c.leaving || isHidden()) && c.keepalive + bytes <= KEEPALIVE_BYTES;
     const held = init.keepalive ? bytes : 0;

@@ -108,11 +108,20 @@ impl Tokens {
                 ));
             }
         }
+        let ingest = split(ingest);
+        for (var, tokens) in &named[2..] {
+            if tokens.iter().any(|t| ingest.iter().any(|i| i == t)) {
+                return fail(format!(
+                    "a token is both a global ingest token (LULL_INGEST_TOKEN) and a topic's own ({var}): \
+                     it would post to every topic"
+                ));
+            }
+        }
         let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (topic, _, text) in topics {
             by_topic.entry(topic.clone()).or_default().extend(split(text));
         }
-        Ok(Tokens { admin, ingest: split(ingest), topics: by_topic, client })
+        Ok(Tokens { admin, ingest, topics: by_topic, client })
     }
 
     /// The secrets client tokens are signed with (to mint one).
@@ -282,6 +291,8 @@ mod tests {
         assert!(refused(ADMIN, &format!("{INGEST} {ADMIN}"), &[]).contains("both an admin token"));
         let shared = [("orders".to_string(), "ORDERS_TOKEN".to_string(), ADMIN.to_string())];
         assert!(refused(ADMIN, INGEST, &shared).contains("(ORDERS_TOKEN)"));
+        let global = [("orders".to_string(), "ORDERS_TOKEN".to_string(), INGEST.to_string())];
+        assert!(refused(ADMIN, INGEST, &global).contains("both a global ingest token"));
         let short = [("orders".to_string(), "ORDERS_TOKEN".to_string(), "x".to_string())];
         assert!(refused(ADMIN, INGEST, &short).contains("ORDERS_TOKEN holds a token of 1"));
     }

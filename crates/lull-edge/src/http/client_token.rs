@@ -267,7 +267,8 @@ impl ClientSecrets {
         if claims.nbf.is_some_and(|nbf| now < nbf) {
             return Err(TokenError::NotYetValid);
         }
-        let lifetime = claims.exp.saturating_sub(claims.iat.unwrap_or(now));
+        // From `iat`, and from now whatever `iat` says (an `iat` in the future would stretch it).
+        let lifetime = claims.exp.saturating_sub(claims.iat.unwrap_or(now).min(now));
         if lifetime > MAX_LIFETIME_S {
             return Err(TokenError::TooLong);
         }
@@ -338,6 +339,13 @@ mod tests {
         assert_eq!(s.verify(&signed(hs, &long, FIRST), NOW), Err(TokenError::TooLong));
         let far = format!(r#"{{"topic":"docs","key":"d","exp":{}}}"#, NOW + MAX_LIFETIME_S + 1);
         assert_eq!(s.verify(&signed(hs, &far, FIRST), NOW), Err(TokenError::TooLong), "no iat: from now");
+        let ahead = NOW + 10 * 365 * 86_400;
+        let future = format!(r#"{{"topic":"docs","key":"d","iat":{ahead},"exp":{}}}"#, ahead + 3_600);
+        assert_eq!(
+            s.verify(&signed(hs, &future, FIRST), NOW),
+            Err(TokenError::TooLong),
+            "an iat ahead stretches nothing"
+        );
         let both = format!(r#"{{"topic":"docs","key":"d","key_prefix":"x","exp":{}}}"#, NOW + 60);
         assert!(matches!(s.verify(&signed(hs, &both, FIRST), NOW), Err(TokenError::Malformed(_))));
         let no_exp = r#"{"topic":"docs","key":"d"}"#;
