@@ -17,18 +17,12 @@ impl Key {
     pub fn from_path_segment(segment: &str) -> Result<Key, ApiError> {
         let bytes = percent_decode(segment)?;
         let key = String::from_utf8(bytes).map_err(|_| ApiError::InvalidKey("the key is not valid UTF-8".into()))?;
-        if key.is_empty() {
-            return Err(ApiError::InvalidKey("the key is empty".into()));
-        }
-        if key.len() > MAX_KEY_BYTES {
-            return Err(ApiError::InvalidKey(format!(
-                "the key is {} bytes long; the limit is {MAX_KEY_BYTES}",
-                key.len()
-            )));
-        }
-        if key.chars().any(char::is_control) {
-            return Err(ApiError::InvalidKey("the key contains control characters".into()));
-        }
+        Key::new(key)
+    }
+
+    /// The key `key` (not encoded), checked.
+    pub fn new(key: String) -> Result<Key, ApiError> {
+        check_text(&key)?;
         if key == "." || key == ".." {
             // In a path they are dot segments: `…/keys/./timeline` would reach the key `timeline`.
             return Err(ApiError::InvalidKey(format!("the key {key:?} is a path's dot segment")));
@@ -71,6 +65,21 @@ pub fn idempotency_label(idempotency_key: &str, log_keys: bool) -> String {
         }
         _ => key_label(idempotency_key, false),
     }
+}
+
+/// What every key, and every key prefix, must be: 1 to [`MAX_KEY_BYTES`]
+/// bytes of UTF-8 without control characters.
+pub fn check_text(key: &str) -> Result<(), ApiError> {
+    if key.is_empty() {
+        return Err(ApiError::InvalidKey("the key is empty".into()));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(ApiError::InvalidKey(format!("the key is {} bytes long; the limit is {MAX_KEY_BYTES}", key.len())));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(ApiError::InvalidKey("the key contains control characters".into()));
+    }
+    Ok(())
 }
 
 /// The Durable Object name for `(topic, key)`. Topic names cannot contain `/`,

@@ -85,6 +85,7 @@ impl Tokens {
         client: ClientSecrets,
     ) -> Result<Tokens, ApiError> {
         let fail = |why: String| Err(ApiError::Config(why));
+        // Each variable's tokens, split once: admin, global ingest, then each topic's in order.
         let mut named: Vec<(&str, Vec<String>)> =
             vec![("LULL_ADMIN_TOKEN", split(admin)), ("LULL_INGEST_TOKEN", split(ingest))];
         named.extend(topics.iter().map(|(_, var, text)| (var.as_str(), split(text))));
@@ -99,7 +100,7 @@ impl Tokens {
                 ));
             }
         }
-        let admin = split(admin);
+        let (admin, ingest) = (&named[0].1, &named[1].1);
         for (var, tokens) in &named[1..] {
             if tokens.iter().any(|t| admin.iter().any(|a| a == t)) {
                 return fail(format!(
@@ -108,7 +109,6 @@ impl Tokens {
                 ));
             }
         }
-        let ingest = split(ingest);
         for (var, tokens) in &named[2..] {
             if tokens.iter().any(|t| ingest.iter().any(|i| i == t)) {
                 return fail(format!(
@@ -118,10 +118,10 @@ impl Tokens {
             }
         }
         let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (topic, _, text) in topics {
-            by_topic.entry(topic.clone()).or_default().extend(split(text));
+        for ((topic, _, _), (_, tokens)) in topics.iter().zip(&named[2..]) {
+            by_topic.entry(topic.clone()).or_default().extend(tokens.iter().cloned());
         }
-        Ok(Tokens { admin, ingest, topics: by_topic, client })
+        Ok(Tokens { admin: admin.clone(), ingest: ingest.clone(), topics: by_topic, client })
     }
 
     /// The secrets client tokens are signed with (to mint one).

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::http::ApiError;
+use crate::names::Key;
 
 /// The longest a client token may live: 24 h.
 pub const MAX_LIFETIME_S: u64 = 24 * 60 * 60;
@@ -139,15 +140,10 @@ impl MintRequest {
             (None, Some(prefix)) => (prefix, true),
             _ => return bad("give exactly one of key and key_prefix".into()),
         };
-        if scope.is_empty() || scope.len() > crate::names::MAX_KEY_BYTES || scope.chars().any(char::is_control) {
-            return bad(format!(
-                "a key or key_prefix is 1 to {} bytes without control characters",
-                crate::names::MAX_KEY_BYTES
-            ));
-        }
-        if !prefix && (scope == "." || scope == "..") {
-            return bad("the key must not be \".\" or \"..\"".into());
-        }
+        // A key is checked as every key is; a prefix as its text (it may be `.`).
+        let checked = if prefix { crate::names::check_text(&scope) } else { Key::new(scope.clone()).map(drop) };
+        let field = if prefix { "key_prefix" } else { "key" };
+        checked.map_err(|e| ApiError::BadRequest(format!("{field}: {}", e.message())))?;
         Ok(Claims::new(topic, &scope, prefix, now, ttl, self.events_per_minute))
     }
 }

@@ -22,9 +22,13 @@ use crate::topic::Topic;
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let origin = req.headers().get("origin").ok().flatten();
+    let auth = req.headers().get("authorization").ok().flatten();
+    // Asked only where it matters (health, a private error): not on every event.
+    let admin = || config::is_admin(&env, auth.as_deref());
+    let result = handle(req, &env, origin.as_deref(), &admin).await;
     // An admin sees a private error's detail (a broken configuration, say); anyone else a request id.
-    let admin = config::is_admin(&env, req.headers().get("authorization").ok().flatten().as_deref());
-    let response = http::respond_as(handle(req, &env, origin.as_deref(), admin).await, admin)?;
+    let reveal = matches!(&result, Err(e) if e.is_private()) && admin();
+    let response = http::respond_as(result, reveal)?;
     // Every answer (errors too) tells an allowed origin's page that it may read it.
     let cors = config::load(&env).map(|c| c.cors.headers(origin.as_deref())).unwrap_or_default();
     if cors.is_empty() {
@@ -37,14 +41,19 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     Ok(response.with_headers(headers))
 }
 
-async fn handle(mut req: Request, env: &Env, origin: Option<&str>, admin: bool) -> Result<Response, ApiError> {
+async fn handle(
+    mut req: Request,
+    env: &Env,
+    origin: Option<&str>,
+    admin: &dyn Fn() -> bool,
+) -> Result<Response, ApiError> {
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     if route == Route::Health {
         // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
         let config = config::load(env).map_err(|e| ApiError::Unhealthy(e.message()))?;
         let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
         let body =
-            if admin { serde_json::json!({"ok": true, "topics": topics}) } else { serde_json::json!({"ok": true}) };
+            if admin() { serde_json::json!({"ok": true, "topics": topics}) } else { serde_json::json!({"ok": true}) };
         return Ok(http::json(200, &body)?);
     }
     let config = config::load(env)?;
