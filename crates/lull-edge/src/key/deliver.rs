@@ -83,27 +83,35 @@ impl Loaded {
 }
 
 impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
-    /// The alarm went off: deliver what is due, then re-arm. Never fails: a
-    /// failure is logged and the alarm tries again with a capped backoff.
-    pub async fn alarm(&self, topics: &Topics) {
+    /// The alarm went off: deliver what is due, then re-arm. When the work
+    /// fails, the key arms its own retry with a capped backoff
+    /// ([`alarm_failed`](Self::alarm_failed)) and the error is returned, so the
+    /// runtime also retries the alarm should that re-arm have failed too: a
+    /// key holding work is never left without an alarm.
+    pub async fn alarm(&self, topics: &Topics) -> Result<(), ApiError> {
         match self.run_alarm(topics).await {
-            Ok(()) => self.alarm_failures.set(0),
-            Err(error) => self.alarm_failed(&error).await,
+            Ok(()) => {
+                self.alarm_failures.set(0);
+                Ok(())
+            }
+            Err(error) => {
+                self.alarm_failed(&error).await;
+                Err(error)
+            }
         }
     }
 
     /// The alarm could not do its work: log it, and arm again after a backoff
-    /// that doubles with each failure in a row ([`ALARM_RETRY`]).
+    /// that doubles with each failure in a row ([`ALARM_RETRY`]). If that
+    /// re-arm fails too, memory is dropped (the next call reloads, and a load
+    /// always arms) and the runtime's own retry of the failed handler remains.
     pub async fn alarm_failed(&self, error: &ApiError) {
         let failures = self.alarm_failures.get().saturating_add(1);
         self.alarm_failures.set(failures);
         let backoff = ALARM_RETRY.ceiling(failures);
         let again = self.host.now().saturating_add(backoff);
-        let fact = Fact::new(
-            "alarm_error",
-            json!({"error": error.message(), "failures": failures,
-                                                   "retry_in_ms": backoff}),
-        );
+        let fact =
+            Fact::new("alarm_error", json!({"error": error.message(), "failures": failures, "retry_in_ms": backoff}));
         self.host.log(&fact.line(&[]));
         let _ = self.with(|l| {
             l.armed = Some(again);
@@ -111,7 +119,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         });
         if let Err(e) = self.host.set_alarm(again).await {
             self.forget();
-            self.host.log(&Fact::new("alarm_error", json!({"error": e.0})).line(&[]));
+            self.host.log(&Fact::new("alarm_error", json!({"error": e.0, "rearm": false})).line(&[]));
         }
     }
 

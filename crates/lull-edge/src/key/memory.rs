@@ -64,6 +64,8 @@ pub(super) struct Batch {
     pub(super) lines: Vec<String>,
     pub(super) accepting: bool,
     pub(super) snapshot: bool,
+    /// The state changed in a way a load cannot replay: the operation writes the snapshot.
+    pub(super) unreplayable: bool,
     /// An alarm the operation needs armed before its rows commit (a delivery's guard).
     pub(super) alarm: Option<u64>,
 }
@@ -99,6 +101,7 @@ impl Loaded {
                     }
                 }
                 Effect::Finished(span) => self.free.extend((span.first.0..=span.last.0).map(Seq)),
+                Effect::Unreplayable => batch.unreplayable = true,
             }
         }
         Ok(())

@@ -15,7 +15,7 @@
 //! - **One row per event**: accepting writes the event alone (the very first
 //!   event of a key also writes its first snapshot). The snapshot is written
 //!   only when something else changes the key (a delivery begins or ends,
-//!   flush, cancel, replay, discard); on load the newest snapshot is restored and
+//!   flush, cancel, replay, discard, an alarm serves a deadline); on load the newest snapshot is restored and
 //!   the newer event rows are replayed through the (deterministic) engine.
 //! - **Nothing grows per write**: queued windows and dead letters are rows of
 //!   their own; a finished event's row is overwritten by a later event instead
@@ -121,7 +121,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if !batch.writes.is_empty() {
                 l.touched = l.touched.max(now);
             }
-            if !l.persisted && !batch.writes.is_empty() {
+            if (!l.persisted && !batch.writes.is_empty()) || batch.unreplayable {
                 l.snapshot(&mut batch)?;
             }
             let alarm = l.arm_earlier(now).or(batch.alarm);

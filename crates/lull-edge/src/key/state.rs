@@ -57,6 +57,9 @@ pub enum Effect {
     Finished(Span),
     /// Log one fact (the key's object adds its topic and key).
     Log(Fact),
+    /// The state changed in a way replaying event rows would not redo (a
+    /// deadline was served): the snapshot must be written with the operation.
+    Unreplayable,
 }
 
 /// The snapshot's schema version: 2 keeps the backlog in rows of its own
@@ -182,10 +185,18 @@ impl KeyState {
         accepted
     }
 
-    /// The alarm went off at `now`.
+    /// The alarm went off at `now`. Serving a deadline changes the state even
+    /// when nothing fires (a spent timer lets a pending policy in, and an event
+    /// at that same instant then behaves differently), and a load replays
+    /// events only: such a change asks for the snapshot ([`Effect::Unreplayable`]).
     pub fn timeout(&mut self, now: u64) -> Vec<Effect> {
+        let due = self.engine.next_deadline().is_some_and(|at| at <= now);
         self.engine.handle_timeout(now);
-        self.effects()
+        let mut effects = self.effects();
+        if due {
+            effects.push(Effect::Unreplayable);
+        }
+        effects
     }
 
     /// Whether `policy` is what this key runs or is about to (a pending change).

@@ -71,11 +71,16 @@ impl DurableObject for KeyWindow {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        match config::load(&self.env) {
+        let done = match config::load(&self.env) {
             Ok(config) => self.key.alarm(&config.topics).await,
-            // No delivery without a configuration: try again in a minute.
-            Err(error) => self.key.alarm_failed(&error).await,
-        }
+            // No delivery without a configuration: the key arms its own retry.
+            Err(error) => {
+                self.key.alarm_failed(&error).await;
+                Err(error)
+            }
+        };
+        // An error makes the runtime retry the alarm (unless the key armed another).
+        done.map_err(|e| worker::Error::RustError(e.message()))?;
         Response::ok("")
     }
 }
