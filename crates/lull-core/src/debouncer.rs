@@ -172,6 +172,14 @@ impl Debouncer {
         self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.flush(now, env));
     }
 
+    /// Fire the open window now as full (reason `Full`), as a batch that
+    /// reached `max_batch` does: the driver's own bound on a window (its
+    /// bytes, say) was reached, and the next event opens a new window. With
+    /// the slot taken it is queued. Nothing if no window is open.
+    pub fn seal(&mut self, now: u64) {
+        self.step(now, Order::DeadlinesFirst, |lane, now, env| lane.seal(now, env));
+    }
+
     /// Drop the open window (and queued, never-fired windows) and end the
     /// burst, overdue or not (like lodash: a timer the event loop could not
     /// serve in time does not fire inside `cancel`). A run in flight and

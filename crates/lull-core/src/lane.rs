@@ -457,10 +457,15 @@ impl Lane {
     }
 
     fn fire_if_full(&mut self, now: u64, env: &mut Env<'_>) {
-        let Some(open) = self.open else { return };
-        if env.policy.config().max_batch.is_none_or(|m| open.span.count() < m) {
-            return;
+        if self.open.is_some_and(|open| env.policy.config().max_batch.is_some_and(|m| open.span.count() >= m)) {
+            self.seal(now, env);
         }
+    }
+
+    /// Fire the open window now as full (or, if it already waits to fire,
+    /// queue it with its reason): the next event opens a new window.
+    pub(crate) fn seal(&mut self, now: u64, env: &mut Env<'_>) {
+        let Some(open) = self.open else { return };
         match open.due {
             None => self.invoke(now, Reason::Full, env),
             Some(reason) => {

@@ -222,6 +222,29 @@ fn events_during_a_run_open_the_next_window_which_waits_for_the_run() {
 }
 
 #[test]
+fn seal_fires_the_open_window_as_full_and_the_next_event_opens_another() {
+    let mut sim = Sim::new(debounce(100), Runs::Manual);
+    sim.event_at(0);
+    sim.event_at(10);
+    sim.engine.seal(20);
+    sim.drain();
+    let sealed = sim.last_fire();
+    assert_eq!((sealed.reason, sealed.span.count()), (Reason::Full, 2));
+    let next = sim.event_at(30);
+    assert_ne!(next.window, sealed.window, "the next event opens a new window");
+    sim.advance_to(200); // it is due at 130, but the sealed window still runs
+    assert_eq!(sim.engine.status().open.and_then(|o| o.due), Some(Reason::Quiet));
+    sim.engine.seal(210); // a window already due keeps its reason and queues
+    sim.drain();
+    assert_eq!(sim.engine.queued().iter().map(|q| q.reason).collect::<Vec<_>>(), [Reason::Quiet]);
+    sim.engine.seal(220); // nothing open: nothing happens
+    sim.drain();
+    assert_eq!(sim.fires().len(), 1);
+    sim.succeed(sealed.window);
+    assert_eq!(sim.fire_summary(), [(20, "full", 1, 2), (220, "quiet", 3, 3)]);
+}
+
+#[test]
 fn supersede_replaces_the_running_window() {
     let mut sim = Sim::new(PolicyConfig { overlap: Overlap::Supersede, ..debounce(100) }, Runs::Manual);
     sim.event_at(0);

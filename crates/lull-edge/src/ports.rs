@@ -74,13 +74,24 @@ pub struct DedupeRow {
     pub reply: String,
 }
 
+/// An event row as read at load: what replaying it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRow {
+    /// Its seq.
+    pub seq: Seq,
+    /// When it was accepted (unix ms).
+    pub at: u64,
+    /// Its body's length in bytes (a window's byte bound replays with it).
+    pub bytes: u64,
+}
+
 /// Everything stored for a key, as read when its object starts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stored {
     /// The newest snapshot, if any.
     pub snapshot: Option<String>,
-    /// Every event row's seq and time, in seq order (bodies are read when delivered).
-    pub events: Vec<(Seq, u64)>,
+    /// Every event row, in seq order (bodies are read when delivered).
+    pub events: Vec<EventRow>,
     /// Backlog rows in `ord` order.
     pub windows: Vec<WindowRow>,
     /// Remembered producer keys.
@@ -102,6 +113,10 @@ pub trait Store {
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError>;
     /// The bodies of the stored events `first..=last`, in seq order.
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError>;
+    /// The bytes of those bodies, summed (read before building a delivery).
+    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError>;
+    /// How many event rows are stored, as storage counts them.
+    fn event_rows(&self) -> Result<u64, StoreError>;
     /// The database's size in bytes, as storage reports it.
     fn size(&self) -> u64;
     /// Delete everything the key stored, and its alarm (the key was collected).

@@ -30,9 +30,14 @@ pub const MAX_PENDING_WINDOWS: usize = 1_000_000;
 pub const MAX_DEDUPE_WINDOW_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// Most forwards a queue topic may start per second.
 pub const MAX_FORWARD_RATE_PER_S: f64 = 1000.0;
+/// Most events a topic may let one window hold (`max_window_events`).
+pub const MAX_WINDOW_EVENTS: u64 = 1_000_000;
+/// Most bytes of events a topic may let one window hold (`max_window_bytes`):
+/// 32 MiB, so a delivery's body (built and sent in a 128 MB isolate) stays buildable.
+pub const MAX_WINDOW_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Which payloads a delivery carries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PayloadMode {
     /// The window's last event (`event`).
@@ -74,6 +79,8 @@ struct TopicConfig {
     payload: PayloadMode,
     max_batch: Option<u64>,
     max_body_bytes: usize,
+    max_window_events: u64,
+    max_window_bytes: u64,
     delivery_timeout_ms: u64,
     retry: RetryConfig,
     max_pending_windows: usize,
@@ -106,6 +113,10 @@ impl Default for TopicConfig {
             max_batch: None,
             // 64 KiB per event.
             max_body_bytes: 64 * 1024,
+            // A window fires `full` at 10,000 events (or `max_batch`, if smaller)…
+            max_window_events: 10_000,
+            // …or when its next event would take it past 8 MiB of events.
+            max_window_bytes: 8 * 1024 * 1024,
             // 10 s per delivery.
             delivery_timeout_ms: 10_000,
             retry: RetryConfig::default(),
@@ -187,6 +198,10 @@ pub struct Topic {
     pub payload: PayloadMode,
     /// Largest event body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Most bytes of events one window holds: the event that would pass it
+    /// fires the open window (`full`) and opens the next. (Its event bound is
+    /// the policy's `max_batch`.)
+    pub max_window_bytes: u64,
     /// How long one delivery may take.
     pub delivery_timeout_ms: u64,
     /// Most windows a key may hold pending (queued, due, dead letters); past it events get `429`.
@@ -277,6 +292,12 @@ impl Topic {
         if !(1..=MAX_BODY_BYTES).contains(&c.max_body_bytes) {
             return Err(fail(Problem::BodyLimit(c.max_body_bytes)));
         }
+        if !(1..=MAX_WINDOW_EVENTS).contains(&c.max_window_events) {
+            return Err(fail(Problem::WindowEvents(c.max_window_events)));
+        }
+        if !(c.max_body_bytes as u64..=MAX_WINDOW_BYTES).contains(&c.max_window_bytes) {
+            return Err(fail(Problem::WindowBytes { bytes: c.max_window_bytes, body: c.max_body_bytes }));
+        }
         if !(1..=MAX_DELIVERY_TIMEOUT_MS).contains(&c.delivery_timeout_ms) {
             return Err(fail(Problem::DeliveryTimeout(c.delivery_timeout_ms)));
         }
@@ -320,17 +341,19 @@ impl Topic {
                 })
             }
         };
+        // A window holds at most `max_window_events`, whatever `max_batch` says.
         let max_batch = match (c.payload, c.max_batch) {
-            (PayloadMode::All, None) => Some(DEFAULT_MAX_BATCH),
-            (_, batch) => batch,
-        };
+            (PayloadMode::All, None) => DEFAULT_MAX_BATCH,
+            (_, batch) => batch.unwrap_or(u64::MAX),
+        }
+        .min(c.max_window_events);
         let policy = PolicyConfig {
             wait,
             max_wait: c.max_wait_ms,
             leading: c.leading,
             // Accepted events are never dropped: every burst has a trailing edge.
             trailing: true,
-            max_batch,
+            max_batch: Some(max_batch),
             overlap: Overlap::Queue,
             retry: Retry {
                 max_attempts: c.retry.max_attempts,
@@ -350,6 +373,7 @@ impl Topic {
             policy,
             payload: c.payload,
             max_body_bytes: c.max_body_bytes,
+            max_window_bytes: c.max_window_bytes,
             delivery_timeout_ms: c.delivery_timeout_ms,
             max_pending_windows: c.max_pending_windows,
             dedupe_window_ms: c.dedupe_window_ms,
@@ -386,6 +410,15 @@ pub enum Problem {
     },
     /// `delivery_timeout_ms` is outside `1..=300000`.
     DeliveryTimeout(u64),
+    /// `max_window_events` is outside `1..=`[`MAX_WINDOW_EVENTS`].
+    WindowEvents(u64),
+    /// `max_window_bytes` is below `max_body_bytes` or above [`MAX_WINDOW_BYTES`].
+    WindowBytes {
+        /// The bound asked for.
+        bytes: u64,
+        /// The topic's `max_body_bytes` (one event always fits in a window).
+        body: usize,
+    },
     /// `max_pending_windows` is outside `1..=1000000`.
     PendingLimit(usize),
     /// `dedupe_window_ms` is outside 1 ms to 7 days.
@@ -478,6 +511,13 @@ impl fmt::Display for TopicError {
                             "{field} must name a secret or var of its own (A-Z a-z 0-9 _, not LULL_…), not {name:?}"
                         )
                     }
+                    Problem::WindowEvents(n) => {
+                        write!(f, "max_window_events must be 1..={MAX_WINDOW_EVENTS}, not {n}")
+                    }
+                    Problem::WindowBytes { bytes, body } => write!(
+                        f,
+                        "max_window_bytes must be at least max_body_bytes ({body}) and at most {MAX_WINDOW_BYTES} (32 MiB), not {bytes}"
+                    ),
                     Problem::DeliveryTimeout(n) => {
                         write!(f, "delivery_timeout_ms must be 1..={MAX_DELIVERY_TIMEOUT_MS}, not {n}")
                     }
@@ -566,6 +606,18 @@ mod tests {
                 .contains("max_wait (50 ms) must be at least wait (100 ms)")
         );
         assert!(refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 0}}"#).contains("max_body"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_window_bytes": 33554433}}"#)
+                .contains("at most 33554432 (32 MiB), not 33554433")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_body_bytes": 1000, "max_window_bytes": 999}}"#)
+                .contains("at least max_body_bytes (1000)")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_window_events": 0}}"#)
+                .contains("max_window_events must be 1..=1000000, not 0")
+        );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery_timeout_ms": 0}}"#).contains("delivery")
         );

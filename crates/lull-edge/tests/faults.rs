@@ -26,7 +26,7 @@ use lull_core::Seq;
 use lull_edge::http::ApiError;
 use lull_edge::key::{KeyObject, KeyReply, KeyRequest};
 use lull_edge::names::Key;
-use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
+use lull_edge::ports::{EventRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
@@ -71,6 +71,8 @@ struct World {
     answer: Option<Outcome>,
     largest_snapshot: usize,
     rows_written: u64,
+    /// Bytes storage adds to what it reports a window's events weigh (a window from before the byte bound).
+    extra_body_bytes: u64,
     logs: Vec<String>,
 }
 
@@ -85,7 +87,11 @@ impl Store for FakeStore {
         let w = self.0.borrow();
         Ok(Stored {
             snapshot: w.snapshot.clone(),
-            events: w.events.iter().map(|(seq, (at, _))| (Seq(*seq), *at)).collect(),
+            events: w
+                .events
+                .iter()
+                .map(|(seq, (at, body))| EventRow { seq: Seq(*seq), at: *at, bytes: body.len() as u64 })
+                .collect(),
             windows: {
                 let mut rows: Vec<_> = w
                     .windows
@@ -100,9 +106,11 @@ impl Store for FakeStore {
                 rows.sort_by_key(|r| r.ord);
                 rows
             },
+            // Like SQLite without ORDER BY: no order to rely on (here, the ring's slots backwards).
             dedupe: w
                 .dedupe
                 .iter()
+                .rev()
                 .map(|(slot, (key, at, reply))| lull_edge::ports::DedupeRow {
                     slot: *slot,
                     key: key.clone(),
@@ -161,6 +169,15 @@ impl Store for FakeStore {
 
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
         Ok(self.0.borrow().events.range(first.0..=last.0).map(|(_, (_, body))| body.clone()).collect())
+    }
+
+    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
+        let w = self.0.borrow();
+        Ok(w.events.range(first.0..=last.0).map(|(_, (_, body))| body.len() as u64).sum::<u64>() + w.extra_body_bytes)
+    }
+
+    fn event_rows(&self) -> Result<u64, StoreError> {
+        Ok(self.0.borrow().events.len() as u64)
     }
 
     fn size(&self) -> u64 {
@@ -262,12 +279,15 @@ const TOPICS: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http"
     "payload": "all", "max_batch": 3, "max_pending_windows": 6,
     "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#;
 
-/// Other settings the operator may switch the topic to (timing and retry).
-const RECONFIGURED: [&str; 2] = [
+/// Other settings the operator may switch the topic to (timing, retry, a window's bytes).
+const RECONFIGURED: [&str; 3] = [
     r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 120, "payload": "all", "max_batch": 5,
         "max_pending_windows": 6, "leading": true, "retry": {"max_attempts": 3, "base_ms": 5, "cap_ms": 10}}}"#,
     r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 10, "max_wait_ms": 30, "payload": "all",
         "max_pending_windows": 6, "retry": {"max_attempts": 1, "base_ms": 0, "cap_ms": 0}}}"#,
+    r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50, "max_wait_ms": 200,
+        "payload": "all", "max_batch": 4, "max_pending_windows": 6, "max_body_bytes": 16, "max_window_bytes": 24,
+        "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#,
 ];
 
 /// One step of a random run.
@@ -341,10 +361,14 @@ fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
 
 impl Pair {
     fn new() -> Pair {
+        Pair::with_topics(TOPICS)
+    }
+
+    fn with_topics(topics: &str) -> Pair {
         let world: Shared = Rc::default();
         world.borrow().now.set(1_000_000);
         world.borrow().random.set(7);
-        let topics = Topics::parse(TOPICS).unwrap();
+        let topics = Topics::parse(topics).unwrap();
         let object = Rc::new(Self::object(&world));
         Pair {
             world,
@@ -473,7 +497,7 @@ impl Pair {
             .received
             .iter()
             .filter(|(key, _, _)| w.succeeded.contains(key))
-            .flat_map(|(_, _, body)| body["events"].as_array().unwrap().iter().filter_map(|e| e["n"].as_u64()))
+            .flat_map(|(_, _, body)| body["events"].as_array().into_iter().flatten().filter_map(|e| e["n"].as_u64()))
             .collect();
         // A dead letter waits for an operator, not for the alarm.
         let dead: Vec<(u64, u64)> = w
@@ -904,6 +928,168 @@ fn a_deadline_served_without_a_fire_is_snapshotted() {
         Crash,
         Alarm,
         Crash,
+    ];
+    run(&ops);
+}
+
+impl Pair {
+    /// Post one event with `body` (and a producer key); the answer, if the object lived.
+    fn post(&mut self, body: String, producer: Option<&str>) -> serde_json::Value {
+        let request =
+            KeyRequest::Event { body, idempotency_key: producer.map(str::to_string), events_per_minute: None };
+        let reply = self.request(request).unwrap().unwrap();
+        assert_eq!(reply.status, 202);
+        reply.body
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.step(&Op::Advance(ms));
+    }
+}
+
+#[test]
+fn a_producer_key_reused_after_its_window_is_new_and_its_repeat_is_not_even_after_a_reload() {
+    let mut pair = Pair::new();
+    let day = 24 * 3_600_000;
+    let first = pair.post(r#"{"n":0}"#.into(), Some("order-1"));
+    pair.drain();
+    pair.advance(day + 1); // past the dedupe window: the key is new again
+    let second = pair.post(r#"{"n":1}"#.into(), Some("order-1"));
+    assert_ne!(second["seq"], first["seq"]);
+    assert_eq!(pair.world.borrow().dedupe.len(), 2, "both rows are in the ring, the older one stale");
+    pair.step(&Op::Crash); // the rows come back in no fixed order…
+    pair.step(&Op::Alarm); // …to an alarm, which does not know the topic's dedupe window
+    let written = pair.world.borrow().rows_written;
+    assert_eq!(pair.post(r#"{"n":1}"#.into(), Some("order-1")), second, "a repeat inside the new window");
+    assert_eq!(pair.world.borrow().rows_written, written, "stored once");
+}
+
+#[test]
+fn the_dedupe_ring_wrapped_in_one_millisecond_keeps_its_newest_key_after_a_reload() {
+    let mut pair = Pair::new();
+    // One more key than the ring holds, all at the same instant: the last takes slot 0 again.
+    let slots = lull_edge::key::DEDUPE_SLOTS as u64;
+    let mut newest = serde_json::Value::Null;
+    for i in 0..=slots {
+        pair.next_event = i + 1;
+        newest = pair.post(format!(r#"{{"n":{i}}}"#), Some(&format!("p-{i}")));
+        if i % 2 == 0 {
+            pair.drain(); // keep the backlog within its bound
+        }
+    }
+    pair.step(&Op::Crash);
+    // The next key must take slot 1, not slot 0, which holds the newest.
+    pair.next_event = slots + 2;
+    pair.post(format!(r#"{{"n":{}}}"#, slots + 1), Some("p-next"));
+    let written = pair.world.borrow().rows_written;
+    assert_eq!(pair.post(format!(r#"{{"n":{slots}}}"#), Some(&format!("p-{slots}"))), newest, "still remembered");
+    assert_eq!(pair.world.borrow().rows_written, written, "the repeat wrote nothing");
+}
+
+const NEVER_QUIET: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50,
+    "payload": "MODE", "max_window_events": 100000}}"#;
+
+/// 20,000 events, 1 ms apart, in one window that never goes quiet: under
+/// `last` (or `first`) the key holds a bounded number of event rows whatever
+/// the count, crashes included, and the delivery counts every event.
+fn a_never_quiet_window_holds_bounded_rows(mode: &str) {
+    let mut pair = Pair::with_topics(&NEVER_QUIET.replace("MODE", mode));
+    let mut most_rows = 0;
+    for i in 0..20_000u64 {
+        pair.next_event = i + 1;
+        pair.post(format!(r#"{{"n":{i}}}"#), None);
+        pair.advance(1);
+        if i % 5_000 == 4_999 {
+            pair.step(&Op::Crash); // a reload replays what the last snapshot does not cover
+        }
+        most_rows = most_rows.max(pair.world.borrow().events.len());
+    }
+    let bound = lull_edge::key::CHECKPOINT_ROWS + 2;
+    assert!(most_rows <= bound, "{mode}: {most_rows} event rows at most, bound {bound}");
+    let status = pair.status().unwrap();
+    assert_eq!(status["event_rows"].as_u64().unwrap(), pair.world.borrow().events.len() as u64);
+    assert_eq!(status["open"]["span"]["last"], 20_000, "one window: {status}");
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    assert_eq!(received.len(), 1);
+    let body = &received[0].2;
+    assert_eq!(body["count"], 20_000);
+    let expected = if mode == "last" { 19_999 } else { 0 };
+    assert_eq!(body["event"]["n"], expected, "{mode}: the event it carries");
+}
+
+#[test]
+fn a_never_quiet_last_window_holds_bounded_rows() {
+    a_never_quiet_window_holds_bounded_rows("last");
+}
+
+#[test]
+fn a_never_quiet_first_window_holds_bounded_rows() {
+    a_never_quiet_window_holds_bounded_rows("first");
+}
+
+#[test]
+fn a_window_fires_full_before_an_event_would_take_it_past_its_bytes() {
+    let topics = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50, "payload": "all",
+        "max_body_bytes": 1000, "max_window_bytes": 1000}}"#;
+    let mut pair = Pair::with_topics(topics);
+    let event = |n: u64| format!(r#"{{"n":{n},"pad":"{}"}}"#, "x".repeat(380)); // 400 bytes
+    let a = pair.post(event(0), None);
+    let b = pair.post(event(1), None);
+    pair.step(&Op::Crash); // the byte count survives a reload
+    pair.next_event = 2;
+    let c = pair.post(event(2), None); // 1,200 bytes would pass 1,000: the window fires first
+    assert_eq!(a["window"], b["window"]);
+    assert_ne!(c["window"], a["window"], "the event opens the next window");
+    pair.next_event = 3;
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    let summary: Vec<_> = received.iter().map(|(_, _, b)| (b["reason"].clone(), b["count"].clone())).collect();
+    assert_eq!(
+        summary,
+        [(serde_json::json!("full"), serde_json::json!(2)), (serde_json::json!("quiet"), serde_json::json!(1))]
+    );
+}
+
+#[test]
+fn a_window_too_large_to_build_is_a_failed_attempt_that_dead_letters_never_a_stuck_key() {
+    let mut pair = Pair::new();
+    pair.world.borrow_mut().extra_body_bytes = lull_edge::topic::MAX_WINDOW_BYTES;
+    pair.step(&Op::Event);
+    for _ in 0..10 {
+        pair.step(&Op::Alarm); // each attempt fails without a request
+    }
+    let status = pair.status().unwrap();
+    assert_eq!(status["dead_letter_count"], 1, "{status}");
+    assert!(status["last_delivery"]["outcome"].as_str().unwrap().contains("bytes"), "{status}");
+    assert!(pair.world.borrow().received.is_empty(), "nothing was sent");
+    pair.world.borrow_mut().extra_body_bytes = 0;
+    pair.drain(); // replayed once the window can be built
+    pair.check();
+}
+
+/// Found by the property above: a window sealed by its bytes is queued by
+/// the *next* event; after a crash, its backlog row was restored and the
+/// replay of that event queued it again — one copy ran, the other was
+/// cancelled, an event both delivered and cancelled.
+#[test]
+fn a_window_sealed_by_the_next_event_is_queued_once_after_a_reload() {
+    use Op::*;
+    let ops = [
+        Event,
+        Reconfigure(1),
+        Alarm,
+        Event,
+        Event,
+        Event,
+        Reconfigure(3),
+        Answer(false),
+        Advance(2),
+        Event,
+        Crash,
+        Alarm,
+        Answer(false),
+        Cancel,
     ];
     run(&ops);
 }

@@ -14,7 +14,7 @@ use crate::delivery::queue_message;
 use crate::http::ApiError;
 use crate::log::Fact;
 use crate::ports::{Host, Outbound, Outcome, Outgoing, Store, ToQueue};
-use crate::topic::{PayloadMode, Topic, Topics};
+use crate::topic::{MAX_WINDOW_BYTES, PayloadMode, Topic, Topics};
 
 impl Loaded {
     /// The delivery of `fire` for `topic` (or why there is none).
@@ -27,21 +27,23 @@ impl Loaded {
             PayloadMode::First => (fire.span.first, fire.span.first),
             PayloadMode::Last => (fire.span.last, fire.span.last),
         };
-        let rows = store.bodies(first, last).map_err(unavailable)?;
-        if rows.len() as u64 != last.0 - first.0 + 1 {
-            return Err(ApiError::Internal(format!(
-                "window {} has {} of its {} event rows",
-                fire.window,
-                rows.len(),
-                last.0 - first.0 + 1
-            )));
+        // A body too large to build is a failed attempt (retried, then a dead
+        // letter), never a stuck key: windows are bounded by `max_window_bytes`,
+        // but one formed before that bound existed may not be.
+        let bytes = store.body_bytes(first, last).map_err(unavailable)?;
+        if bytes > MAX_WINDOW_BYTES {
+            let why = format!("the window's events are {bytes} bytes, over the {MAX_WINDOW_BYTES} a delivery carries");
+            return Ok(Job { fire, out: Err(why) });
         }
+        // Every row of the span, except under `all` for a window formed under
+        // `last` or `first` (the topic changed): it carries the events it kept.
+        let rows = store.bodies(first, last).map_err(unavailable)?;
         let raws =
             rows.into_iter().map(|r| RawValue::from_string(r).map_err(json_error)).collect::<Result<Vec<_>, _>>()?;
         let payload = match (topic.payload, raws.first()) {
             (PayloadMode::All, _) => Payload::Events(raws.iter().map(|r| r.as_ref()).collect()),
             (_, Some(raw)) => Payload::Event(raw),
-            (_, None) => return Err(ApiError::Internal(format!("window {} has no event", fire.window))),
+            (_, None) => return Ok(Job { fire, out: Err(format!("window {} has no event row", fire.window)) }),
         };
         let delivery = Delivery {
             topic: &self.topic,
@@ -146,9 +148,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             self.host.log(&line);
             return Ok(());
         }
-        let policy = self.with(|l| Ok(topics.get(&l.topic).map(|t| t.policy.clone())))?;
-        if let Some(policy) = policy {
-            self.follow(&policy).await?;
+        let topic = self.with(|l| Ok(topics.get(&l.topic)))?;
+        if let Some(topic) = topic {
+            self.follow(topic).await?;
         }
         loop {
             // Take the next due fire, mark its delivery begun, guard it with the alarm.

@@ -8,13 +8,13 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use lull_core::{Backlog, DeadLetter, QueuedWindow, Reason};
 use serde_json::json;
 
-use super::memory::{Batch, Loaded, free_rows, incarnation};
-use super::state::{KeyState, SCHEMA};
+use super::memory::{Batch, Loaded, incarnation, unneeded_rows};
+use super::state::{KeyState, SCHEMA, WindowTerms};
 use super::{DEDUPE_SLOTS, KeyObject, json_error, unavailable};
 use crate::http::ApiError;
 use crate::log::Fact;
 use crate::names::Key;
-use crate::ports::{Host, Outbound, Store};
+use crate::ports::{DedupeRow, Host, Outbound, Store};
 use crate::topic::{DEFAULT_RETENTION_MS, Topic};
 
 impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
@@ -31,7 +31,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 return Err(ApiError::Internal("rows without a snapshot".into()));
             }
             let random = self.host.random();
-            let ks = KeyState::new(topic.policy.clone(), random, incarnation(random.rotate_left(17)));
+            let terms = WindowTerms::of(topic);
+            let ks = KeyState::new(topic.policy.clone(), terms, random, incarnation(random.rotate_left(17)));
             *self.loaded.borrow_mut() = Some(Loaded {
                 topic: topic.name.clone(),
                 key: key.clone(),
@@ -39,6 +40,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 persisted: false,
                 armed: None,
                 free: VecDeque::new(),
+                superseded: Vec::new(),
+                last_accepted: None,
                 rows: BTreeSet::new(),
                 next_ord: 1,
                 dedupe: HashMap::new(),
@@ -54,6 +57,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let mut ks = restored.state;
         let restored_touched = ks.touched_at;
         let through = ks.engine().last_seq();
+        let open = ks.engine().open_window().map(|o| o.window);
         let mut rows = BTreeSet::new();
         let mut backlog = Backlog::default();
         let mut next_ord = 1;
@@ -65,9 +69,12 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 continue;
             }
             let queued: QueuedWindow = serde_json::from_str(&row.json).map_err(json_error)?;
-            // A window queued by an event newer than the snapshot (it filled up
-            // at its last event) comes back when that event replays.
-            if queued.reason == Reason::Replay || queued.span.last <= through {
+            // A window queued by an event newer than the snapshot comes back
+            // when that event replays: it filled up at its last event, or the
+            // next event would have taken it past its bytes (the snapshot
+            // still has it open).
+            let requeued_by_replay = queued.span.last > through || open == Some(queued.window);
+            if queued.reason == Reason::Replay || !requeued_by_replay {
                 backlog.queued.push_back(queued);
             }
         }
@@ -80,14 +87,18 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         full.queued.extend(backlog.queued);
         full.dead.extend(backlog.dead);
         ks.restore_backlog(full);
-        for &(seq, at) in stored.events.iter().filter(|(seq, _)| *seq > through) {
-            let accepted = ks.replay_event(at);
-            if accepted.seq != seq {
-                return Err(ApiError::Internal(format!("event row {} replayed as {}", seq.0, accepted.seq.0)));
+        let mut last_accepted = None;
+        for row in stored.events.iter().filter(|row| row.seq > through) {
+            let accepted = ks.replay_event(row.at, row.bytes);
+            if accepted.seq != row.seq {
+                return Err(ApiError::Internal(format!("event row {} replayed as {}", row.seq.0, accepted.seq.0)));
             }
+            last_accepted = Some(accepted);
         }
-        let free = free_rows(&stored.events, through, ks.live_spans());
+        let (free, superseded) = unneeded_rows(&stored.events, through, ks.live_spans());
         let key = Key::from_path_segment(&restored.key)?;
+        let (dedupe, next_slot) =
+            remembered(stored.dedupe, new.map(|(topic, _)| topic.dedupe_window_ms), self.host.now());
         let mut loaded = Loaded {
             topic: restored.topic,
             key,
@@ -95,12 +106,13 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             persisted: true,
             armed: None,
             free,
+            superseded,
+            last_accepted,
             rows,
             next_ord,
-            dedupe: stored.dedupe.iter().map(|d| (d.key.clone(), (d.slot, d.at, d.reply.clone()))).collect(),
-            // After the newest remembered key (the ring's oldest comes next).
-            next_slot: stored.dedupe.iter().max_by_key(|d| (d.at, d.slot)).map_or(0, |d| (d.slot + 1) % DEDUPE_SLOTS),
-            touched: stored.events.iter().map(|(_, at)| *at).fold(restored_touched, u64::max),
+            dedupe,
+            next_slot,
+            touched: stored.events.iter().map(|row| row.at).fold(restored_touched, u64::max),
             retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
             log_keys: new.is_some_and(|(topic, _)| topic.log_keys),
             client_minute: (0, 0),
@@ -132,4 +144,25 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         *self.loaded.borrow_mut() = Some(loaded);
         Ok(true)
     }
+}
+
+/// The remembered producer keys, and the ring slot the next one takes. The
+/// rows come in no fixed order and a key reused after its dedupe window has
+/// two (the older one stale): they are read oldest first by the seq of the
+/// event they answered (seqs only grow in a key's life; times can tie), so
+/// the newest entry of a key wins and the slot after the newest is next.
+/// Entries older than `window_ms` (when the topic is known) are dropped.
+fn remembered(
+    mut rows: Vec<DedupeRow>,
+    window_ms: Option<u64>,
+    now: u64,
+) -> (HashMap<String, (u32, u64, String)>, u32) {
+    let seq = |row: &DedupeRow| {
+        serde_json::from_str::<serde_json::Value>(&row.reply).ok().and_then(|r| r["seq"].as_u64()).unwrap_or(0)
+    };
+    rows.sort_by_cached_key(|row| (seq(row), row.at, row.slot));
+    let next_slot = rows.last().map_or(0, |row| (row.slot + 1) % DEDUPE_SLOTS);
+    let fresh = |row: &DedupeRow| window_ms.is_none_or(|window| now.saturating_sub(row.at) < window);
+    let dedupe = rows.into_iter().filter(fresh).map(|d| (d.key, (d.slot, d.at, d.reply))).collect();
+    (dedupe, next_slot)
 }

@@ -5,20 +5,20 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use lull_core::{DeadLetter, Fire, Seq, Span, WindowId};
+use lull_core::{Accepted, DeadLetter, Fire, Seq, Span, WindowId};
 use serde_json::json;
 
 use super::request::{KeyReply, KeyRequest};
 use super::state::{Effect, KeyState};
-use super::{DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
+use super::{CHECKPOINT_ROWS, DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
 
 /// The span of a client token's `events_per_minute`.
 const MINUTE_MS: u64 = 60_000;
 use crate::http::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
-use crate::ports::{DedupeRow, Outgoing, WindowRow, Write};
-use crate::topic::Topic;
+use crate::ports::{DedupeRow, EventRow, Outgoing, WindowRow, Write};
+use crate::topic::{PayloadMode, Topic};
 
 /// The key in memory, as loaded from storage.
 pub(super) struct Loaded {
@@ -31,6 +31,12 @@ pub(super) struct Loaded {
     pub(super) armed: Option<u64>,
     /// Rows of finished events, overwritten by later events.
     pub(super) free: VecDeque<Seq>,
+    /// Rows no delivery needs (`last`: an open window's earlier events;
+    /// `first`: its later ones) that a load would still replay: free once a
+    /// snapshot covers them, at most [`CHECKPOINT_ROWS`] before one is written.
+    pub(super) superseded: Vec<Seq>,
+    /// The last event accepted in this object's life and its window.
+    pub(super) last_accepted: Option<Accepted>,
     /// Backlog windows with a row.
     pub(super) rows: BTreeSet<u64>,
     pub(super) next_ord: u64,
@@ -64,8 +70,9 @@ pub(super) struct Batch {
     pub(super) lines: Vec<String>,
     pub(super) accepting: bool,
     pub(super) snapshot: bool,
-    /// The state changed in a way a load cannot replay: the operation writes the snapshot.
-    pub(super) unreplayable: bool,
+    /// The operation writes the snapshot: the state changed in a way a load
+    /// cannot replay, or superseded rows wait for one.
+    pub(super) snapshot_due: bool,
     /// An alarm the operation needs armed before its rows commit (a delivery's guard).
     pub(super) alarm: Option<u64>,
 }
@@ -101,7 +108,7 @@ impl Loaded {
                     }
                 }
                 Effect::Finished(span) => self.free.extend((span.first.0..=span.last.0).map(Seq)),
-                Effect::Unreplayable => batch.unreplayable = true,
+                Effect::Unreplayable => batch.snapshot_due = true,
             }
         }
         Ok(())
@@ -114,9 +121,11 @@ impl Loaded {
         batch.writes.push(Write::Window(WindowRow { window, ord, dead, json }));
     }
 
-    /// Add the snapshot to the batch (once).
+    /// Add the snapshot to the batch (once). The rows it no longer needs
+    /// replayed become free (if the batch fails, memory is dropped anyway).
     pub(super) fn snapshot(&mut self, batch: &mut Batch) -> Result<(), ApiError> {
         if !batch.snapshot {
+            self.free.extend(self.superseded.drain(..));
             self.ks.touched_at = self.touched;
             let json = self.ks.snapshot(&self.topic, &self.key.encoded()).map_err(json_error)?;
             batch.writes.push(Write::Snapshot(json));
@@ -191,11 +200,23 @@ impl Loaded {
             }
             self.client_minute = (began, count + 1);
         }
-        let (accepted, effects) = self.ks.accept(now);
+        let (accepted, effects) = self.ks.accept(now, body.len() as u64);
         let reuse = self.free.pop_front();
         batch.writes.push(Write::Event { seq: accepted.seq, at: now, body, reuse });
         batch.accepting = true;
         self.apply(effects, batch)?;
+        // Of two events in a row of one window, `last` needs only the newer row, `first` only the older.
+        if let Some(previous) = self.last_accepted.filter(|p| p.window == accepted.window) {
+            match self.ks.keeps() {
+                PayloadMode::All => {}
+                PayloadMode::Last => self.superseded.push(previous.seq),
+                PayloadMode::First => self.superseded.push(accepted.seq),
+            }
+            if self.superseded.len() >= CHECKPOINT_ROWS {
+                batch.snapshot_due = true;
+            }
+        }
+        self.last_accepted = Some(accepted);
         let reply = json!({"window": accepted.window, "seq": accepted.seq});
         if let Some(key) = producer_key {
             // One more row: the key and its answer, in the ring's next slot.
@@ -230,10 +251,12 @@ impl Loaded {
         }
     }
 
-    /// The key's status, with what storage holds (`database_bytes`, as storage reports it).
-    pub(super) fn status(&self, database_bytes: u64) -> serde_json::Value {
+    /// The key's status, with what storage holds, as storage reports it
+    /// (`database_bytes`, `event_rows`).
+    pub(super) fn status(&self, database_bytes: u64, event_rows: u64) -> serde_json::Value {
         let mut status = self.ks.status(&self.topic, self.key.as_str(), STATUS_FEW);
         status["stored_events"] = json!(self.stored_events());
+        status["event_rows"] = json!(event_rows);
         status["database_bytes"] = json!(database_bytes);
         status
     }
@@ -251,17 +274,19 @@ impl Loaded {
     }
 }
 
-/// Rows at or below `through` whose event no live span needs: later events reuse them.
-pub(super) fn free_rows(events: &[(Seq, u64)], through: Seq, mut live: Vec<Span>) -> VecDeque<Seq> {
+/// Rows whose event no live span needs: at or below `through` (the snapshot
+/// covers them) they are free for later events; above it they are superseded
+/// (a load replays them until the next snapshot).
+pub(super) fn unneeded_rows(events: &[EventRow], through: Seq, mut live: Vec<Span>) -> (VecDeque<Seq>, Vec<Seq>) {
     live.sort_by_key(|s| s.first);
-    events
+    let (free, superseded): (Vec<Seq>, Vec<Seq>) = events
         .iter()
-        .map(|(seq, _)| *seq)
-        .filter(|seq| *seq <= through)
+        .map(|row| row.seq)
         .filter(|seq| {
             // Spans never overlap: the last one starting at or before `seq` is the only candidate.
             let at = live.partition_point(|s| s.first <= *seq);
             !(at > 0 && live[at - 1].contains(*seq))
         })
-        .collect()
+        .partition(|seq| *seq <= through);
+    (free.into(), superseded)
 }

@@ -39,7 +39,7 @@ pub mod timeline;
 
 use std::cell::{Cell, RefCell};
 
-use lull_core::{Policy, Retry};
+use lull_core::Retry;
 
 use crate::http::ApiError;
 use crate::key::state::Effect;
@@ -66,6 +66,9 @@ pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
 pub const FULL_RETRY_SECS: u64 = 60;
 /// Producer idempotency keys a key remembers (the oldest is forgotten first).
 pub const DEDUPE_SLOTS: u32 = 4_096;
+/// Superseded event rows (of `last` and `first` windows) held before a
+/// snapshot frees them: bounds a never-quiet window's rows, and what a load replays.
+pub const CHECKPOINT_ROWS: usize = 64;
 
 /// One key's logic over its storage, host and outbound call.
 pub struct KeyObject<S, H, O> {
@@ -121,7 +124,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if !batch.writes.is_empty() {
                 l.touched = l.touched.max(now);
             }
-            if (!l.persisted && !batch.writes.is_empty()) || batch.unreplayable {
+            if (!l.persisted && !batch.writes.is_empty()) || batch.snapshot_due {
                 l.snapshot(&mut batch)?;
             }
             let alarm = l.arm_earlier(now).or(batch.alarm);
@@ -191,13 +194,16 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             l.log_keys = topic.log_keys;
             Ok(())
         })?;
-        self.follow(&topic.policy).await?;
+        self.follow(topic).await?;
         match request {
             KeyRequest::Event { body, idempotency_key, events_per_minute } => {
                 let client = events_per_minute;
                 self.op(|l, batch, now| l.accept(topic, body, idempotency_key, client, now, batch)).await
             }
-            KeyRequest::Status => self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size()) })),
+            KeyRequest::Status => {
+                let rows = self.store.event_rows().map_err(unavailable)?;
+                self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size(), rows) }))
+            }
             KeyRequest::DeadLetters { after, limit } => {
                 self.with(|l| Ok(KeyReply { status: 200, body: l.dead_letters(after, limit) }))
             }
@@ -209,13 +215,13 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         }
     }
 
-    /// Bring the key to its topic's policy (from its next burst), if it changed.
-    async fn follow(&self, policy: &Policy) -> Result<(), ApiError> {
-        if self.with(|l| Ok(l.ks.follows(policy)))? {
+    /// Bring the key to its topic's policy (from its next burst) and window terms, if they changed.
+    async fn follow(&self, topic: &Topic) -> Result<(), ApiError> {
+        if self.with(|l| Ok(l.ks.follows(topic)))? {
             return Ok(());
         }
         self.op(|l, batch, now| {
-            let effects = l.ks.set_policy(policy.clone(), now);
+            let effects = l.ks.set_policy(topic, now);
             l.apply(effects, batch)?;
             l.snapshot(batch)
         })

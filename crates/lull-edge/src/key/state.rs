@@ -17,6 +17,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::log::Fact;
+use crate::topic::{PayloadMode, Topic};
+
+/// What a key's windows keep beyond the engine's policy, from its topic:
+/// which events' rows a delivery needs, and a window's bound in bytes. Set
+/// with the policy ([`KeyState::set_policy`]), kept in the snapshot, so a
+/// load replays events under the terms they were accepted with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowTerms {
+    /// Which events of a window its delivery carries (and so keeps the rows of).
+    pub keep: PayloadMode,
+    /// Most bytes of events a window holds: the event that would pass it opens the next.
+    pub max_bytes: u64,
+}
+
+impl WindowTerms {
+    /// The terms `topic` sets.
+    pub fn of(topic: &Topic) -> WindowTerms {
+        WindowTerms { keep: topic.payload, max_bytes: topic.max_window_bytes }
+    }
+}
 
 /// Storage work counted for the status and the benchmark, as SQLite reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +108,12 @@ pub struct KeyState {
     /// time, when the key was last active.
     #[serde(default)]
     pub touched_at: u64,
+    /// The topic's window terms (absent before they existed: every row kept, no byte bound).
+    #[serde(default)]
+    terms: Option<WindowTerms>,
+    /// The open window and the bytes of its events so far.
+    #[serde(default)]
+    open_bytes: Option<(WindowId, u64)>,
 }
 
 /// The stored snapshot: the key's names and state.
@@ -123,8 +149,10 @@ pub struct Restored {
 
 impl KeyState {
     /// A fresh key running `policy`; `seed` feeds the retry jitter; `incarnation` names this life of the key.
-    pub fn new(policy: Policy, seed: u64, incarnation: String) -> Self {
+    pub fn new(policy: Policy, terms: WindowTerms, seed: u64, incarnation: String) -> Self {
         KeyState {
+            terms: Some(terms),
+            open_bytes: None,
             engine: Debouncer::new(policy, seed),
             outbox: VecDeque::new(),
             started: None,
@@ -167,9 +195,9 @@ impl KeyState {
         self.incarnation.as_deref()
     }
 
-    /// Accept one event at `now`.
-    pub fn accept(&mut self, now: u64) -> (Accepted, Vec<Effect>) {
-        let accepted = self.engine.event(now);
+    /// Accept one event of `bytes` at `now`.
+    pub fn accept(&mut self, now: u64, bytes: u64) -> (Accepted, Vec<Effect>) {
+        let accepted = self.take(now, bytes);
         let mut effects =
             vec![Effect::Log(Fact::new("accept", json!({"window": accepted.window, "seq": accepted.seq})))];
         self.drain(&mut effects);
@@ -178,8 +206,8 @@ impl KeyState {
 
     /// Replay a stored event through the engine while loading: no effects
     /// but the engine's (fires go to the outbox again).
-    pub fn replay_event(&mut self, at: u64) -> Accepted {
-        let accepted = self.engine.event(at);
+    pub fn replay_event(&mut self, at: u64, bytes: u64) -> Accepted {
+        let accepted = self.take(at, bytes);
         let mut ignored = Vec::new();
         self.drain(&mut ignored);
         accepted
@@ -199,9 +227,32 @@ impl KeyState {
         effects
     }
 
-    /// Whether `policy` is what this key runs or is about to (a pending change).
-    pub fn follows(&self, policy: &Policy) -> bool {
-        self.target_policy() == policy
+    /// One event into the engine: if it would take the open window past its
+    /// byte bound, that window fires first (`full`) and the event opens the next.
+    fn take(&mut self, now: u64, bytes: u64) -> Accepted {
+        let max_bytes = self.terms.map_or(u64::MAX, |t| t.max_bytes);
+        if let (Some(open), Some((window, held))) = (self.engine.open_window(), self.open_bytes)
+            && open.window == window
+            && held.saturating_add(bytes) > max_bytes
+        {
+            self.engine.seal(now);
+        }
+        let accepted = self.engine.event(now);
+        self.open_bytes = match self.open_bytes {
+            Some((window, held)) if window == accepted.window => Some((window, held.saturating_add(bytes))),
+            _ => Some((accepted.window, bytes)),
+        };
+        accepted
+    }
+
+    /// Whether this key runs `topic`'s policy (or is about to: a pending change) and window terms.
+    pub fn follows(&self, topic: &Topic) -> bool {
+        self.target_policy() == &topic.policy && self.terms == Some(WindowTerms::of(topic))
+    }
+
+    /// Which events of a window its delivery carries (every one for keys from before window terms).
+    pub fn keeps(&self) -> PayloadMode {
+        self.terms.map_or(PayloadMode::All, |t| t.keep)
     }
 
     /// The policy this key runs, or the one it is about to run.
@@ -211,8 +262,12 @@ impl KeyState {
 
     /// The topic's policy changed: it runs from the key's next burst (see
     /// [`Debouncer::set_policy`]); a delivery in flight keeps its retry.
-    pub fn set_policy(&mut self, policy: Policy, now: u64) -> Vec<Effect> {
-        self.engine.set_policy(policy, now);
+    /// The window terms apply at once: the byte bound from the next event, the
+    /// rows kept from the next event (a window formed under `last` or `first`
+    /// that is delivered under `all` carries the events it kept).
+    pub fn set_policy(&mut self, topic: &Topic, now: u64) -> Vec<Effect> {
+        self.terms = Some(WindowTerms::of(topic));
+        self.engine.set_policy(topic.policy.clone(), now);
         let pending = self.engine.pending_policy().is_some();
         let line = Fact::new("policy_changed", json!({"pending": pending, "policy": self.target_policy()}));
         let mut effects = vec![Effect::Log(line)];
@@ -320,7 +375,9 @@ impl KeyState {
         self.engine.queued().len() + self.engine.dead_letters().len() + self.outbox.len()
     }
 
-    /// Every span whose events are still needed (open, due, running, queued, dead).
+    /// The events whose rows are still needed, as spans: of every window
+    /// open, due, running, queued or dead, the events its delivery carries
+    /// (all of them, or only the last or the first).
     pub fn live_spans(&self) -> Vec<Span> {
         let e = &self.engine;
         let mut spans: Vec<Span> = e.open_window().map(|o| o.span).into_iter().collect();
@@ -328,7 +385,15 @@ impl KeyState {
         spans.extend(self.outbox.iter().map(|f| f.span));
         spans.extend(e.queued().iter().map(|q| q.span));
         spans.extend(e.dead_letters().iter().map(|d| d.span));
+        let keep = self.keeps();
         spans
+            .into_iter()
+            .map(|s| match keep {
+                PayloadMode::All => s,
+                PayloadMode::Last => Span { first: s.last, first_at: s.last_at, ..s },
+                PayloadMode::First => Span { last: s.first, last_at: s.first_at, ..s },
+            })
+            .collect()
     }
 
     /// The key's status: counts and the oldest `few` of the backlog, never all of it.

@@ -12,7 +12,7 @@ use worker::{SqlStorage, SqlStorageValue, State};
 
 use super::sys::StateExt;
 
-use crate::ports::{DedupeRow, Store, StoreError, Stored, WindowRow, Write};
+use crate::ports::{DedupeRow, EventRow, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
 
 const TABLES: &str = "
@@ -56,9 +56,15 @@ fn error(e: impl std::fmt::Display) -> StoreError {
 }
 
 #[derive(Deserialize)]
-struct EventRow {
+struct EventSql {
     seq: i64,
     at: i64,
+    bytes: i64,
+}
+
+#[derive(Deserialize)]
+struct Count {
+    n: i64,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +107,12 @@ impl SqlStore {
 
     fn sql(&self) -> SqlStorage {
         self.state.storage().sql()
+    }
+
+    /// The one number a `SELECT … AS n` query answers.
+    fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64, StoreError> {
+        let rows: Vec<Count> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        Ok(rows.first().map_or(0, |r| unsigned(r.n)))
     }
 
     /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
@@ -178,8 +190,10 @@ impl Store for SqlStore {
         let sql = self.sql();
         let snapshot: Vec<Json> =
             sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
-        let events: Vec<EventRow> =
-            sql.exec("SELECT seq, at FROM events ORDER BY seq", None).and_then(|c| c.to_array()).map_err(error)?;
+        let events: Vec<EventSql> = sql
+            .exec("SELECT seq, at, length(CAST(body AS BLOB)) AS bytes FROM events ORDER BY seq", None)
+            .and_then(|c| c.to_array())
+            .map_err(error)?;
         let windows: Vec<WindowSql> = sql
             .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
             .and_then(|c| c.to_array())
@@ -188,7 +202,10 @@ impl Store for SqlStore {
             sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
         Ok(Stored {
             snapshot: snapshot.into_iter().next().map(|s| s.json),
-            events: events.into_iter().map(|e| (Seq(unsigned(e.seq)), unsigned(e.at))).collect(),
+            events: events
+                .into_iter()
+                .map(|e| EventRow { seq: Seq(unsigned(e.seq)), at: unsigned(e.at), bytes: unsigned(e.bytes) })
+                .collect(),
             windows: windows
                 .into_iter()
                 .map(|w| WindowRow { window: unsigned(w.win), ord: unsigned(w.ord), dead: w.dead != 0, json: w.json })
@@ -221,6 +238,15 @@ impl Store for SqlStore {
             .and_then(|c| c.to_array())
             .map_err(error)?;
         Ok(rows.into_iter().map(|r| r.body).collect())
+    }
+
+    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
+        let sql = "SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) AS n FROM events WHERE seq BETWEEN ? AND ?";
+        self.count(sql, vec![int(first.0), int(last.0)])
+    }
+
+    fn event_rows(&self) -> Result<u64, StoreError> {
+        self.count("SELECT count(*) AS n FROM events", vec![])
     }
 
     fn size(&self) -> u64 {
