@@ -27,7 +27,8 @@ pub struct StoreError(pub String);
 /// One row to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
-    /// An event: a new row, or the row of the finished event `reuse` overwritten.
+    /// An event: a new row, or the row of the finished event `reuse` overwritten
+    /// (a new row if that one is no longer there).
     Event {
         /// Its seq.
         seq: Seq,

@@ -95,6 +95,12 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             }
             last_accepted = Some(accepted);
         }
+        // The next event may supersede the open window's last one, replayed or not.
+        let last_accepted = ks
+            .engine()
+            .open_window()
+            .map(|o| lull_core::Accepted { seq: o.span.last, window: o.window })
+            .or(last_accepted);
         let (free, superseded) = unneeded_rows(&stored.events, through, ks.live_spans());
         let key = Key::from_path_segment(&restored.key)?;
         let (dedupe, next_slot) =

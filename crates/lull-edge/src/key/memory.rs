@@ -107,7 +107,11 @@ impl Loaded {
                         batch.writes.push(Write::ForgetWindow(window.0));
                     }
                 }
-                Effect::Finished(span) => self.free.extend((span.first.0..=span.last.0).map(Seq)),
+                Effect::Finished(span) => {
+                    // Its other rows were freed as superseded, each once.
+                    let needed = self.ks.needed(span);
+                    self.free.extend((needed.first.0..=needed.last.0).map(Seq));
+                }
                 Effect::Unreplayable => batch.snapshot_due = true,
             }
         }

@@ -385,15 +385,17 @@ impl KeyState {
         spans.extend(self.outbox.iter().map(|f| f.span));
         spans.extend(e.queued().iter().map(|q| q.span));
         spans.extend(e.dead_letters().iter().map(|d| d.span));
-        let keep = self.keeps();
-        spans
-            .into_iter()
-            .map(|s| match keep {
-                PayloadMode::All => s,
-                PayloadMode::Last => Span { first: s.last, first_at: s.last_at, ..s },
-                PayloadMode::First => Span { last: s.first, last_at: s.first_at, ..s },
-            })
-            .collect()
+        spans.into_iter().map(|s| self.needed(s)).collect()
+    }
+
+    /// The events of a window's `span` whose rows its delivery needs: all of
+    /// them, or (`last`, `first`) one; the others were freed as superseded.
+    pub fn needed(&self, span: Span) -> Span {
+        match self.keeps() {
+            PayloadMode::All => span,
+            PayloadMode::Last => Span { first: span.last, first_at: span.last_at, ..span },
+            PayloadMode::First => Span { last: span.first, last_at: span.first_at, ..span },
+        }
     }
 
     /// The key's status: counts and the oldest `few` of the backlog, never all of it.

@@ -158,12 +158,22 @@ impl SqlStore {
 /// Carry out one write; the rows SQLite wrote for it.
 fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
     let cursor = match write {
-        Write::Event { seq, at, body, reuse: Some(old) } => sql.exec(
-            "UPDATE events SET seq = ?, at = ?, body = ? WHERE seq = ?",
-            vec![int(seq.0), int(at), body.into(), int(old.0)],
-        )?,
-        Write::Event { seq, at, body, reuse: None } => {
-            sql.exec("INSERT INTO events (seq, at, body) VALUES (?, ?, ?)", vec![int(seq.0), int(at), body.into()])?
+        Write::Event { seq, at, body, reuse } => {
+            let insert = "INSERT INTO events (seq, at, body) VALUES (?, ?, ?)";
+            match reuse {
+                Some(old) => {
+                    let update = "UPDATE events SET seq = ?, at = ? , body = ? WHERE seq = ?";
+                    let updated = sql.exec(update, vec![int(seq.0), int(at), body.clone().into(), int(old.0)])?;
+                    // A row already reused (freed twice across a payload change) is not
+                    // there to update: the event gets a row of its own, never none.
+                    if updated.rows_written() > 0 {
+                        updated
+                    } else {
+                        sql.exec(insert, vec![int(seq.0), int(at), body.into()])?
+                    }
+                }
+                None => sql.exec(insert, vec![int(seq.0), int(at), body.into()])?,
+            }
         }
         Write::Snapshot(json) => sql.exec(
             "INSERT INTO snapshot (id, json) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET json = excluded.json",
