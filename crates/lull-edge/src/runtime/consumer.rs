@@ -48,7 +48,7 @@ impl Clock for WorkersClock {
 }
 
 /// The worker's `queue` handler.
-#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
 pub async fn queue(batch: MessageBatchSys, env: Env, _ctx: ContextSys) -> Result<JsValue, JsValue> {
     std::panic::AssertUnwindSafe(consume(batch, env)).await;
     Ok(JsValue::UNDEFINED)
