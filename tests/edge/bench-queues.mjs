@@ -4,7 +4,11 @@
 // key's object POSTs as its window fires) and through the queue with
 // forward_concurrency 1 and 4. Per shape: downstream calls, their peak
 // concurrency (as the receiver counted), and the time from the flushes to the
-// last window delivered. Usage: node bench-queues.mjs OUT.json
+// last window delivered; for the queue shapes, the requests the topic's gate
+// object served per forward (its own count, from the queue status). Then the
+// gate's waiting protocol alone: 40 messages waiting at forward_concurrency 1
+// (goal: at most 3 gate requests per forward).
+// Usage: node bench-queues.mjs OUT.json (LULL_BENCH_ONLY=gate: that last run only)
 import { writeFileSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { client, startEdge, startReceiver, stateDir } from "./harness.mjs";
@@ -57,7 +61,8 @@ async function shape(name, delivery) {
       await new Promise((ok) => setTimeout(ok, 100));
     }
     const last = Math.max(...rx.deliveries.map((d) => d.at));
-    return { calls: rx.deliveries.length, peak_concurrency: peak, events: events(), send_ms: sent, flush_ms: flushMs, last_delivered_ms: last - flushed };
+    const gate = delivery.delivery === "queue" ? await gateRequests(api, "b", rx.deliveries.length) : {};
+    return { calls: rx.deliveries.length, peak_concurrency: peak, events: events(), send_ms: sent, flush_ms: flushMs, last_delivered_ms: last - flushed, ...gate };
   } finally {
     await edge.stop();
     await rx.close();
@@ -65,17 +70,67 @@ async function shape(name, delivery) {
   }
 }
 
-const results = {
+/**
+ * The requests `topic`'s gate object served (its own count: every operation
+ * but the status calls), once the counters show `forwards` acked, per forward.
+ */
+async function gateRequests(api, topic, forwards) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { json } = await api.call("GET", `/v1/topics/${topic}/queue`);
+    if ((json?.counters?.acked ?? 0) >= forwards || Date.now() > deadline) {
+      return {
+        gate_requests: json.requests_total,
+        gate_requests_by_op: json.requests,
+        gate_requests_per_forward: Number((json.requests_total / forwards).toFixed(2)),
+        requeued: json.counters.requeued ?? 0,
+      };
+    }
+    await new Promise((ok) => setTimeout(ok, 200));
+  }
+}
+
+/** 40 messages waiting at once for a topic at forward_concurrency 1: the gate's requests per forward. */
+async function waiting(n = 40) {
+  const rx = await startReceiver(() => new Promise((ok) => setTimeout(() => ok(200), RECEIVER_MS)));
+  const state = stateDir();
+  const topics = { w: { target: `${rx.url}/w`, wait_ms: 600_000, delivery: "queue", forward_concurrency: 1 } };
+  const edge = await startEdge({ topics, persist: state.dir });
+  try {
+    const api = client(edge.url);
+    for (let i = 0; i < n; i++) if ((await api.event("w", `k${i}`, { i })).status !== 202) throw new Error(`event ${i}`);
+    const flushed = Date.now();
+    await Promise.all(Array.from({ length: n }, (_, i) => api.flush("w", `k${i}`)));
+    await rx.waitFor(n, 120_000);
+    const gate = await gateRequests(api, "w", n);
+    return { messages: n, calls: rx.deliveries.length, last_delivered_ms: Math.max(...rx.deliveries.map((d) => d.at)) - flushed, ...gate };
+  } finally {
+    await edge.stop();
+    await rx.close();
+    state.cleanup();
+  }
+}
+
+const only = process.env.LULL_BENCH_ONLY;
+const results = only === "gate" ? {} : {
   webhook: await shape("webhook", {}),
   "queue, forward_concurrency 1": await shape("queue 1", { delivery: "queue", forward_concurrency: 1 }),
   "queue, forward_concurrency 4": await shape("queue 4", { delivery: "queue", forward_concurrency: 4 }),
 };
-console.log(`\nload levelling: ${EVENTS} events over ${KEYS} keys, every window fired at once (flush); receiver ${RECEIVER_MS} ms per call`);
-console.log("shape".padEnd(32) + ["calls", "peak in flight", "events", "flushes ms", "last delivered ms"].map((h) => h.padStart(18)).join(""));
-for (const [name, r] of Object.entries(results)) {
-  console.log(name.padEnd(32) + [r.calls, r.peak_concurrency, r.events, r.flush_ms, r.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
+if (only !== "gate") {
+  console.log(`\nload levelling: ${EVENTS} events over ${KEYS} keys, every window fired at once (flush); receiver ${RECEIVER_MS} ms per call`);
+  console.log("shape".padEnd(32) + ["calls", "peak in flight", "events", "flushes ms", "last delivered ms", "gate req/forward"].map((h) => h.padStart(18)).join(""));
+  for (const [name, r] of Object.entries(results)) {
+    const cells = [r.calls, r.peak_concurrency, r.events, r.flush_ms, r.last_delivered_ms, r.gate_requests_per_forward ?? "-"];
+    console.log(name.padEnd(32) + cells.map((v) => String(v).padStart(18)).join(""));
+  }
+  console.log("(last delivered: from the first flush to the last window at the receiver; gate req/forward: requests the topic's gate object served, by its own count, per forward)");
 }
-console.log("(last delivered: from the first flush to the last window at the receiver)");
+const gate = await waiting();
+console.log(`\nthe gate's waiting protocol: ${gate.messages} messages waiting at forward_concurrency 1, receiver ${RECEIVER_MS} ms per call`);
+console.log(["forwards", "gate requests", "per forward", "requeued", "last delivered ms"].map((h) => h.padStart(18)).join(""));
+console.log([gate.calls, gate.gate_requests, gate.gate_requests_per_forward, gate.requeued, gate.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
+console.log(`(by operation: ${JSON.stringify(gate.gate_requests_by_op)}; goal: at most 3 per forward)`);
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results }, null, 2));
+writeFileSync(out, JSON.stringify({ events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate }, null, 2));
 console.log(`wrote ${out}`);

@@ -53,9 +53,10 @@ export function local(topics) {
 /**
  * The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml
  * binds it); `build`: another worker-build output directory; `vars`: more
- * bindings (or other values of these).
+ * bindings (or other values of these); `consumers`: queue consumer settings
+ * to change, by queue (e.g. `{"lull-dead-letters": {maxRetries: 1}}`).
  */
-export function lullWorker(topics, build = demoBuild, vars = {}) {
+export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {}) {
   return {
     compatibilityDate: "2026-11-01",
     modules: [
@@ -68,10 +69,10 @@ export function lullWorker(topics, build = demoBuild, vars = {}) {
       TOPIC_GATE: { className: "TopicGate", useSQLite: true },
     },
     // As wrangler.toml declares them (queue delivery and its dead letters).
-    queueProducers: { LULL_QUEUE: { queueName: "lull-deliveries" } },
+    queueProducers: { LULL_QUEUE: { queueName: "lull-deliveries" }, LULL_DEAD_LETTERS: { queueName: "lull-dead-letters" } },
     queueConsumers: {
-      "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters" },
-      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100 },
+      "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters", ...consumers["lull-deliveries"] },
+      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, ...consumers["lull-dead-letters"] },
     },
     bindings: {
       LULL_DEAD_LETTER_QUEUE: "lull-dead-letters",
@@ -85,15 +86,15 @@ export function lullWorker(topics, build = demoBuild, vars = {}) {
   };
 }
 
-/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, as `lullWorker`). */
-export async function startEdge({ topics, persist, logs = [], build, vars }) {
+/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, `vars`, `consumers`: as `lullWorker`). */
+export async function startEdge({ topics, persist, logs = [], build, vars, consumers }) {
   const options = convertV4MiniflareOptions({
     host: "127.0.0.1",
     port: 0,
     cf: false,
     resourcePersistencePath: persist,
     handleStructuredLogs: ({ message }) => logs.push(message),
-    ...lullWorker(topics, build, vars),
+    ...lullWorker(topics, build, vars, consumers),
   });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");

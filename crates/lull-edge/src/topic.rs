@@ -36,6 +36,21 @@ pub const MAX_WINDOW_EVENTS: u64 = 1_000_000;
 /// 32 MiB, so a delivery's body (built and sent in a 128 MB isolate) stays buildable.
 pub const MAX_WINDOW_BYTES: u64 = 32 * 1024 * 1024;
 
+// Queue dead letters (`delivery = "queue"`): how many a topic's gate object
+// keeps, and their bytes. Past either, the topic's events answer
+// `429 dead_letters_full` and new dead letters wait on the dead-letter queue.
+
+/// `max_queue_dead_letters` unless set: dead letters a queue topic keeps.
+pub const DEFAULT_MAX_QUEUE_DEAD_LETTERS: u64 = 10_000;
+/// Largest `max_queue_dead_letters` a topic may set.
+pub const MAX_QUEUE_DEAD_LETTERS: u64 = 1_000_000;
+/// `max_queue_dead_letter_bytes` unless set: 256 MiB of kept messages.
+pub const DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest `max_queue_dead_letter_bytes` a topic may set: 4 GiB (a Durable Object holds 10 GB).
+pub const MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Smallest `max_queue_dead_letter_bytes`: room for one message of the largest size.
+pub const MIN_QUEUE_DEAD_LETTER_BYTES: u64 = crate::delivery::queue_message::MAX_MESSAGE_BYTES as u64;
+
 /// Which payloads a delivery carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -94,6 +109,9 @@ struct TopicConfig {
     signing_secret_env: Option<String>,
     allow_http: bool,
     log_keys: bool,
+    // Queue dead letters: the bounds of what the topic's gate object keeps.
+    max_queue_dead_letters: u64,
+    max_queue_dead_letter_bytes: u64,
 }
 
 /// Every default of a topic's settings, each stated once with its value.
@@ -142,6 +160,9 @@ impl Default for TopicConfig {
             allow_http: false,
             // Log lines name a key by a short hash (keys can be emails).
             log_keys: false,
+            // Queue topics: 10,000 dead letters kept, and 256 MiB of them.
+            max_queue_dead_letters: DEFAULT_MAX_QUEUE_DEAD_LETTERS,
+            max_queue_dead_letter_bytes: DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES,
         }
     }
 }
@@ -178,6 +199,25 @@ pub struct QueueDelivery {
     pub forward_concurrency: u32,
     /// Forwards started per second at most, if set (0 < rate ≤ 1000).
     pub forward_rate_per_s: Option<f64>,
+    /// The bounds of the dead letters its gate object keeps.
+    pub dead_letters: DeadLetterBounds,
+}
+
+/// How many dead letters a queue topic's gate object keeps, and how many
+/// bytes of them (`max_queue_dead_letters`, `max_queue_dead_letter_bytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadLetterBounds {
+    /// Dead letters kept at most.
+    pub count: u64,
+    /// Bytes of kept messages at most.
+    pub bytes: u64,
+}
+
+/// The defaults: also the bounds of a topic no longer configured.
+impl Default for DeadLetterBounds {
+    fn default() -> Self {
+        DeadLetterBounds { count: DEFAULT_MAX_QUEUE_DEAD_LETTERS, bytes: DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES }
+    }
 }
 
 impl Eq for QueueDelivery {}
@@ -315,7 +355,11 @@ impl Topic {
         }
         let queue = match c.delivery {
             DeliveryKind::Webhook
-                if c.queue.is_some() || c.forward_rate_per_s.is_some() || c.forward_concurrency != 1 =>
+                if c.queue.is_some()
+                    || c.forward_rate_per_s.is_some()
+                    || c.forward_concurrency != 1
+                    || c.max_queue_dead_letters != DEFAULT_MAX_QUEUE_DEAD_LETTERS
+                    || c.max_queue_dead_letter_bytes != DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES =>
             {
                 return Err(fail(Problem::Queue(QueueProblem::NotQueueDelivery)));
             }
@@ -334,10 +378,18 @@ impl Topic {
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
                     return Err(fail(Problem::Queue(QueueProblem::BodyLimit)));
                 }
+                if !(1..=MAX_QUEUE_DEAD_LETTERS).contains(&c.max_queue_dead_letters) {
+                    return Err(fail(Problem::Queue(QueueProblem::DeadLetters(c.max_queue_dead_letters))));
+                }
+                let bytes = c.max_queue_dead_letter_bytes;
+                if !(MIN_QUEUE_DEAD_LETTER_BYTES..=MAX_QUEUE_DEAD_LETTER_BYTES).contains(&bytes) {
+                    return Err(fail(Problem::Queue(QueueProblem::DeadLetterBytes(bytes))));
+                }
                 Some(QueueDelivery {
                     binding,
                     forward_concurrency: c.forward_concurrency,
                     forward_rate_per_s: c.forward_rate_per_s,
+                    dead_letters: DeadLetterBounds { count: c.max_queue_dead_letters, bytes },
                 })
             }
         };
@@ -449,14 +501,20 @@ pub enum QueueProblem {
     Rate,
     /// `max_body_bytes` is over [`MAX_QUEUE_EVENT_BYTES`] (an event must fit in one message).
     BodyLimit,
+    /// `max_queue_dead_letters` is outside `1..=`[`MAX_QUEUE_DEAD_LETTERS`].
+    DeadLetters(u64),
+    /// `max_queue_dead_letter_bytes` is outside
+    /// [`MIN_QUEUE_DEAD_LETTER_BYTES`]`..=`[`MAX_QUEUE_DEAD_LETTER_BYTES`].
+    DeadLetterBytes(u64),
 }
 
 impl fmt::Display for QueueProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            QueueProblem::NotQueueDelivery => {
-                f.write_str("queue, forward_concurrency and forward_rate_per_s need delivery = \"queue\"")
-            }
+            QueueProblem::NotQueueDelivery => f.write_str(
+                "queue, forward_concurrency, forward_rate_per_s, max_queue_dead_letters and \
+                 max_queue_dead_letter_bytes need delivery = \"queue\"",
+            ),
             QueueProblem::Binding(b) => write!(f, "queue must name a binding (A-Z a-z 0-9 _), not {b:?}"),
             QueueProblem::Concurrency(n) => write!(f, "forward_concurrency must be 1..={MAX_LIMIT}, not {n}"),
             QueueProblem::Rate => {
@@ -465,6 +523,13 @@ impl fmt::Display for QueueProblem {
             QueueProblem::BodyLimit => write!(
                 f,
                 "max_body_bytes must be at most {MAX_QUEUE_EVENT_BYTES} with delivery = \"queue\" (an event fits in one message)"
+            ),
+            QueueProblem::DeadLetters(n) => {
+                write!(f, "max_queue_dead_letters must be 1..={MAX_QUEUE_DEAD_LETTERS}, not {n}")
+            }
+            QueueProblem::DeadLetterBytes(n) => write!(
+                f,
+                "max_queue_dead_letter_bytes must be {MIN_QUEUE_DEAD_LETTER_BYTES}..={MAX_QUEUE_DEAD_LETTER_BYTES}, not {n}"
             ),
         }
     }
@@ -648,6 +713,14 @@ mod tests {
         assert!(refused(&queue(r#", "forward_rate_per_s": 0"#)).contains("forward_rate_per_s"));
         assert!(refused(&queue(r#", "queue": "a-b""#)).contains("must name a binding"));
         assert!(refused(&queue(r#", "max_body_bytes": 200000"#)).contains("one message"));
+        assert!(refused(&queue(r#", "max_queue_dead_letters": 0"#)).contains("max_queue_dead_letters must be 1..="));
+        assert!(refused(&queue(r#", "max_queue_dead_letters": 1000001"#)).contains("not 1000001"));
+        assert!(refused(&queue(r#", "max_queue_dead_letter_bytes": 1000"#)).contains("must be 128000..="));
+        assert!(refused(&queue(r#", "max_queue_dead_letter_bytes": 4294967297"#)).contains("not 4294967297"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_queue_dead_letters": 5}}"#)
+                .contains("need delivery = \"queue\"")
+        );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery": "carrier-pigeon"}}"#)
                 .contains("unknown variant")
@@ -658,7 +731,8 @@ mod tests {
     fn a_queue_topic_names_its_binding_and_bound() {
         let topics = Topics::parse(
             r#"{"slow": {"target": "https://a/x", "wait_ms": 1, "delivery": "queue", "forward_concurrency": 4,
-                         "forward_rate_per_s": 2.5},
+                         "forward_rate_per_s": 2.5, "max_queue_dead_letters": 3,
+                         "max_queue_dead_letter_bytes": 128000},
                 "plain": {"target": "https://a/y", "wait_ms": 1, "delivery": "queue", "queue": "OTHER"}}"#,
         )
         .unwrap();
@@ -668,11 +742,13 @@ mod tests {
             QueueDelivery {
                 binding: DEFAULT_QUEUE_BINDING.into(),
                 forward_concurrency: 4,
-                forward_rate_per_s: Some(2.5)
+                forward_rate_per_s: Some(2.5),
+                dead_letters: DeadLetterBounds { count: 3, bytes: 128_000 },
             }
         );
         let plain = topics.get("plain").unwrap().queue.clone().unwrap();
         assert_eq!((plain.binding.as_str(), plain.forward_concurrency, plain.forward_rate_per_s), ("OTHER", 1, None));
+        assert_eq!(plain.dead_letters, DeadLetterBounds { count: 10_000, bytes: 256 * 1024 * 1024 }, "the defaults");
         let hook = Topics::parse(r#"{"h": {"target": "https://a", "wait_ms": 1}}"#).unwrap();
         assert_eq!(hook.get("h").unwrap().queue, None);
     }

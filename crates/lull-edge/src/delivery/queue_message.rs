@@ -63,10 +63,47 @@ pub struct QueueMessage {
     pub topic: String,
     /// Sent as `Idempotency-Key`: the window's, or the part's.
     pub idempotency_key: String,
-    /// The key's attempt at the window (the queue counts its own retries apart).
+    /// The attempt number this message's first delivery forwards as: the
+    /// key's attempt at the window, or, for a copy sent again to wait (or a
+    /// replayed dead letter), the attempt it had reached. A delivery the queue
+    /// counts `attempts` forwards as `attempt + attempts - 1` ([`QueueMessage::forward_attempt`]).
     pub attempt: u32,
+    /// How many times this message was sent to a queue again to wait (for the
+    /// gate, or on the dead-letter queue for room): each wait is longer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waits: u32,
     /// The delivery's JSON body, as a webhook would get it (plus `part` when split).
     pub body: Box<RawValue>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl QueueMessage {
+    /// The attempt a delivery the queue counts as its `attempts`th (1, 2, …) forwards as.
+    pub fn forward_attempt(&self, attempts: u32) -> u32 {
+        self.attempt.saturating_add(attempts.max(1) - 1)
+    }
+
+    /// This message sent again to wait after a delivery counted `attempts`
+    /// that made no forward: the copy's first delivery forwards as the attempt
+    /// this one would have, and it has waited once more.
+    pub fn waiting(&self, attempts: u32) -> QueueMessage {
+        QueueMessage {
+            topic: self.topic.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            attempt: self.forward_attempt(attempts),
+            waits: self.waits.saturating_add(1),
+            body: self.body.clone(),
+        }
+    }
+
+    /// The message as the queue carries it (its body byte for byte).
+    pub fn to_text(&self) -> String {
+        // A RawValue, strings and numbers always serialise.
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// Why a window cannot go as messages.
@@ -108,7 +145,7 @@ pub fn messages(
     let budget = MAX_MESSAGE_BYTES - ENVELOPE_BYTES;
     let message = |body: String, key: String| -> Result<QueueMessage, SplitError> {
         let body = RawValue::from_string(body).map_err(|e| SplitError::Json(e.to_string()))?;
-        Ok(QueueMessage { topic: topic.to_string(), idempotency_key: key, attempt, body })
+        Ok(QueueMessage { topic: topic.to_string(), idempotency_key: key, attempt, waits: 0, body })
     };
     let whole = json(delivery)?;
     let events = match &delivery.payload {
@@ -219,6 +256,20 @@ mod tests {
         assert!(grouped.iter().all(|b| b.iter().map(String::len).sum::<usize>() <= BATCH_BYTES));
         assert_eq!(grouped.concat(), big, "every message once, in order");
         assert!(batches(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_waiting_copy_keeps_its_attempt_count_and_body() {
+        let text = r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":2,"body":{"big":12345678901234567890}}"#;
+        let m: QueueMessage = serde_json::from_str(text).unwrap();
+        assert_eq!(m.to_text(), text, "a message that never waited is written as it was read");
+        assert_eq!((m.forward_attempt(1), m.forward_attempt(3), m.forward_attempt(0)), (2, 4, 2));
+        // Third delivery (attempt 4) found no room: the copy's first delivery is attempt 4 again.
+        let copy = m.waiting(3);
+        assert_eq!((copy.attempt, copy.waits, copy.forward_attempt(1)), (4, 1, 4));
+        assert_eq!(copy.body.get(), m.body.get());
+        assert!(copy.to_text().contains(r#""waits":1"#));
+        assert_eq!(copy.waiting(1).waits, 2);
     }
 
     #[test]

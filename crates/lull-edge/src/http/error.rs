@@ -63,11 +63,13 @@ pub enum ApiError {
         /// When to try again (seconds, for `Retry-After`).
         retry_after_secs: u64,
     },
-    /// `507 dead_letters_full`: a queue topic's gate object keeps its bound of
-    /// dead letters; the dead-letter queue keeps retrying this one.
+    /// `429 dead_letters_full`: a queue topic keeps its bound of dead letters
+    /// (`max_queue_dead_letters` or `max_queue_dead_letter_bytes`): its events
+    /// are refused (nothing stored) until dead letters are replayed or
+    /// discarded, and a new dead letter waits on the dead-letter queue.
     DeadLettersFull {
-        /// The bound.
-        limit: usize,
+        /// When to try again (seconds, for `Retry-After`).
+        retry_after_secs: u64,
     },
     /// `401 bad_signature`: the demo sink got a delivery whose signature does not verify.
     #[cfg(feature = "demo")]
@@ -110,9 +112,8 @@ impl ApiError {
             | ApiError::InvalidIdempotencyKey
             | ApiError::BadRequest(_) => 400,
             ApiError::PayloadTooLarge { .. } => 413,
-            ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } => 429,
+            ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
-            ApiError::DeadLettersFull { .. } => 507,
             #[cfg(feature = "demo")]
             ApiError::BadSignature(_) => 401,
             #[cfg(feature = "demo")]
@@ -176,9 +177,9 @@ impl ApiError {
                 format!("this key holds its topic's limit of {limit} pending windows; try again later")
             }
             ApiError::Unavailable { why, .. } => format!("storage is unavailable ({why}); nothing changed, try again"),
-            ApiError::DeadLettersFull { limit } => {
-                format!("this topic keeps {limit} dead letters; the queue keeps retrying this one")
-            }
+            ApiError::DeadLettersFull { .. } => "this topic keeps as many queue dead letters as it may \
+                 (max_queue_dead_letters, max_queue_dead_letter_bytes): replay or discard them; nothing was stored"
+                .into(),
             #[cfg(feature = "demo")]
             ApiError::BadSignature(why) => why.clone(),
             #[cfg(feature = "demo")]
@@ -192,6 +193,7 @@ impl ApiError {
         match self {
             ApiError::TooManyPending { retry_after_secs, .. }
             | ApiError::TooManyEvents { retry_after_secs, .. }
+            | ApiError::DeadLettersFull { retry_after_secs }
             | ApiError::Unavailable { retry_after_secs, .. } => Some(*retry_after_secs),
             _ => None,
         }
@@ -256,7 +258,7 @@ mod tests {
             (ApiError::InvalidIdempotencyKey, 400, "invalid_idempotency_key"),
             (ApiError::TooManyPending { limit: 10, retry_after_secs: 30 }, 429, "too_many_pending"),
             (ApiError::Unavailable { why: "write".into(), retry_after_secs: 1 }, 503, "unavailable"),
-            (ApiError::DeadLettersFull { limit: 1_000 }, 507, "dead_letters_full"),
+            (ApiError::DeadLettersFull { retry_after_secs: 60 }, 429, "dead_letters_full"),
             (ApiError::Unhealthy("LULL_TOPICS: no topic is configured".into()), 503, "config"),
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),

@@ -9,6 +9,7 @@ use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};
 use crate::names::{Key, is_topic_name};
+use crate::queue::gate_object::GateOp;
 
 /// Longest producer `Idempotency-Key`, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;
@@ -54,6 +55,18 @@ pub fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest,
         KeyRequest::Timeline { .. } => {
             let (after, limit) = page(query, TIMELINE_PAGE, TIMELINE_KEEP)?;
             KeyRequest::Timeline { after, limit }
+        }
+        other => other,
+    })
+}
+
+/// `op` (a queue topic's dead-letter route) with its page read from `query`
+/// (`GET …/queue/dead-letters`; other operations ignore the query). `400 bad_query` for a bad one.
+pub fn with_queue_page(op: GateOp, query: Option<&str>) -> Result<GateOp, ApiError> {
+    Ok(match op {
+        GateOp::DeadLetters { .. } => {
+            let (after, limit) = page(query, DEFAULT_PAGE, MAX_PAGE)?;
+            GateOp::DeadLetters { after, limit }
         }
         other => other,
     })
@@ -155,6 +168,16 @@ pub enum Route {
         /// The topic name (checked for shape).
         topic: String,
     },
+    /// `GET /v1/topics/{topic}/queue/dead-letters` ([`GateOp::DeadLetters`], its
+    /// page from the query: [`with_queue_page`]), `POST …/dead-letters/{id}/retry`
+    /// ([`GateOp::Replay`]), `POST …/dead-letters/retry` ([`GateOp::ReplayAll`]),
+    /// `DELETE …/dead-letters/{id}` ([`GateOp::Discard`]): a queue topic's dead letters (admin).
+    QueueDeadLetters {
+        /// The topic name (checked for shape).
+        topic: String,
+        /// What to ask its gate object.
+        op: GateOp,
+    },
     /// An operation on one key of one topic.
     Key {
         /// The topic name (checked for shape, not yet for existence).
@@ -236,6 +259,21 @@ impl Route {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 Ok(Route::QueueStatus { topic: (*topic).to_string() })
+            }
+            ["v1", "topics", topic, "queue", "dead-letters", rest @ ..] => {
+                let id = |w: &str| w.parse::<u64>().map_err(|_| not_found());
+                let (op, allowed) = match rest {
+                    [] => (GateOp::DeadLetters { after: None, limit: DEFAULT_PAGE }, "GET"),
+                    ["retry"] => (GateOp::ReplayAll, "POST"),
+                    [w] => (GateOp::Discard { id: id(w)? }, "DELETE"),
+                    [w, "retry"] => (GateOp::Replay { id: id(w)? }, "POST"),
+                    _ => return Err(not_found()),
+                };
+                method_check(method, allowed)?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::QueueDeadLetters { topic: (*topic).to_string(), op })
             }
             ["v1", "topics", topic, "keys", key, rest @ ..] => {
                 let window = |w: &str| w.parse::<u64>().map(WindowId).map_err(|_| not_found());
@@ -327,6 +365,31 @@ mod tests {
             panic!()
         };
         assert_eq!((topic.as_str(), key.as_str()), ("t", "a/b c"));
+    }
+
+    #[test]
+    fn a_queue_topics_dead_letter_routes_are_typed_gate_operations() {
+        let queue = |m: &str, p: &str| match Route::parse(m, p) {
+            Ok(Route::QueueDeadLetters { topic, op }) if topic == "q" => Ok(op),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.code()),
+        };
+        let list = GateOp::DeadLetters { after: None, limit: DEFAULT_PAGE };
+        assert_eq!(queue("GET", "/v1/topics/q/queue/dead-letters"), Ok(list.clone()));
+        assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters/retry"), Ok(GateOp::ReplayAll));
+        assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters/12/retry"), Ok(GateOp::Replay { id: 12 }));
+        assert_eq!(queue("DELETE", "/v1/topics/q/queue/dead-letters/12"), Ok(GateOp::Discard { id: 12 }));
+        assert_eq!(queue("GET", "/v1/topics/q/queue/dead-letters/12"), Err("method_not_allowed"));
+        assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters"), Err("method_not_allowed"));
+        assert_eq!(queue("DELETE", "/v1/topics/q/queue/dead-letters/x"), Err("not_found"));
+        assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters/1/retry/now"), Err("not_found"));
+        assert_eq!(Route::parse("GET", "/v1/topics/b@d/queue/dead-letters").unwrap_err().code(), "unknown_topic");
+        assert_eq!(
+            with_queue_page(list.clone(), Some("after=7&limit=500")),
+            Ok(GateOp::DeadLetters { after: Some(7), limit: 500 })
+        );
+        assert_eq!(with_queue_page(list, Some("limit=501")).unwrap_err().code(), "bad_query");
+        assert_eq!(with_queue_page(GateOp::ReplayAll, Some("x=1")), Ok(GateOp::ReplayAll), "others ignore the query");
     }
 
     #[test]

@@ -1,24 +1,33 @@
 //! What the queue consumer does with each message (`delivery = "queue"`):
 //! pure decisions ([`admit`], [`after_grant`], [`after_forward`],
-//! [`after_requeue`], [`after_keep`]) and [`Consumer::handle`], which carries
-//! them out over the queue side's ports.
+//! [`after_requeue`], [`after_keep`], [`wait_delay`]) and
+//! [`Consumer::handle`], which carries them out over the queue side's ports.
 //!
 //! A message is forwarded to its topic's target, signed as a webhook is, once
 //! the topic's gate object grants a lease — so at most `forward_concurrency`
 //! forwards are in flight for the topic, across batches and isolates, and
-//! starts keep to `forward_rate_per_s`. A 2xx acks the message; anything else
-//! retries it with the queue's `retry_delay`, and past `max_retries` the queue
-//! moves it to its dead-letter queue, whose messages the consumer keeps (in
-//! the topic's gate object) before it acks them. A message the gate cannot
-//! admit soon is sent to the queue again with the delay the gate gives, then
-//! acked: waiting for room never uses up a message's retries.
+//! starts keep to `forward_rate_per_s`. The gate holds the request open while
+//! it waits for room (at most [`GATE_WAIT_BUDGET_MS`]). A 2xx acks the
+//! message; anything else retries it with the queue's `retry_delay`, and past
+//! `max_retries` the queue moves it to its dead-letter queue, whose messages
+//! the consumer keeps (as rows in the topic's gate object) before it acks
+//! them. The forward carries the attempt as the queue counts it
+//! ([`QueueMessage::forward_attempt`]): it grows on every redelivery.
 //!
 //! Guarantees:
 //! - **Nothing is acked unsettled**: a message is acked only after its
-//!   forward got a 2xx, its copy was sent to the queue again, or the gate
+//!   forward got a 2xx, its copy was sent to a queue again, or the gate
 //!   object kept it as a dead letter; every other path retries it.
-//! - **Waiting is bounded**: a message waits for the gate at most
-//!   [`GATE_WAIT_BUDGET_MS`] in its batch.
+//! - **Waiting is not failing**: a message the gate has no room for within
+//!   the budget, or that the gate cannot answer for, is sent to its queue
+//!   again with a delay (counted `requeued`) and acked: no queue retry is
+//!   spent. Only when that send fails is it retried.
+//! - **A dead letter is never given up**: one the gate cannot keep (the
+//!   topic's bound is reached, or the gate errs) waits on the dead-letter
+//!   queue (sent to it again, with delays doubling from 1 s to
+//!   [`DEAD_LETTER_WAIT_CAP_SECS`]) until it can be kept.
+//! - **A wait does not inflate the count**: the copy carries the attempt it
+//!   had reached ([`QueueMessage::waiting`]).
 
 use serde_json::json;
 
@@ -27,38 +36,22 @@ use crate::log::Fact;
 use crate::names::idempotency_label;
 use crate::ports::{Clock, GateAnswer, GateOp, Gates, Outbound, Outcome, Outgoing, QueueSend};
 use crate::queue::gate::Grant;
-use crate::queue::gate_object::Counter;
+use crate::queue::gate_object::{Counter, Forwarded};
 use crate::topic::{Topic, Topics};
 
-/// How long a message may wait for the gate inside one batch before it is
-/// sent to the queue again (with the gate's delay) instead.
+/// How long the gate may hold a message's `Acquire` open waiting for room
+/// before it is sent to the queue again (with a delay) instead.
 pub const GATE_WAIT_BUDGET_MS: u64 = 2_000;
 /// Tries of a lease's release (a lost release holds room until the lease expires).
 pub const RELEASE_TRIES: u32 = 3;
 /// The longest delay a queue takes for a message (Cloudflare Queues: 12 h).
 pub const MAX_DELAY_SECS: u32 = 43_200;
-/// The delay of a retry when the gate gave no answer.
-pub const GATE_ERROR_RETRY_SECS: u32 = 1;
-
-/// What to do with a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Done: ack it.
-    Ack,
-    /// Retry it through the queue (a retry counts toward `max_retries`), after `delay_secs` if set
-    /// (else the queue's `retry_delay`).
-    Retry {
-        /// The delay, if not the queue's.
-        delay_secs: Option<u32>,
-    },
-    /// Send it to its queue again after `delay_secs`, then ack it (waiting uses up no retry).
-    Requeue {
-        /// The delay.
-        delay_secs: u32,
-    },
-    /// A dead letter: keep it in its topic's gate object, then ack it.
-    KeepDeadLetter,
-}
+/// A message's first wait on its queue (s); each next one doubles.
+pub const WAIT_BASE_SECS: u32 = 1;
+/// The longest a message waits on the delivery queue for room at once (s).
+pub const WAIT_CAP_SECS: u32 = 60;
+/// The longest a dead letter waits on the dead-letter queue at once (s) for room to be kept.
+pub const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
 
 /// How a message ends its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,42 +92,45 @@ pub fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Admit<'t>
     }
 }
 
-/// The gate's answer to a message waiting since `started`, at `now`.
+/// The delay of a message's next wait on its queue: it has waited `waits`
+/// times before; at least `hint_secs` (when room is expected), doubling from
+/// [`WAIT_BASE_SECS`], at most `cap` (and [`MAX_DELAY_SECS`]).
+pub fn wait_delay(waits: u32, hint_secs: u32, cap: u32) -> u32 {
+    let doubled = WAIT_BASE_SECS.saturating_mul(1u32.checked_shl(waits.min(31)).unwrap_or(u32::MAX));
+    doubled.min(cap).max(hint_secs).clamp(1, MAX_DELAY_SECS)
+}
+
+/// The gate's answer to a message's `Acquire`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AfterGrant {
     /// Forward now under this lease.
     Go(u64),
-    /// Ask again at this time (unix ms), within the budget.
-    WaitUntil(u64),
-    /// No room soon, or no answer: what to do, and the counter it adds.
-    Decided(Verdict, Option<Counter>),
+    /// No room within the budget, or no answer: send it to the queue again after this delay.
+    Requeue {
+        /// The delay (s).
+        delay_secs: u32,
+    },
 }
 
-/// What a gate's answer to `acquire` means for a message waiting since `started`, at `now`.
-pub fn after_grant(answer: Result<Grant, String>, started: u64, now: u64) -> AfterGrant {
+/// What a gate's answer to `Acquire` at `now` means for a message that waited `waits` times before.
+pub fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> AfterGrant {
     match answer {
         Ok(Grant::Go { lease, .. }) => AfterGrant::Go(lease),
-        Ok(Grant::Wait { retry_at }) if retry_at < started.saturating_add(GATE_WAIT_BUDGET_MS) => {
-            AfterGrant::WaitUntil(retry_at)
-        }
         Ok(Grant::Wait { retry_at }) => {
-            let wait_s = retry_at.saturating_sub(now).div_ceil(1000);
-            let delay_secs = u32::try_from(wait_s).unwrap_or(u32::MAX).clamp(1, MAX_DELAY_SECS);
-            AfterGrant::Decided(Verdict::Requeue { delay_secs }, None)
+            let hint = u32::try_from(retry_at.saturating_sub(now).div_ceil(1000)).unwrap_or(MAX_DELAY_SECS);
+            AfterGrant::Requeue { delay_secs: wait_delay(waits, hint, WAIT_CAP_SECS) }
         }
-        Err(_) => {
-            AfterGrant::Decided(Verdict::Retry { delay_secs: Some(GATE_ERROR_RETRY_SECS) }, Some(Counter::Retried))
-        }
+        Err(_) => AfterGrant::Requeue { delay_secs: wait_delay(waits, 0, WAIT_CAP_SECS) },
     }
 }
 
-/// A forward's outcome: a 2xx acks, anything else retries.
-pub fn after_forward(outcome: &Outcome) -> (Settle, Counter) {
-    if outcome.ok { (Settle::Ack, Counter::Acked) } else { (Settle::Retry { delay_secs: None }, Counter::Retried) }
+/// A forward's outcome: a 2xx acks, anything else retries (the queue counts it).
+pub fn after_forward(outcome: &Outcome) -> Settle {
+    if outcome.ok { Settle::Ack } else { Settle::Retry { delay_secs: None } }
 }
 
-/// A requeue with `delay_secs`: sent, the message is done (and counted); not
-/// sent, it is retried with the same delay.
+/// A copy sent to wait `delay_secs`: sent, the message is done (and counted);
+/// not sent, it is retried with the same delay (the fallback: it spends a retry).
 pub fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Settle, Option<Counter>) {
     match sent {
         Ok(()) => (Settle::Ack, Some(Counter::Requeued)),
@@ -142,11 +138,12 @@ pub fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Settle, Opt
     }
 }
 
-/// A dead letter kept is done; one not kept stays on the dead-letter queue.
-pub fn after_keep(kept: &Result<(), String>) -> Settle {
+/// A dead letter kept is done (`None`); one not kept waits on the dead-letter
+/// queue for this long (it has waited `waits` times before).
+pub fn after_keep(kept: &Result<(), String>, waits: u32) -> Option<u32> {
     match kept {
-        Ok(()) => Settle::Ack,
-        Err(_) => Settle::Retry { delay_secs: None },
+        Ok(()) => None,
+        Err(_) => Some(wait_delay(waits, 0, DEAD_LETTER_WAIT_CAP_SECS)),
     }
 }
 
@@ -158,10 +155,12 @@ pub struct Consumer<'a, G, Q, O, C> {
     pub queue: Q,
     /// The signed forward to a target.
     pub outbound: O,
-    /// Time, pauses and log lines.
+    /// Time and log lines.
     pub clock: C,
     /// The topics as configured now.
     pub topics: &'a Topics,
+    /// The producer binding of the dead-letter queue (a dead letter waits there for room).
+    pub dead_letters: &'a str,
 }
 
 impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
@@ -181,9 +180,24 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
         }
     }
 
-    /// Handle one message (`id` for logs, `text` its body), from the
-    /// dead-letter queue if `dead_letter`.
-    pub async fn handle(&self, id: &str, text: &str, dead_letter: bool) -> Settle {
+    /// Send `copy` to `binding` after `delay_secs`: acked if sent (and counted
+    /// `requeued`), else retried with that delay.
+    async fn requeue(&self, binding: &str, copy: &QueueMessage, delay_secs: u32, why: &str) -> Settle {
+        let sent = self.queue.send(binding, &[copy.to_text()], delay_secs).await;
+        let shown = self.label(&copy.topic, &copy.idempotency_key);
+        self.log(
+            "queue_requeue",
+            json!({"topic": copy.topic, "idempotency_key": shown, "queue": binding, "delay_s": delay_secs,
+                   "why": why, "sent": sent.is_ok(), "error": sent.as_ref().err()}),
+        );
+        let (settle, counter) = after_requeue(&sent, delay_secs);
+        self.count(&copy.topic, counter).await;
+        settle
+    }
+
+    /// Handle one message (`id` for logs, `text` its body, `attempts` the
+    /// queue's count of its deliveries, from 1), from the dead-letter queue if `dead_letter`.
+    pub async fn handle(&self, id: &str, text: &str, attempts: u32, dead_letter: bool) -> Settle {
         let (message, topic) = match admit(text, dead_letter, self.topics) {
             Admit::Forward(message, topic) => (message, topic),
             Admit::Keep(message) => return self.keep(message, text).await,
@@ -201,63 +215,51 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             }
         };
         let (name, key) = (message.topic.as_str(), message.idempotency_key.as_str());
-        let shown = self.label(name, key);
-        // A lease from the topic's gate, waiting here while that is short.
-        let started = self.clock.now();
-        let lease = loop {
-            let answer = match self.gates.ask(name, GateOp::Acquire).await {
-                Ok(GateAnswer::Grant(grant)) => Ok(grant),
-                Ok(_) => Err("the gate gave no answer".to_string()),
-                Err(e) => Err(e),
-            };
-            let why = answer.as_ref().err().cloned();
-            match after_grant(answer, started, self.clock.now()) {
-                AfterGrant::Go(lease) => break lease,
-                AfterGrant::WaitUntil(until) => self.clock.sleep(until.saturating_sub(self.clock.now()).max(1)).await,
-                AfterGrant::Decided(Verdict::Requeue { delay_secs }, _) => {
-                    // No room soon: on the queue again after the gate's delay; this one is done.
-                    let binding = topic.queue.as_ref().map(|q| q.binding.as_str()).unwrap_or_default();
-                    let sent = self.queue.send(binding, &[text.to_string()], delay_secs).await;
-                    if let Err(e) = &sent {
-                        self.log("queue_retry", json!({"topic": name, "idempotency_key": shown, "why": e}));
-                    }
-                    let (settle, counter) = after_requeue(&sent, delay_secs);
-                    self.count(name, counter).await;
-                    return settle;
-                }
-                AfterGrant::Decided(verdict, counter) => {
-                    self.log("queue_retry", json!({"topic": name, "idempotency_key": shown, "why": why}));
-                    self.count(name, counter).await;
-                    return match verdict {
-                        Verdict::Retry { delay_secs } => Settle::Retry { delay_secs },
-                        _ => Settle::Retry { delay_secs: None },
-                    };
-                }
+        let binding = topic.queue.as_ref().map(|q| q.binding.as_str()).unwrap_or_default();
+        // A lease from the topic's gate, which holds the call while it waits for room.
+        let answer = match self.gates.ask(name, GateOp::Acquire { wait_ms: GATE_WAIT_BUDGET_MS }).await {
+            Ok(GateAnswer::Grant(grant)) => Ok(grant),
+            Ok(_) => Err("the gate gave another answer".to_string()),
+            Err(e) => Err(e),
+        };
+        let lease = match after_grant(answer.clone(), self.clock.now(), message.waits) {
+            AfterGrant::Go(lease) => lease,
+            AfterGrant::Requeue { delay_secs } => {
+                // No room soon, or no answer: on the queue again; this delivery made no forward.
+                let why = answer.err().unwrap_or_else(|| "no room within the budget".into());
+                return self.requeue(binding, &message.waiting(attempts), delay_secs, &why).await;
             }
         };
+        let attempt = message.forward_attempt(attempts);
         let out = Outgoing {
             topic: name.to_string(),
             target: topic.target.clone(),
             body: message.body.get().to_string(),
             idempotency_key: key.to_string(),
-            attempt: message.attempt,
+            attempt,
             timeout_ms: topic.delivery_timeout_ms,
             queue: None,
         };
         let outcome = self.outbound.send(out).await;
+        let forwarded =
+            Forwarded { idempotency_key: key.to_string(), attempt, ok: outcome.ok, detail: outcome.detail.clone() };
         for _ in 0..RELEASE_TRIES {
-            if self.gates.ask(name, GateOp::Release { lease }).await.is_ok() {
+            let release = GateOp::Release { lease, outcome: Some(forwarded.clone()) };
+            if self.gates.ask(name, release).await.is_ok() {
                 break;
             }
         }
-        let (settle, counter) = after_forward(&outcome);
         let event = if outcome.ok { "queue_ack" } else { "queue_retry" };
-        self.log(event, json!({"topic": name, "idempotency_key": shown, "outcome": outcome.detail}));
-        self.count(name, Some(counter)).await;
-        settle
+        self.log(
+            event,
+            json!({"topic": name, "idempotency_key": self.label(name, key), "attempt": attempt,
+                   "outcome": outcome.detail}),
+        );
+        after_forward(&outcome)
     }
 
-    /// Keep a dead letter in its topic's gate object (whatever the topic is configured as now).
+    /// Keep a dead letter in its topic's gate object (whatever the topic is
+    /// configured as now); one it cannot keep waits on the dead-letter queue.
     async fn keep(&self, message: QueueMessage, text: &str) -> Settle {
         let op = GateOp::DeadLetter { message: text.to_string() };
         let kept = self.gates.ask(&message.topic, op).await.map(drop);
@@ -267,7 +269,14 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
                    "kept": kept.is_ok(),
                    "why": kept.as_ref().err()}),
         );
-        after_keep(&kept)
+        match after_keep(&kept, message.waits) {
+            None => Settle::Ack,
+            Some(delay_secs) => {
+                let copy = QueueMessage { waits: message.waits.saturating_add(1), ..message };
+                let why = kept.err().unwrap_or_default();
+                self.requeue(self.dead_letters, &copy, delay_secs, &why).await
+            }
+        }
     }
 }
 
@@ -296,43 +305,47 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_decides_go_wait_requeue_or_retry() {
+    fn the_gate_decides_go_or_a_requeue_never_a_retry() {
         let go = Grant::Go { lease: 7, expires_at: 99 };
-        assert_eq!(after_grant(Ok(go), 1_000, 1_000), AfterGrant::Go(7));
-        let soon = Grant::Wait { retry_at: 2_999 };
-        assert_eq!(after_grant(Ok(soon), 1_000, 1_500), AfterGrant::WaitUntil(2_999), "within the budget");
-        let late = Grant::Wait { retry_at: 3_000 };
+        assert_eq!(after_grant(Ok(go), 1_000, 0), AfterGrant::Go(7));
+        let soon = Grant::Wait { retry_at: 2_500 };
         assert_eq!(
-            after_grant(Ok(late), 1_000, 1_500),
-            AfterGrant::Decided(Verdict::Requeue { delay_secs: 2 }, None),
-            "past the budget: requeued after the gate's delay, rounded up"
+            after_grant(Ok(soon), 1_000, 0),
+            AfterGrant::Requeue { delay_secs: 2 },
+            "the gate's hint, rounded up"
         );
-        let now = Grant::Wait { retry_at: 3_000 };
         assert_eq!(
-            after_grant(Ok(now), 0, 3_000),
-            AfterGrant::Decided(Verdict::Requeue { delay_secs: 1 }, None),
-            "at least 1 s"
+            after_grant(Ok(soon), 1_000, 3),
+            AfterGrant::Requeue { delay_secs: 8 },
+            "or the backoff: 1, 2, 4, 8 s"
         );
         let far = Grant::Wait { retry_at: u64::MAX };
-        assert_eq!(
-            after_grant(Ok(far), 0, 0),
-            AfterGrant::Decided(Verdict::Requeue { delay_secs: MAX_DELAY_SECS }, None)
-        );
+        assert_eq!(after_grant(Ok(far), 0, 0), AfterGrant::Requeue { delay_secs: MAX_DELAY_SECS });
         assert_eq!(
             after_grant(Err("gate acquire: 503".into()), 0, 0),
-            AfterGrant::Decided(Verdict::Retry { delay_secs: Some(1) }, Some(Counter::Retried))
+            AfterGrant::Requeue { delay_secs: 1 },
+            "an error waits too"
         );
+        assert_eq!(
+            after_grant(Err("gate acquire: 503".into()), 0, 40),
+            AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }
+        );
+        assert_eq!(wait_delay(0, 0, 300), 1);
+        assert_eq!(wait_delay(8, 0, 300), 256);
+        assert_eq!(wait_delay(9, 0, 300), 300, "capped");
+        assert_eq!(wait_delay(u32::MAX, 0, 300), 300);
     }
 
     #[test]
     fn outcomes_settle_the_message() {
         let ok = Outcome { ok: true, detail: "200".into() };
         let refused = Outcome { ok: false, detail: "503".into() };
-        assert_eq!(after_forward(&ok), (Settle::Ack, Counter::Acked));
-        assert_eq!(after_forward(&refused), (Settle::Retry { delay_secs: None }, Counter::Retried));
+        assert_eq!(after_forward(&ok), Settle::Ack);
+        assert_eq!(after_forward(&refused), Settle::Retry { delay_secs: None });
         assert_eq!(after_requeue(&Ok(()), 5), (Settle::Ack, Some(Counter::Requeued)));
         assert_eq!(after_requeue(&Err("queue".into()), 5), (Settle::Retry { delay_secs: Some(5) }, None));
-        assert_eq!(after_keep(&Ok(())), Settle::Ack);
-        assert_eq!(after_keep(&Err("507".into())), Settle::Retry { delay_secs: None });
+        assert_eq!(after_keep(&Ok(()), 0), None);
+        assert_eq!(after_keep(&Err("429".into()), 0), Some(1), "it waits on the dead-letter queue");
+        assert_eq!(after_keep(&Err("429".into()), 20), Some(DEAD_LETTER_WAIT_CAP_SECS));
     }
 }

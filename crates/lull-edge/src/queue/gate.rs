@@ -13,15 +13,15 @@
 //! - **No lease is lost for good**: a lease not released (its consumer died)
 //!   expires `lease_ms` after its grant, so a crash costs the bound's room for
 //!   at most that long, never forever.
-//! - **A wait says how long**: [`Grant::Wait`] carries when to ask again
-//!   (the rate's next start, or a short poll while the room is full).
+//! - **A wait says when room can come at the latest without a release**:
+//!   [`Grant::Wait`] carries the rate's next start, or, while every lease is
+//!   held, the soonest expiry. A release is not a time: the gate object wakes
+//!   its waiters on it (`queue::wait`), nobody polls.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// How soon to ask again while every lease is held (ms): releases are not pushed.
-pub const FULL_POLL_MS: u64 = 25;
 /// Leases a gate holds at most, whatever the limit asks.
 pub const MAX_LIMIT: u32 = 64;
 
@@ -35,9 +35,10 @@ pub enum Grant {
         /// When it expires unless released (unix ms).
         expires_at: u64,
     },
-    /// Not now: ask again at this time (unix ms).
+    /// Not now: the rate's next start, or (every lease held) the soonest
+    /// expiry, unless a release comes first (unix ms).
     Wait {
-        /// When to ask again.
+        /// When room comes at the latest without a release.
         retry_at: u64,
     },
 }
@@ -86,7 +87,7 @@ impl Gate {
         }
         if self.held.len() >= self.limit as usize {
             let soonest = self.held.values().min().copied().unwrap_or(now);
-            return Grant::Wait { retry_at: soonest.min(now.saturating_add(FULL_POLL_MS)) };
+            return Grant::Wait { retry_at: soonest };
         }
         let lease = self.next_lease;
         self.next_lease += 1;
@@ -94,6 +95,14 @@ impl Gate {
         self.held.insert(lease, expires_at);
         self.last_start = Some(now);
         Grant::Go { lease, expires_at }
+    }
+
+    /// When room can come at `now` at the latest without a release (as a
+    /// [`Grant::Wait`] would say), without taking it: `now` if there is room.
+    pub fn acquire_hint(&self, now: u64) -> u64 {
+        let spaced = self.last_start.map_or(now, |last| last.saturating_add(self.spacing_ms).max(now));
+        let live: Vec<u64> = self.held.values().copied().filter(|expires| *expires > now).collect();
+        if live.len() >= self.limit as usize { live.into_iter().min().unwrap_or(now).max(spaced) } else { spaced }
     }
 
     /// The forward under `lease` ended; `false` if the lease had expired (or never was).
@@ -122,12 +131,24 @@ mod tests {
     fn never_more_than_the_limit_in_flight() {
         let mut gate = Gate::new(2, None, 10_000);
         let (a, _b) = (go(gate.acquire(0)), go(gate.acquire(0)));
-        assert_eq!(gate.acquire(1), Grant::Wait { retry_at: 1 + FULL_POLL_MS });
+        assert_eq!(gate.acquire(1), Grant::Wait { retry_at: 10_000 }, "the soonest expiry: no poll");
         assert_eq!(gate.in_flight(1), 2);
         assert!(gate.release(a));
         assert!(!gate.release(a), "a lease is released once");
         go(gate.acquire(2));
         assert!(matches!(gate.acquire(3), Grant::Wait { .. }));
+    }
+
+    #[test]
+    fn a_hint_says_when_room_comes_without_taking_it() {
+        let mut gate = Gate::new(1, Some(10.0), 500);
+        assert_eq!(gate.acquire_hint(7), 7, "room now");
+        go(gate.acquire(0));
+        assert_eq!(gate.acquire_hint(10), 500, "the soonest expiry");
+        assert_eq!(gate.in_flight(10), 1, "nothing taken");
+        let mut spaced = Gate::new(2, Some(10.0), 500);
+        go(spaced.acquire(0));
+        assert_eq!(spaced.acquire_hint(10), 100, "the rate's next start");
     }
 
     #[test]

@@ -3,15 +3,22 @@
 //! the Workers ports — the topics' gate objects ([`GateClient`]), the queue
 //! bindings ([`Queues`]), the signed `fetch` ([`Fetcher`]) and the clock
 //! ([`WorkersClock`]) — then acked or retried as it says.
+//!
+//! The handler is exported by hand (what `#[event(queue)]` generates, minus
+//! the typed batch): it needs each message's `attempts`, which workers-rs
+//! 0.8.7's `MessageBatch` does not expose ([`MessageAttempts`]).
 
 use std::time::Duration;
 
 use serde_json::json;
-use worker::{Context, Delay, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder, console_log, event};
+use wasm_bindgen::prelude::*;
+use worker::worker_sys::{Context as ContextSys, Message as MessageSys, MessageBatch as MessageBatchSys};
+use worker::{Delay, Env, MessageExt, QueueRetryOptionsBuilder, RawMessage, console_log};
 
 use super::config;
 use super::http::now_ms;
 use super::outbound::{Fetcher, Queues};
+use super::sys::MessageAttempts;
 use super::topic_gate::GateClient;
 use crate::log::Fact;
 use crate::ports::Clock;
@@ -19,6 +26,9 @@ use crate::queue::consume::{Consumer, Settle};
 
 /// The variable naming the dead-letter queue, whose messages are kept.
 const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
+/// The producer binding of the dead-letter queue: a dead letter the gate
+/// cannot keep yet waits there (`wrangler.toml`).
+pub const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";
 
 /// [`Clock`] over `Date.now()`, a timer and the console.
 pub struct WorkersClock;
@@ -37,36 +47,48 @@ impl Clock for WorkersClock {
     }
 }
 
-#[event(queue)]
-pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> worker::Result<()> {
+/// The worker's `queue` handler.
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
+pub async fn queue(batch: MessageBatchSys, env: Env, _ctx: ContextSys) -> Result<JsValue, JsValue> {
+    std::panic::AssertUnwindSafe(consume(batch, env)).await;
+    Ok(JsValue::UNDEFINED)
+}
+
+async fn consume(batch: MessageBatchSys, env: Env) {
+    let messages: Vec<MessageSys> =
+        batch.messages().map(|a| a.iter().map(MessageSys::from).collect()).unwrap_or_default();
     let config = match config::load(&env) {
         Ok(config) => config,
         Err(e) => {
-            let fact = Fact::new("queue_retry", json!({"why": e.message(), "messages": batch.raw_iter().len()}));
+            let fact = Fact::new("queue_retry", json!({"why": e.message(), "messages": messages.len()}));
             console_log!("{}", fact.line(&[]));
-            batch.retry_all();
-            return Ok(());
+            let _ = batch.retry_all(JsValue::NULL);
+            return;
         }
     };
+    let queue_name = batch.queue().map(String::from).unwrap_or_default();
     let dead_letters = env.var(DEAD_LETTER_VAR).map(|v| v.to_string()).unwrap_or_default();
-    let dead_letter = !dead_letters.is_empty() && batch.queue() == dead_letters;
+    let dead_letter = !dead_letters.is_empty() && queue_name == dead_letters;
     let consumer = Consumer {
         gates: GateClient { env: &env },
-        queue: Queues { env: &env },
+        queue: Queues { env: env.clone() },
         outbound: Fetcher { env: env.clone() },
         clock: WorkersClock,
         topics: &config.topics,
+        dead_letters: DEAD_LETTER_BINDING,
     };
-    let work = batch.raw_iter().map(|m| {
+    let work = messages.into_iter().map(|m| {
         let consumer = &consumer;
         async move {
+            let attempts = m.attempts();
+            let m = RawMessage::from(m);
             // Sent as text (the JSON byte for byte); anything else is stringified to be read.
             let body = m.body();
             let text = body
                 .as_string()
                 .or_else(|| worker::js_sys::JSON::stringify(&body).ok().and_then(|s| s.as_string()))
                 .unwrap_or_default();
-            match consumer.handle(&m.id(), &text, dead_letter).await {
+            match consumer.handle(&m.id(), &text, attempts, dead_letter).await {
                 Settle::Ack => m.ack(),
                 Settle::Retry { delay_secs: None } => m.retry(),
                 Settle::Retry { delay_secs: Some(delay) } => {
@@ -76,5 +98,4 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Con
         }
     });
     futures::future::join_all(work).await;
-    Ok(())
 }

@@ -8,7 +8,7 @@
 //! about what a key must do is [`crate::key`]'s.
 
 pub(crate) mod config;
-mod consumer;
+pub(crate) mod consumer;
 pub(crate) mod http;
 // The glue `#[durable_object]` generates (wasm-bindgen exports) has no docs.
 mod headers;

@@ -42,7 +42,7 @@ impl Outbound for Fetcher {
 /// Send a window's messages to its queue; a failure part way is a failed
 /// attempt (the retry sends every part again, under the same keys).
 async fn enqueue(env: &Env, send: ToQueue) -> Outcome {
-    let sent = Queues { env }.send(&send.binding, &send.messages, 0).await;
+    let sent = Queues { env: env.clone() }.send(&send.binding, &send.messages, 0).await;
     match sent {
         Ok(()) => Outcome { ok: true, detail: format!("queued {} message(s)", send.messages.len()) },
         Err(why) => Outcome { ok: false, detail: why },
@@ -117,12 +117,12 @@ fn request(out: &Outgoing, secrets: &[Secret]) -> worker::Result<Request> {
 }
 
 /// [`QueueSend`] over the worker's queue bindings.
-pub struct Queues<'a> {
+pub struct Queues {
     /// The worker's environment (the bindings).
-    pub env: &'a Env,
+    pub env: Env,
 }
 
-impl QueueSend for Queues<'_> {
+impl QueueSend for Queues {
     async fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> Result<(), String> {
         let queue = self.env.queue(binding).map_err(|e| format!("queue binding {binding}: {e}"))?;
         for batch in crate::delivery::queue_message::batches(messages) {

@@ -1,6 +1,8 @@
 //! The fetch handler: route, authorise, validate, then hand the request to the
 //! key's Durable Object. Nothing is stored here; a rejected request reaches no object.
 
+use std::cell::RefCell;
+
 use serde_json::value::RawValue;
 use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
@@ -13,11 +15,35 @@ use crate::demo::{panel, search as demo, sink};
 use crate::http::ApiError;
 use crate::http::auth::{Access, Caller, Target};
 use crate::http::client_token::MintRequest;
-use crate::http::route::{Route, producer_key, with_page};
+use crate::http::route::{Route, producer_key, with_page, with_queue_page};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
-use crate::ports::GateOp;
+use crate::ports::{GateAnswer, GateOp, Gates};
+use crate::queue::gate_object::FULL_RETRY_SECS;
+use crate::queue::room::RoomCache;
 use crate::topic::Topic;
+
+thread_local! {
+    /// Which queue topics' dead letters are full, as this isolate last heard (`queue::room`).
+    static ROOM: RefCell<RoomCache> = RefCell::new(RoomCache::default());
+}
+
+/// `429 dead_letters_full` if `topic`'s dead letters are at their bound:
+/// asked of its gate object at most once per `ROOM_CHECK_MS` in this isolate.
+async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
+    let now = http::now_ms();
+    let full = match ROOM.with_borrow(|room| room.fresh(&topic.name, now)) {
+        Some(full) => full,
+        None => {
+            // A gate that cannot answer refuses nothing.
+            let answer = GateClient { env }.ask(&topic.name, GateOp::Room).await;
+            let full = matches!(answer, Ok(GateAnswer::Room(true)));
+            ROOM.with_borrow_mut(|room| room.record(&topic.name, full, now));
+            full
+        }
+    };
+    if full { Err(ApiError::DeadLettersFull { retry_after_secs: FULL_RETRY_SECS }) } else { Ok(()) }
+}
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
@@ -85,6 +111,21 @@ async fn handle(
             let (status, body) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
             Ok(http::json(status, &body)?)
         }
+        Route::QueueDeadLetters { topic, op } => {
+            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
+            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
+            if topic.queue.is_none() {
+                return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
+            }
+            let query = req.url()?.query().map(str::to_string);
+            let op = with_queue_page(op, query.as_deref())?;
+            if !matches!(op, GateOp::DeadLetters { .. }) {
+                // Room may come back: this isolate asks again at the next event.
+                ROOM.with_borrow_mut(|room| room.forget(&topic.name));
+            }
+            let (status, body) = GateClient { env }.call(&topic.name, op).await?;
+            Ok(http::json(status, &body)?)
+        }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req, env, page).await,
         #[cfg(feature = "demo")]
@@ -114,6 +155,9 @@ async fn handle(
             let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
             let request = match request {
                 KeyRequest::Event { .. } => {
+                    if topic.queue.is_some() {
+                        refuse_when_full(env, topic).await?;
+                    }
                     let body = event_body(&mut req, topic).await?;
                     KeyRequest::Event { body, idempotency_key: producer, events_per_minute }
                 }

@@ -1,7 +1,7 @@
 //! Raw JS behind a small typed extension (the shape of workers-rs'
 //! `worker-sys/src/ext`): what workers-rs 0.8.7 does not offer yet — a
-//! second handle on a Durable Object's state, and `storage.transactionSync`.
-//! Both are small enough to offer upstream.
+//! second handle on a Durable Object's state, `storage.transactionSync`, and
+//! a queue message's `attempts`. All are small enough to offer upstream.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -21,6 +21,30 @@ mod glue {
         /// `storage.transactionSync(fn)`: runs `fn`; its SQL statements apply all or nothing.
         #[wasm_bindgen(method, catch, js_name = transactionSync)]
         pub fn transaction_sync(this: &Storage, body: &Function) -> Result<JsValue, JsValue>;
+
+        /// A queue message, for the properties workers-rs does not bind.
+        pub type QueueMessage;
+
+        /// `message.attempts`: the deliveries of the message so far, this one included (from 1).
+        #[wasm_bindgen(method, getter)]
+        pub fn attempts(this: &QueueMessage) -> JsValue;
+    }
+}
+
+/// What a queue message ([`worker::worker_sys::Message`]) lacks.
+pub trait MessageAttempts {
+    /// How many times the queue delivered it, this delivery included (1 if the runtime does not say).
+    fn attempts(&self) -> u32;
+}
+
+impl MessageAttempts for worker::worker_sys::Message {
+    fn attempts(&self) -> u32 {
+        let message: &glue::QueueMessage = self.unchecked_ref();
+        message
+            .attempts()
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 1.0)
+            .map_or(1, |n| n.min(f64::from(u32::MAX)) as u32)
     }
 }
 

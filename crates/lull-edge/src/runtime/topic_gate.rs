@@ -1,16 +1,26 @@
 //! `TopicGate`: the Durable Object of one queue topic (named by the topic) —
-//! a shell around [`GateObject`] over its key-value storage ([`KvGateStore`]);
-//! and [`GateClient`], how the consumer and the status route call it: one
-//! [`GateCall`] as JSON in the request's body, the answer as JSON.
+//! a shell around [`GateObject`] over its storage ([`SqlGateStore`]: the gate
+//! as a key-value entry, dead letters and failing forwards as SQLite rows),
+//! the queue bindings (replays) and the clock; and [`GateClient`], how the
+//! consumer and the router call it: one [`GateCall`] as JSON in the request's
+//! body, the answer as JSON.
 
 use std::collections::BTreeMap;
 
-use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
+use serde::Deserialize;
+use worker::{
+    DurableObject, Env, Method, Request, RequestInit, Response, SqlStorage, SqlStorageValue, State, durable_object,
+};
 
 use super::config;
-use super::http::{self, now_ms};
+use super::consumer::WorkersClock;
+use super::http;
+use super::outbound::Queues;
+use super::sys::StateExt;
 use crate::http::ApiError;
-use crate::ports::{GateAnswer, GateOp, GateState, GateStore, Gates, StoreError};
+use crate::ports::{
+    DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter, StoreError,
+};
 use crate::queue::gate::Gate;
 use crate::queue::gate_object::{GateCall, GateObject};
 
@@ -18,19 +28,120 @@ use crate::queue::gate_object::{GateCall, GateObject};
 pub const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
 /// Where the gate and its counters are stored (see `STORAGE.md`).
 const GATE_KEY: &str = "gate";
-/// Where the dead letters are stored.
-const DEAD_KEY: &str = "dead";
+/// Where the first releases kept the dead letters (one list; migrated to rows, then deleted).
+const LEGACY_DEAD_KEY: &str = "dead";
 
-/// [`GateStore`] over the object's key-value storage.
-pub struct KvGateStore {
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS dead_letters (
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,
+  idempotency_key TEXT    NOT NULL,
+  attempts        INTEGER NOT NULL,
+  first_failed_at INTEGER NOT NULL,
+  kept_at         INTEGER NOT NULL,
+  outcome         TEXT    NOT NULL,
+  bytes           INTEGER NOT NULL,
+  message         TEXT    NOT NULL,
+  legacy          INTEGER UNIQUE
+);
+CREATE TABLE IF NOT EXISTS dead_totals (
+  id    INTEGER PRIMARY KEY CHECK (id = 0),
+  count INTEGER NOT NULL,
+  bytes INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO dead_totals (id, count, bytes) VALUES (0, 0, 0);
+CREATE TABLE IF NOT EXISTS failing (
+  key             TEXT    PRIMARY KEY,
+  first_failed_at INTEGER NOT NULL,
+  last_at         INTEGER NOT NULL,
+  attempt         INTEGER NOT NULL,
+  outcome         TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS failing_by_last ON failing (last_at);";
+
+/// Recount `dead_totals` from the rows (inside the transaction that changed them).
+const RECOUNT: &str = "UPDATE dead_totals SET count = (SELECT COUNT(*) FROM dead_letters),
+  bytes = (SELECT COALESCE(SUM(bytes), 0) FROM dead_letters) WHERE id = 0";
+
+/// [`GateStore`] over the object's storage: key-value for the gate, SQLite for rows.
+pub struct SqlGateStore {
     state: State,
 }
 
-fn store_error(e: worker::Error) -> StoreError {
+fn store_error(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
-impl GateStore for KvGateStore {
+fn int(n: u64) -> SqlStorageValue {
+    SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn unsigned(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[derive(Deserialize)]
+struct TotalsSql {
+    count: i64,
+    bytes: i64,
+}
+
+#[derive(Deserialize)]
+struct DeadSql {
+    id: i64,
+    idempotency_key: String,
+    attempts: i64,
+    first_failed_at: i64,
+    kept_at: i64,
+    outcome: String,
+    message: String,
+    legacy: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct FailingSql {
+    first_failed_at: i64,
+    attempt: i64,
+    outcome: String,
+}
+
+#[derive(Deserialize)]
+struct IdSql {
+    id: i64,
+}
+
+impl DeadSql {
+    fn row(self) -> DeadLetterRow {
+        DeadLetterRow {
+            id: unsigned(self.id),
+            letter: NewDeadLetter {
+                idempotency_key: self.idempotency_key,
+                attempts: u32::try_from(self.attempts).unwrap_or(0),
+                first_failed_at: unsigned(self.first_failed_at),
+                kept_at: unsigned(self.kept_at),
+                outcome: self.outcome,
+                message: self.message,
+                legacy: self.legacy.and_then(|l| u32::try_from(l).ok()),
+            },
+        }
+    }
+}
+
+const DEAD_COLUMNS: &str = "id, idempotency_key, attempts, first_failed_at, kept_at, outcome, message, legacy";
+
+impl SqlGateStore {
+    fn sql(&self) -> SqlStorage {
+        self.state.storage().sql()
+    }
+
+    /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
+    fn transaction(&self, f: impl FnOnce(&SqlStorage) -> worker::Result<u64> + 'static) -> Result<u64, StoreError> {
+        let sql = self.sql();
+        let done = self.state.transaction_sync(move || f(&sql).map(|n| n as f64).map_err(|e| e.to_string()));
+        done.map(|n| n as u64).map_err(store_error)
+    }
+}
+
+impl GateStore for SqlGateStore {
     async fn load(&self) -> Result<Option<GateState>, StoreError> {
         let stored: Option<(Gate, BTreeMap<String, u64>)> =
             self.state.storage().get(GATE_KEY).await.map_err(store_error)?;
@@ -41,12 +152,128 @@ impl GateStore for KvGateStore {
         self.state.storage().put(GATE_KEY, (&state.gate, &state.counters)).await.map_err(store_error)
     }
 
-    async fn dead_letters(&self) -> Result<Vec<String>, StoreError> {
-        Ok(self.state.storage().get(DEAD_KEY).await.map_err(store_error)?.unwrap_or_default())
+    async fn legacy_dead_letters(&self) -> Result<Option<Vec<String>>, StoreError> {
+        self.state.storage().get(LEGACY_DEAD_KEY).await.map_err(store_error)
     }
 
-    async fn save_dead_letters(&self, dead: &[String]) -> Result<(), StoreError> {
-        self.state.storage().put(DEAD_KEY, dead).await.map_err(store_error)
+    async fn forget_legacy_dead_letters(&self) -> Result<(), StoreError> {
+        self.state.storage().delete(LEGACY_DEAD_KEY).await.map(drop).map_err(store_error)
+    }
+
+    fn prepare(&self) -> Result<(), StoreError> {
+        self.sql().exec(TABLES, None).map(drop).map_err(store_error)
+    }
+
+    fn dead_totals(&self) -> Result<DeadTotals, StoreError> {
+        let rows: Vec<TotalsSql> = self
+            .sql()
+            .exec("SELECT count, bytes FROM dead_totals WHERE id = 0", None)
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        Ok(rows
+            .first()
+            .map_or_else(DeadTotals::default, |t| DeadTotals { count: unsigned(t.count), bytes: unsigned(t.bytes) }))
+    }
+
+    fn keep_dead(&self, letters: &[NewDeadLetter]) -> Result<u64, StoreError> {
+        let letters = letters.to_vec();
+        self.transaction(move |sql| {
+            let mut last = 0;
+            for l in letters {
+                let legacy = l.legacy.map_or(SqlStorageValue::Null, |p| int(u64::from(p)));
+                let inserted = sql.exec(
+                    "INSERT OR IGNORE INTO dead_letters
+                     (idempotency_key, attempts, first_failed_at, kept_at, outcome, bytes, message, legacy)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    vec![
+                        l.idempotency_key.clone().into(),
+                        int(u64::from(l.attempts)),
+                        int(l.first_failed_at),
+                        int(l.kept_at),
+                        l.outcome.into(),
+                        int(l.message.len() as u64),
+                        l.message.into(),
+                        legacy,
+                    ],
+                )?;
+                if inserted.rows_written() > 0 {
+                    let id: Vec<IdSql> = sql.exec("SELECT last_insert_rowid() AS id", None)?.to_array()?;
+                    last = id.first().map_or(last, |r| unsigned(r.id));
+                }
+                sql.exec("DELETE FROM failing WHERE key = ?", vec![l.idempotency_key.into()])?;
+            }
+            sql.exec(RECOUNT, None)?;
+            Ok(last)
+        })
+    }
+
+    fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError> {
+        let query = format!("SELECT {DEAD_COLUMNS} FROM dead_letters WHERE id > ? ORDER BY id LIMIT ?");
+        let rows: Vec<DeadSql> = self
+            .sql()
+            .exec(&query, vec![int(after.unwrap_or(0)), int(limit as u64)])
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        Ok(rows.into_iter().map(DeadSql::row).collect())
+    }
+
+    fn dead_letter(&self, id: u64) -> Result<Option<DeadLetterRow>, StoreError> {
+        let query = format!("SELECT {DEAD_COLUMNS} FROM dead_letters WHERE id = ?");
+        let rows: Vec<DeadSql> =
+            self.sql().exec(&query, vec![int(id)]).and_then(|c| c.to_array()).map_err(store_error)?;
+        Ok(rows.into_iter().next().map(DeadSql::row))
+    }
+
+    fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError> {
+        let ids = ids.to_vec();
+        self.transaction(move |sql| {
+            let mut gone = 0;
+            for id in ids {
+                gone += sql.exec("DELETE FROM dead_letters WHERE id = ?", vec![int(id)])?.rows_written() as u64;
+            }
+            sql.exec(RECOUNT, None)?;
+            Ok(gone)
+        })
+    }
+
+    fn failing(&self, idempotency_key: &str) -> Result<Option<Failing>, StoreError> {
+        let rows: Vec<FailingSql> = self
+            .sql()
+            .exec("SELECT first_failed_at, attempt, outcome FROM failing WHERE key = ?", vec![idempotency_key.into()])
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        Ok(rows.into_iter().next().map(|f| Failing {
+            first_failed_at: unsigned(f.first_failed_at),
+            attempt: u32::try_from(f.attempt).unwrap_or(0),
+            outcome: f.outcome,
+        }))
+    }
+
+    fn record_forward(&self, idempotency_key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError> {
+        let key = idempotency_key.to_string();
+        let failed = failed.cloned();
+        self.transaction(move |sql| {
+            match failed {
+                None => drop(sql.exec("DELETE FROM failing WHERE key = ?", vec![key.into()])?),
+                Some(f) => {
+                    sql.exec(
+                        "INSERT INTO failing (key, first_failed_at, last_at, attempt, outcome) VALUES (?, ?, ?, ?, ?)
+                         ON CONFLICT (key) DO UPDATE SET last_at = excluded.last_at, attempt = excluded.attempt,
+                           outcome = excluded.outcome",
+                        vec![
+                            key.into(),
+                            int(f.first_failed_at),
+                            int(f.first_failed_at),
+                            int(u64::from(f.attempt)),
+                            f.outcome.into(),
+                        ],
+                    )?;
+                    sql.exec("DELETE FROM failing WHERE last_at < ?", vec![int(stale)])?;
+                }
+            }
+            Ok(0)
+        })
+        .map(drop)
     }
 }
 
@@ -74,10 +301,8 @@ impl Gates for GateClient<'_> {
         let name = op.name();
         let (status, body) = self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
         if status != 200 {
-            return Err(match op {
-                GateOp::DeadLetter { .. } => format!("the gate kept no dead letter ({status})"),
-                _ => format!("gate {name}: {status}"),
-            });
+            let code = body.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
+            return Err(format!("gate {name}: {status} {code}"));
         }
         GateAnswer::from_json(&op, &body).ok_or_else(|| format!("gate {name}: an answer of another shape"))
     }
@@ -87,27 +312,30 @@ impl Gates for GateClient<'_> {
 #[durable_object]
 pub struct TopicGate {
     env: Env,
-    gate: GateObject<KvGateStore>,
+    gate: GateObject<SqlGateStore, Queues, WorkersClock>,
 }
 
 impl TopicGate {
     async fn serve(&self, mut req: Request) -> Result<Response, ApiError> {
         let call: GateCall =
             serde_json::from_str(&req.text().await?).map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
-        // A dead letter is kept whatever the configuration is (even none that loads).
+        // Dead letters are kept, listed and discarded whatever the configuration is (even none that loads).
         let config = match call.op {
-            GateOp::DeadLetter { .. } => None,
+            GateOp::DeadLetter { .. } | GateOp::DeadLetters { .. } | GateOp::Discard { .. } => {
+                config::load(&self.env).ok()
+            }
             _ => Some(config::load(&self.env)?),
         };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
-        let answer = self.gate.call(&call.topic, topic, call.op, now_ms()).await?;
+        let answer = self.gate.call(&call.topic, topic, call.op).await?;
         Ok(http::json(200, &answer.to_json())?)
     }
 }
 
 impl DurableObject for TopicGate {
     fn new(state: State, env: Env) -> Self {
-        TopicGate { env, gate: GateObject::new(KvGateStore { state }) }
+        let queues = Queues { env: env.clone() };
+        TopicGate { env, gate: GateObject::new(SqlGateStore { state }, queues, WorkersClock) }
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {

@@ -1,0 +1,62 @@
+//! [`RoomCache`]: what the router (one per isolate) remembers of each queue
+//! topic's answer to "are its dead letters at their bound?", so an event
+//! costs no gate request: the gate object is asked at most once per topic per
+//! [`ROOM_CHECK_MS`] in each isolate.
+//!
+//! Guarantees:
+//! - **Stale by at most [`ROOM_CHECK_MS`]**: an answer older than that is
+//!   asked again before it decides an event. A topic that became full may
+//!   accept events that long (their windows' dead letters, if any, wait on the
+//!   dead-letter queue: nothing is lost); one emptied by a replay or discard
+//!   may refuse them that long (an admin call in the same isolate forgets the
+//!   answer at once).
+//! - **A gate that cannot answer refuses nothing**: it is remembered as not
+//!   full for the interval (events are not held hostage to the gate's health).
+
+use std::collections::BTreeMap;
+
+/// How long an isolate trusts a topic's "full" or "not full" (ms).
+pub const ROOM_CHECK_MS: u64 = 5_000;
+
+/// Each queue topic's last answer and when it came.
+#[derive(Clone, Debug, Default)]
+pub struct RoomCache {
+    known: BTreeMap<String, (bool, u64)>,
+}
+
+impl RoomCache {
+    /// `topic`'s answer if it is younger than [`ROOM_CHECK_MS`] at `now`: `Some(true)` full.
+    pub fn fresh(&self, topic: &str, now: u64) -> Option<bool> {
+        let (full, at) = self.known.get(topic)?;
+        (now.saturating_sub(*at) < ROOM_CHECK_MS && *at <= now).then_some(*full)
+    }
+
+    /// Remember `topic`'s answer at `now`.
+    pub fn record(&mut self, topic: &str, full: bool, now: u64) {
+        self.known.insert(topic.to_string(), (full, now));
+    }
+
+    /// Forget `topic`'s answer (its dead letters changed).
+    pub fn forget(&mut self, topic: &str) {
+        self.known.remove(topic);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_trusted_for_the_interval_then_asked_again() {
+        let mut cache = RoomCache::default();
+        assert_eq!(cache.fresh("q", 0), None, "never asked");
+        cache.record("q", true, 1_000);
+        assert_eq!(cache.fresh("q", 1_000), Some(true));
+        assert_eq!(cache.fresh("q", 1_000 + ROOM_CHECK_MS - 1), Some(true));
+        assert_eq!(cache.fresh("q", 1_000 + ROOM_CHECK_MS), None, "stale: ask again");
+        assert_eq!(cache.fresh("q", 999), None, "a clock that went back asks again");
+        assert_eq!(cache.fresh("other", 1_000), None, "per topic");
+        cache.forget("q");
+        assert_eq!(cache.fresh("q", 1_001), None);
+    }
+}
