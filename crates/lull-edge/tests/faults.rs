@@ -1013,7 +1013,6 @@ fn a_never_quiet_window_holds_bounded_rows(mode: &str) {
     let bound = lull_edge::key::CHECKPOINT_ROWS + 2;
     assert!(most_rows <= bound, "{mode}: {most_rows} event rows at most, bound {bound}");
     let status = pair.status().unwrap();
-    assert_eq!(status["event_rows"].as_u64().unwrap(), pair.world.borrow().events.len() as u64);
     assert_eq!(status["open"]["span"]["last"], 20_000, "one window: {status}");
     pair.drain();
     let received = &pair.world.borrow().received;

@@ -228,8 +228,11 @@ impl KeyState {
     }
 
     /// One event into the engine: if it would take the open window past its
-    /// byte bound, that window fires first (`full`) and the event opens the next.
+    /// byte bound, that window fires first (`full`) and the event opens the
+    /// next. The bound is on what a delivery carries: every event under `all`;
+    /// under `last` and `first` one event, which always fits.
     fn take(&mut self, now: u64, bytes: u64) -> Accepted {
+        let bytes = if self.keeps() == PayloadMode::All { bytes } else { 0 };
         let max_bytes = self.terms.map_or(u64::MAX, |t| t.max_bytes);
         if let (Some(open), Some((window, held))) = (self.engine.open_window(), self.open_bytes)
             && open.window == window

@@ -17,9 +17,10 @@ use lull_core::Seq;
 
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS events (
-  seq  INTEGER PRIMARY KEY,
-  at   INTEGER NOT NULL,
-  body TEXT    NOT NULL
+  seq   INTEGER PRIMARY KEY,
+  at    INTEGER NOT NULL,
+  body  TEXT    NOT NULL,
+  bytes INTEGER
 );
 CREATE TABLE IF NOT EXISTS snapshot (
   id   INTEGER PRIMARY KEY CHECK (id = 0),
@@ -127,6 +128,18 @@ impl SqlStore {
         let legacy = self.sql().exec("SELECT state FROM events LIMIT 0", None).is_ok();
         if !legacy {
             self.sql().exec(TABLES, None).map_err(error)?;
+            // Event rows written before `bytes` existed: the column, filled once,
+            // so a load never reads a body to learn its length.
+            if self.sql().exec("SELECT bytes FROM events LIMIT 0", None).is_err() {
+                self.transaction(|sql| {
+                    sql.exec(
+                        "ALTER TABLE events ADD COLUMN bytes INTEGER;
+                         UPDATE events SET bytes = length(CAST(body AS BLOB));",
+                        None,
+                    )?;
+                    Ok(0)
+                })?;
+            }
             return Ok(());
         }
         self.transaction(|sql| {
@@ -138,8 +151,8 @@ impl SqlStore {
                 );
             }
             sql.exec(
-                "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL);
-                 INSERT INTO events_v2 SELECT seq, at, body FROM events;
+                "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER);
+                 INSERT INTO events_v2 SELECT seq, at, body, length(CAST(body AS BLOB)) FROM events;
                  DROP TABLE events;
                  ALTER TABLE events_v2 RENAME TO events;
                  DROP TABLE IF EXISTS key_state;",
@@ -159,20 +172,22 @@ impl SqlStore {
 fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
     let cursor = match write {
         Write::Event { seq, at, body, reuse } => {
-            let insert = "INSERT INTO events (seq, at, body) VALUES (?, ?, ?)";
+            let insert = "INSERT INTO events (seq, at, body, bytes) VALUES (?, ?, ?, ?)";
+            let bytes = int(body.len() as u64);
             match reuse {
                 Some(old) => {
-                    let update = "UPDATE events SET seq = ?, at = ? , body = ? WHERE seq = ?";
-                    let updated = sql.exec(update, vec![int(seq.0), int(at), body.clone().into(), int(old.0)])?;
+                    let update = "UPDATE events SET seq = ?, at = ?, body = ?, bytes = ? WHERE seq = ?";
+                    let values = vec![int(seq.0), int(at), body.clone().into(), bytes.clone(), int(old.0)];
+                    let updated = sql.exec(update, values)?;
                     // A row already reused (freed twice across a payload change) is not
                     // there to update: the event gets a row of its own, never none.
                     if updated.rows_written() > 0 {
                         updated
                     } else {
-                        sql.exec(insert, vec![int(seq.0), int(at), body.into()])?
+                        sql.exec(insert, vec![int(seq.0), int(at), body.into(), bytes])?
                     }
                 }
-                None => sql.exec(insert, vec![int(seq.0), int(at), body.into()])?,
+                None => sql.exec(insert, vec![int(seq.0), int(at), body.into(), bytes])?,
             }
         }
         Write::Snapshot(json) => sql.exec(
@@ -201,7 +216,7 @@ impl Store for SqlStore {
         let snapshot: Vec<Json> =
             sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
         let events: Vec<EventSql> = sql
-            .exec("SELECT seq, at, length(CAST(body AS BLOB)) AS bytes FROM events ORDER BY seq", None)
+            .exec("SELECT seq, at, coalesce(bytes, 0) AS bytes FROM events ORDER BY seq", None)
             .and_then(|c| c.to_array())
             .map_err(error)?;
         let windows: Vec<WindowSql> = sql
@@ -251,7 +266,7 @@ impl Store for SqlStore {
     }
 
     fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
-        let sql = "SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) AS n FROM events WHERE seq BETWEEN ? AND ?";
+        let sql = "SELECT coalesce(sum(bytes), 0) AS n FROM events WHERE seq BETWEEN ? AND ?";
         self.count(sql, vec![int(first.0), int(last.0)])
     }
 
