@@ -97,6 +97,9 @@ struct World {
     poison: RefCell<BTreeSet<String>>,
     /// Idempotency keys the receiver answered 2xx.
     succeeded: RefCell<BTreeSet<String>>,
+    /// While set, queue sends (and gate saves) wait until the harness clears it.
+    hold_sends: Cell<bool>,
+    hold_saves: Cell<bool>,
     /// Calls the gate object got, by operation.
     gate_calls: RefCell<BTreeMap<&'static str, u64>>,
     logs: RefCell<Vec<String>>,
@@ -110,6 +113,16 @@ fn pop<T: Copy + Default>(faults: &RefCell<Vec<T>>) -> T {
 
 fn key_of(text: &str) -> Option<String> {
     serde_json::from_str::<serde_json::Value>(text).ok()?["idempotency_key"].as_str().map(str::to_string)
+}
+
+/// Pending until `ready` says so (the harness lets it go).
+struct Until<F: Fn() -> bool>(F);
+
+impl<F: Fn() -> bool> Future for Until<F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if (self.0)() { Poll::Ready(()) } else { Poll::Pending }
+    }
 }
 
 /// The gate's storage: the gate value and SQLite rows, failing at any call.
@@ -127,6 +140,8 @@ impl GateStore for FakeGateStore {
         Ok(self.0.gate.borrow().clone())
     }
     async fn save(&self, state: &GateState) -> Result<(), StoreError> {
+        let world = self.0.clone();
+        Until(move || !world.hold_saves.get()).await;
         self.fault()?;
         *self.0.gate.borrow_mut() = Some(state.clone());
         Ok(())
@@ -202,6 +217,8 @@ struct FakeQueue(Shared);
 
 impl QueueSend for FakeQueue {
     async fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> Result<(), String> {
+        let world = self.0.clone();
+        Until(move || !world.hold_sends.get()).await;
         if pop(&self.0.queue_faults) {
             return Err("queue: injected failure".into());
         }
@@ -908,4 +925,47 @@ fn the_status_shows_in_flight_bound_counters_requests_and_the_oldest_dead_letter
     assert!(matches!(not_queue, Poll::Ready(Err(e)) if e.code() == "not_found"));
     let unknown = poll(Box::pin(object.call("x", None, GateOp::Acquire { wait_ms: 0 })).as_mut());
     assert!(matches!(unknown, Poll::Ready(Err(e)) if e.code() == "unknown_topic"));
+}
+
+#[test]
+fn a_release_retried_after_its_answer_was_lost_counts_once() {
+    // Catches: a retried release counting its outcome (acked or retried) and recording it again.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    // The acquire goes through; the release runs but its answer is lost; the retry finds the lease gone.
+    *world.gate_faults.borrow_mut() = vec![Some(Fault::LoseAnswer), None];
+    let consumer = parts.consumer();
+    let message = text(Kind::Poison, 0);
+    let mut handle = Box::pin(consumer.handle("m", &message, 1, false));
+    assert!(poll(handle.as_mut()).is_pending());
+    world.answers.borrow_mut()[0] = Some(false);
+    assert_eq!(poll(handle.as_mut()), Poll::Ready(Settle::Retry { delay_secs: None }));
+    assert_eq!(world.gate_calls.borrow().get("release"), Some(&2), "released, then asked again");
+    let counters = world.gate.borrow().clone().unwrap().counters;
+    assert_eq!(counters.get("retried"), Some(&1), "{counters:?}");
+}
+
+#[test]
+fn a_dead_letter_being_replayed_can_be_neither_discarded_nor_replayed_again() {
+    // Catches: a discard answered 200 while the message is still sent, or a
+    // second replay of the same row answered 200 {"replayed": 0}.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    all_at_once(&parts, &[text(Kind::Poison, 0)], true);
+    world.hold_sends.set(true);
+    let object = parts.gates.object.borrow().clone();
+    let mut replay = Box::pin(object.call("q", parts.topics.get("q"), GateOp::Replay { id: 1 }));
+    assert!(poll(replay.as_mut()).is_pending(), "its send is under way");
+    for op in [GateOp::Discard { id: 1 }, GateOp::Replay { id: 1 }] {
+        let refused = parts.admin(op.clone());
+        assert!(
+            refused.as_ref().is_err_and(|e| (e.status(), e.code()) == (409, "replay_in_progress")),
+            "{op:?}: {refused:?}"
+        );
+    }
+    world.hold_sends.set(false);
+    assert_eq!(poll(replay.as_mut()), Poll::Ready(Ok(GateAnswer::Replayed { replayed: 1, remaining: 0 })));
+    assert_eq!(world.sent.borrow().len(), 1, "sent once");
+    assert!(world.rows.borrow().is_empty());
+    assert!(parts.admin(GateOp::Discard { id: 1 }).is_err_and(|e| e.code() == "not_found"), "then gone");
 }

@@ -331,6 +331,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             }
             GateOp::DeadLetters { after, limit } => self.page(after, limit).await,
             GateOp::Discard { id } => {
+                self.not_replaying(id)?;
                 self.prepare().await?;
                 match self.store.forget_dead(&[id]).map_err(unavailable)? {
                     0 => Err(ApiError::NotFound(format!("queue dead letter {id}"))),
@@ -342,6 +343,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 self.prepare().await?;
                 let row = self.store.dead_letter(id).map_err(unavailable)?;
                 let row = row.ok_or_else(|| ApiError::NotFound(format!("queue dead letter {id}")))?;
+                self.not_replaying(id)?;
                 let replayed = self.replay(&queue.binding, vec![row]).await?;
                 let remaining = self.store.dead_totals().map_err(unavailable)?.count;
                 Ok(GateAnswer::Replayed { replayed, remaining })
@@ -375,6 +377,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         }
     }
 
+    /// `409 replay_in_progress` while dead letter `id`'s replay is being sent.
+    fn not_replaying(&self, id: u64) -> Result<(), ApiError> {
+        if self.replaying.borrow().contains(&id) { Err(ApiError::ReplayInProgress(id)) } else { Ok(()) }
+    }
+
     /// Release, count or status: one change of the gate, stored before the answer.
     async fn change(
         &self,
@@ -403,6 +410,9 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             match op {
                 GateOp::Release { lease, outcome } => {
                     let released = gate.release(lease);
+                    // Counted and recorded only by the release that applied: a
+                    // retried one (its answer lost) finds the lease gone.
+                    let outcome = outcome.filter(|_| released);
                     if let Some(outcome) = &outcome {
                         let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
                         *counters.entry(counter.as_str().to_string()).or_default() += 1;
