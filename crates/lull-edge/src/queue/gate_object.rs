@@ -204,8 +204,12 @@ pub enum GateAnswer {
     },
     /// To [`GateOp::Discard`]: `{"discarded": id}`.
     Discarded(u64),
-    /// To [`GateOp::Status`] and [`GateOp::DeadLetters`]: the JSON as the API shows it.
+    /// To [`GateOp::Status`]: the JSON as the API shows it.
     Json(Value),
+    /// To [`GateOp::DeadLetters`]: the page as JSON text, written once by the
+    /// gate object and passed on unparsed, so bodies reach the caller byte for
+    /// byte (a number of any size or precision stays as it was).
+    Page(String),
 }
 
 impl GateAnswer {
@@ -221,7 +225,26 @@ impl GateAnswer {
             GateAnswer::Replayed { replayed, remaining } => json!({"replayed": replayed, "remaining": remaining}),
             GateAnswer::Discarded(id) => json!({"discarded": id}),
             GateAnswer::Json(value) => value.clone(),
+            // Only for a look at it: the text is the answer ([`GateAnswer::to_text`]).
+            GateAnswer::Page(text) => serde_json::from_str(text).unwrap_or(Value::Null),
         }
+    }
+
+    /// The body as sent: a page's text as written, any other answer's JSON.
+    pub fn to_text(&self) -> String {
+        match self {
+            GateAnswer::Page(text) => text.clone(),
+            other => other.to_json().to_string(),
+        }
+    }
+
+    /// The answer to `op` that the body `text` holds (as [`GateAnswer::to_text`]
+    /// wrote it): a page is kept as text, unparsed.
+    pub fn from_text(op: &GateOp, text: &str) -> Option<GateAnswer> {
+        if let GateOp::DeadLetters { .. } = op {
+            return Some(GateAnswer::Page(text.to_string()));
+        }
+        GateAnswer::from_json(op, &serde_json::from_str(text).ok()?)
     }
 
     /// The answer to `op` that `body` holds (as [`GateAnswer::to_json`] wrote it).
@@ -241,7 +264,8 @@ impl GateAnswer {
                 GateAnswer::Replayed { replayed: number("replayed")?, remaining: number("remaining")? }
             }
             GateOp::Discard { .. } => GateAnswer::Discarded(number("discarded")?),
-            GateOp::Status | GateOp::DeadLetters { .. } => GateAnswer::Json(body.clone()),
+            GateOp::Status => GateAnswer::Json(body.clone()),
+            GateOp::DeadLetters { .. } => GateAnswer::Page(body.to_string()),
         })
     }
 }
@@ -578,9 +602,10 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             page.push(row);
         }
         let next_after = if more { page.last().map(|r| r.id) } else { None };
-        let letters: Vec<Value> = page.iter().map(|r| dead_letter_json(r)).collect();
-        Ok(GateAnswer::Json(json!({"dead_letters": letters, "count": totals.count, "bytes": totals.bytes,
-                                   "next_after": next_after})))
+        let dead_letters: Vec<Listed<'_>> = page.iter().map(|r| Listed::of(r)).collect();
+        let page = Page { dead_letters, count: totals.count, bytes: totals.bytes, next_after };
+        let text = serde_json::to_string(&page).map_err(|e| ApiError::Internal(format!("dead-letter page: {e}")))?;
+        Ok(GateAnswer::Page(text))
     }
 
     /// Send `rows` back to `binding`'s queue, in order and in batches the queue
@@ -686,22 +711,61 @@ pub fn is_full(count: u64, bytes: u64, bounds: DeadLetterBounds) -> bool {
     count >= bounds.count || bytes.saturating_add(queue_message::MAX_MESSAGE_BYTES as u64) > bounds.bytes
 }
 
-/// A kept row as the API lists it: the delivery's body as it was (JSON), or
-/// the message's text if it is not a lull message.
-fn dead_letter_json(row: &DeadLetterRow) -> Value {
-    let l = &row.letter;
-    let mut entry = json!({"id": row.id, "idempotency_key": l.idempotency_key, "attempts": l.attempts,
-                           "first_failed_at": l.first_failed_at, "kept_at": l.kept_at,
-                           "last_outcome": l.outcome, "bytes": l.message.len()});
-    match serde_json::from_str::<QueueMessage>(&l.message) {
-        Ok(message) => {
-            entry["topic"] = json!(message.topic);
-            let body: Box<RawValue> = message.body;
-            entry["body"] = serde_json::from_str(body.get()).unwrap_or(Value::Null);
+/// A page of dead letters as the API lists it.
+#[derive(Serialize)]
+struct Page<'a> {
+    dead_letters: Vec<Listed<'a>>,
+    count: u64,
+    bytes: u64,
+    next_after: Option<u64>,
+}
+
+/// What a listing reads of a kept message: its topic and body, borrowed as they are.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    topic: String,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+/// A kept row as the API lists it: the delivery's body as it was (its JSON
+/// text, never parsed into numbers), or the message's text if it is not a lull message.
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: u64,
+    idempotency_key: &'a str,
+    attempts: u32,
+    first_failed_at: u64,
+    kept_at: u64,
+    last_outcome: &'a str,
+    bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+impl<'a> Listed<'a> {
+    fn of(row: &'a DeadLetterRow) -> Listed<'a> {
+        let l = &row.letter;
+        let envelope = serde_json::from_str::<Envelope<'a>>(&l.message).ok();
+        let message = envelope.is_none().then_some(l.message.as_str());
+        let (topic, body) = envelope.map_or((None, None), |e| (Some(e.topic), Some(e.body)));
+        Listed {
+            id: row.id,
+            idempotency_key: &l.idempotency_key,
+            attempts: l.attempts,
+            first_failed_at: l.first_failed_at,
+            kept_at: l.kept_at,
+            last_outcome: &l.outcome,
+            bytes: l.message.len(),
+            topic,
+            body,
+            message,
         }
-        Err(_) => entry["message"] = json!(l.message),
     }
-    entry
 }
 
 /// The message a replay sends: the kept one, its next attempt after those
@@ -763,10 +827,16 @@ mod tests {
             ),
             (GateOp::Discard { id: 2 }, GateAnswer::Discarded(2), json!({"discarded": 2})),
             (GateOp::Status, GateAnswer::Json(json!({"in_flight": 1})), json!({"in_flight": 1})),
+            (
+                GateOp::DeadLetters { after: None, limit: 1 },
+                GateAnswer::Page(r#"{"count":0}"#.into()),
+                json!({"count": 0}),
+            ),
         ];
         for (op, answer, body) in answers {
             assert_eq!(answer.to_json(), body);
-            assert_eq!(GateAnswer::from_json(&op, &body), Some(answer));
+            assert_eq!(GateAnswer::from_json(&op, &body), Some(answer.clone()));
+            assert_eq!(GateAnswer::from_text(&op, &answer.to_text()), Some(answer));
         }
         assert_eq!(GateAnswer::from_json(&GateOp::Acquire { wait_ms: 0 }, &json!({"error": {"code": "x"}})), None);
         assert!(serde_json::from_str::<GateCall>(r#"{"topic":"q","op":{"op":"explode"}}"#).is_err());
@@ -801,8 +871,16 @@ mod tests {
             replayed_text(&row),
             r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":5,"body":{"big":12345678901234567890}}"#
         );
-        let listed = dead_letter_json(&row);
-        assert_eq!(listed["body"].to_string(), r#"{"big":12345678901234567890}"#, "the body as it was");
-        assert_eq!((listed["id"].as_u64(), listed["last_outcome"].as_str()), (Some(9), Some("503")));
+        let listed = serde_json::to_string(&Listed::of(&row)).unwrap();
+        assert!(listed.contains(r#""body":{"big":12345678901234567890}"#), "the body as it was: {listed}");
+        assert!(listed.contains(r#""id":9"#) && listed.contains(r#""last_outcome":"503""#), "{listed}");
+        let lossy = r#"{"n":123456789012345678901234,"d":0.10000000000000000000000000000000000001,"e":1e400}"#;
+        let message = format!(r#"{{"topic":"q","idempotency_key":"q/k/x.2","attempt":1,"body":{lossy}}}"#);
+        let row = DeadLetterRow { id: 10, letter: NewDeadLetter { message, ..row.letter } };
+        let listed = serde_json::to_string(&Listed::of(&row)).unwrap();
+        assert!(listed.contains(&format!(r#""body":{lossy}"#)), "never parsed into numbers: {listed}");
+        let garbage = DeadLetterRow { id: 11, letter: NewDeadLetter { message: "not json".into(), ..row.letter } };
+        let listed = serde_json::to_string(&Listed::of(&garbage)).unwrap();
+        assert!(listed.contains(r#""message":"not json""#) && !listed.contains("body"), "{listed}");
     }
 }

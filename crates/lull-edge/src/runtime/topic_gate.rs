@@ -284,15 +284,15 @@ pub struct GateClient<'a> {
 }
 
 impl GateClient<'_> {
-    /// Ask `topic`'s gate object for `op`: its answer's status and JSON.
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, serde_json::Value), ApiError> {
+    /// Ask `topic`'s gate object for `op`: its answer's status and JSON text (as written: unparsed).
+    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, String), ApiError> {
         let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
         let mut res = stub.fetch_with_request(Request::new_with_init("https://gate/", &init)?).await?;
-        Ok((res.status_code(), res.json().await?))
+        Ok((res.status_code(), res.text().await?))
     }
 }
 
@@ -301,10 +301,11 @@ impl Gates for GateClient<'_> {
         let name = op.name();
         let (status, body) = self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
         if status != 200 {
-            let code = body.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
+            let error = serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default();
+            let code = error.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
             return Err(format!("gate {name}: {status} {code}"));
         }
-        GateAnswer::from_json(&op, &body).ok_or_else(|| format!("gate {name}: an answer of another shape"))
+        GateAnswer::from_text(&op, &body).ok_or_else(|| format!("gate {name}: an answer of another shape"))
     }
 }
 
@@ -328,7 +329,7 @@ impl TopicGate {
         };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
         let answer = self.gate.call(&call.topic, topic, call.op).await?;
-        Ok(http::json(200, &answer.to_json())?)
+        Ok(http::json_text(200, answer.to_text())?)
     }
 }
 
