@@ -104,6 +104,8 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
       assert.ok(replayed.every((d) => d.body.event.pad.length === PAD));
       assert.ok(peak.value <= 2, `the topic's bound held at the receiver: peak ${peak.value}`);
       assert.equal((await allDeadLetters(api, "big")).count, 0, "a row goes once its message is re-sent");
+      const emptied = (await api.call("GET", "/v1/topics/big/queue")).json;
+      assert.deepEqual([emptied.dead_letter_count, emptied.dead_letter_bytes], [0, 0], "the totals follow every delete");
     });
   } finally {
     await rx.close();
@@ -153,7 +155,11 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
         assert.equal((await api.call("DELETE", `/v1/topics/tight/queue/dead-letters/${oldest.id}`)).status, 404, "404 for an unknown id");
         await until(async () => (await allDeadLetters(api, "tight")).count === 2, 60_000, "a waiting dead letter kept");
       }
-      const last = (await allDeadLetters(api, "tight")).rows.map((r) => r.body.key);
+      // The totals the gate keeps as rows come and go agree with the rows listed.
+      const rows = (await allDeadLetters(api, "tight")).rows;
+      const totals = (await api.call("GET", "/v1/topics/tight/queue")).json;
+      assert.deepEqual([totals.dead_letter_count, totals.dead_letter_bytes], [rows.length, rows.reduce((n, r) => n + r.bytes, 0)]);
+      const last = rows.map((r) => r.body.key);
       assert.deepEqual([...discarded, ...last].sort(), ["a", "b", "c", "d"], "none deleted: each discarded or kept");
       assert.ok(!edge.logs.some((l) => /Dropped message/.test(l)), "nothing dropped by the queue");
       // Room again (after one more discard): events are accepted.

@@ -97,6 +97,14 @@ struct World {
     poison: RefCell<BTreeSet<String>>,
     /// Idempotency keys the receiver answered 2xx.
     succeeded: RefCell<BTreeSet<String>>,
+    /// Which delivery (round, place in it) the harness is polling: what it
+    /// does is its own. Its forwards answered 2xx, the delivery making each
+    /// send (beside `sent`), and the row the gate answered each `Kept` with.
+    delivering: Cell<Option<Delivery>>,
+    round: Cell<u64>,
+    succeeded_by: RefCell<BTreeSet<Delivery>>,
+    sent_by: RefCell<Vec<Option<Delivery>>>,
+    kept_by: RefCell<BTreeMap<Delivery, u64>>,
     /// While set, queue sends (and gate saves) wait until the harness clears it.
     hold_sends: Cell<bool>,
     hold_saves: Cell<bool>,
@@ -106,6 +114,9 @@ struct World {
 }
 
 type Shared = Rc<World>;
+
+/// One delivery of a round: (round, its place in the round).
+type Delivery = (u64, usize);
 
 fn pop<T: Copy + Default>(faults: &RefCell<Vec<T>>) -> T {
     faults.borrow_mut().pop().unwrap_or_default()
@@ -168,7 +179,14 @@ impl GateStore for FakeGateStore {
         let mut rows = self.0.rows.borrow_mut();
         let mut last = 0;
         for letter in letters {
-            if letter.legacy.is_some() && rows.values().any(|r| r.legacy == letter.legacy) {
+            // SQLite's unique indexes: a legacy place, and a (non-empty) idempotency key.
+            let key = &letter.idempotency_key;
+            let kept = rows.iter().find(|(_, r)| {
+                (letter.legacy.is_some() && r.legacy == letter.legacy) || (!key.is_empty() && r.idempotency_key == *key)
+            });
+            if let Some((id, _)) = kept {
+                last = if key.is_empty() { last } else { *id };
+                self.0.failing.borrow_mut().remove(key);
                 continue;
             }
             last = self.0.next_row.get() + 1;
@@ -177,6 +195,14 @@ impl GateStore for FakeGateStore {
             self.0.failing.borrow_mut().remove(&letter.idempotency_key);
         }
         Ok(last)
+    }
+    fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError> {
+        self.fault()?;
+        let rows = self.0.rows.borrow();
+        Ok(rows
+            .iter()
+            .find(|(_, r)| !idempotency_key.is_empty() && r.idempotency_key == idempotency_key)
+            .map(|(id, _)| *id))
     }
     fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError> {
         self.fault()?;
@@ -225,6 +251,7 @@ impl QueueSend for FakeQueue {
         let available_at = self.0.now.get() + u64::from(delay_secs) * 1000;
         for text in messages {
             self.0.sent.borrow_mut().push((binding.into(), text.clone(), delay_secs));
+            self.0.sent_by.borrow_mut().push(self.0.delivering.get());
             let dead = binding == DEAD;
             assert!(dead || binding == DELIVERY, "a binding wrangler.toml has: {binding}");
             self.0.items.borrow_mut().push(Item { text: text.clone(), dead, attempts: 0, available_at });
@@ -339,6 +366,9 @@ impl Gates for &FakeGates {
         if fault == Some(Fault::LoseAnswer) {
             return Err("gate: the answer was lost".into());
         }
+        if let (Ok(GateAnswer::Kept(id)), Some(by)) = (&answer, self.world.delivering.get()) {
+            self.world.kept_by.borrow_mut().insert(by, *id);
+        }
         answer
     }
 }
@@ -348,6 +378,7 @@ struct Forward {
     world: Shared,
     id: usize,
     key: String,
+    by: Option<Delivery>,
 }
 
 impl Future for Forward {
@@ -357,6 +388,9 @@ impl Future for Forward {
         self.world.in_flight.set(self.world.in_flight.get() - 1);
         if ok {
             self.world.succeeded.borrow_mut().insert(self.key.clone());
+            if let Some(by) = self.by {
+                self.world.succeeded_by.borrow_mut().insert(by);
+            }
         }
         Poll::Ready(Outcome { ok, detail: if ok { "200" } else { "503" }.into() })
     }
@@ -370,7 +404,8 @@ impl Outbound for &Receiver {
         w.in_flight.set(w.in_flight.get() + 1);
         w.started.borrow_mut().push((out.idempotency_key.clone(), out.attempt, w.in_flight.get()));
         w.answers.borrow_mut().push(None);
-        Forward { world: w.clone(), id: w.answers.borrow().len() - 1, key: out.idempotency_key }
+        let (id, by) = (w.answers.borrow().len() - 1, w.delivering.get());
+        Forward { world: w.clone(), id, key: out.idempotency_key, by }
     }
 }
 
@@ -487,7 +522,8 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
         std::mem::take(&mut *world.items.borrow_mut()).into_iter().partition(|i| i.available_at <= now);
     *world.items.borrow_mut() = rest;
     let consumer = parts.consumer();
-    let sent_before = world.sent.borrow().len();
+    let round_id = world.round.get() + 1;
+    world.round.set(round_id);
     let mut handles: Vec<Pin<Box<dyn Future<Output = Settle> + '_>>> = batch
         .iter()
         .enumerate()
@@ -502,12 +538,16 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
     for _ in 0..100_000 {
         world.timers.borrow_mut().clear();
         for (i, handle) in handles.iter_mut().enumerate() {
-            if settled[i].is_none()
-                && let Poll::Ready(s) = poll(handle.as_mut())
-            {
+            if settled[i].is_some() {
+                continue;
+            }
+            world.delivering.set(Some((round_id, i)));
+            let polled = poll(handle.as_mut());
+            world.delivering.set(None);
+            if let Poll::Ready(s) = polled {
                 settled[i] = Some(s);
                 if s == Settle::Ack {
-                    acked_for_a_reason(world, &batch[i], sent_before);
+                    acked_for_a_reason(world, &batch[i], (round_id, i));
                 }
             }
         }
@@ -550,14 +590,20 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
     }
 }
 
-/// An acked delivery earned it: its forward got a 2xx, a copy went on a
-/// queue during its round, or the gate's rows keep it.
-fn acked_for_a_reason(world: &World, item: &Item, sent_before: usize) {
+/// An acked delivery earned it, by what this delivery itself did: its
+/// forward got a 2xx, it sent a copy of itself (same key, same body) to a
+/// queue, or the gate answered it `Kept` with a row holding its key and body.
+fn acked_for_a_reason(world: &World, item: &Item, me: Delivery) {
     let key = key_of(&item.text).expect("garbage is never acked");
-    let forwarded = !item.dead && world.succeeded.borrow().contains(&key);
-    let copied = world.sent.borrow()[sent_before..].iter().any(|(_, t, _)| key_of(t).as_deref() == Some(&key));
-    let kept = world.rows.borrow().values().any(|r| r.idempotency_key == key && r.message == item.text);
-    assert!(forwarded || copied || kept, "acked with no 2xx, no copy on a queue and no row: {}", item.text);
+    let body = |t: &str| serde_json::from_str::<serde_json::Value>(t).map(|v| v["body"].to_string()).ok();
+    let mine = |t: &str| key_of(t).as_deref() == Some(key.as_str()) && body(t) == body(&item.text);
+    let forwarded = !item.dead && world.succeeded_by.borrow().contains(&me);
+    let sent = world.sent.borrow();
+    let by = world.sent_by.borrow();
+    let copied = sent.iter().zip(by.iter()).any(|((_, t, _), by)| *by == Some(me) && mine(t));
+    let row = world.kept_by.borrow().get(&me).copied();
+    let kept = row.and_then(|id| world.rows.borrow().get(&id).map(|r| mine(&r.message))).unwrap_or(false);
+    assert!(forwarded || copied || kept, "acked with no 2xx, no copy of its own on a queue and no row: {}", item.text);
 }
 
 fn run(case: &Case) -> Run {
@@ -625,8 +671,11 @@ fn check(case: &Case) {
             assert_eq!(attempts, &expected, "{key}: a wait never counts as an attempt");
         }
     }
+    // One row per idempotency key, whatever answers or acks were lost.
+    let keys: Vec<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
+    let kept: BTreeSet<String> = keys.iter().cloned().collect();
+    assert_eq!(kept.len(), keys.len(), "a key kept twice: {keys:?}");
     // Every lull message ends delivered, kept, or discarded by the operator.
-    let kept: BTreeSet<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
     for (i, kind) in case.kinds.iter().enumerate() {
         let Some(key) = key_of(&text(*kind, i)) else { continue };
         let done = world.succeeded.borrow().contains(&key) || kept.contains(&key) || discarded.contains(&key);
@@ -977,4 +1026,27 @@ fn a_dead_letter_being_replayed_can_be_neither_discarded_nor_replayed_again() {
     assert_eq!(world.sent.borrow().len(), 1, "sent once");
     assert!(world.rows.borrow().is_empty());
     assert!(parts.admin(GateOp::Discard { id: 1 }).is_err_and(|e| e.code() == "not_found"), "then gone");
+}
+
+#[test]
+fn a_dead_letter_delivered_again_after_its_row_was_written_is_kept_once_even_at_the_bound() {
+    // Catches: a second row for one idempotency key (the store without its
+    // unique index), or a redelivered letter refused 429 at the bound and
+    // left waiting on the dead-letter queue although it is kept.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    let letters: Vec<String> = (0..BOUND).map(|i| text(Kind::Poison, i)).collect();
+    all_at_once(&parts, &letters[..BOUND - 1], true);
+    // The last one's row is written, its answer lost: it waits on the dead-letter queue.
+    world.gate_faults.borrow_mut().push(Some(Fault::LoseAnswer));
+    assert_eq!(all_at_once(&parts, &letters[BOUND - 1..], true), [Settle::Ack]);
+    assert_eq!(world.rows.borrow().len(), BOUND, "written, and now at the bound");
+    let (binding, copy, _) = world.sent.borrow()[0].clone();
+    assert_eq!(binding, DEAD);
+    // Delivered again: answered with its row, not a second one, and not refused as full.
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&copy), true), [Settle::Ack]);
+    assert_eq!(world.sent.borrow().len(), 1, "not sent to wait again");
+    assert_eq!(world.rows.borrow().len(), BOUND);
+    let keys: BTreeSet<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
+    assert_eq!(keys.len(), BOUND, "one row per key");
 }

@@ -15,7 +15,8 @@
 //!   (at most its `wait_ms`, at most [`MAX_HOLD_MS`]); waiters are served
 //!   first come, first served, a release handing its lease to the first.
 //! - **Dead letters are rows, bounded, never deleted by lull**: one row per
-//!   message (its text byte for byte), kept whatever the topic is configured
+//!   idempotency key (a message delivered again after its row was written is
+//!   answered with that row), its text byte for byte, kept whatever the topic is configured
 //!   as now, within the topic's `max_queue_dead_letters` and
 //!   `max_queue_dead_letter_bytes`; past them `429 dead_letters_full` (the
 //!   consumer keeps the message waiting on its queue). A row goes only when
@@ -563,6 +564,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         let parsed: QueueMessage = serde_json::from_str(&message)
             .map_err(|e| ApiError::BadRequest(format!("a dead letter is a lull queue message: {e}")))?;
         self.prepare().await?;
+        // Kept already (its answer or its ack was lost, and the queue delivered it
+        // again): the same row, never a second one, even at the bound.
+        if let Some(id) = self.store.dead_letter_of(&parsed.idempotency_key).map_err(unavailable)? {
+            return Ok(GateAnswer::Kept(id));
+        }
         let totals = self.store.dead_totals().map_err(unavailable)?;
         let bytes = message.len() as u64;
         if totals.count.saturating_add(1) > bounds.count || totals.bytes.saturating_add(bytes) > bounds.bytes {
