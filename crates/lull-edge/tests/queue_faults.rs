@@ -1050,3 +1050,86 @@ fn a_dead_letter_delivered_again_after_its_row_was_written_is_kept_once_even_at_
     let keys: BTreeSet<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
     assert_eq!(keys.len(), BOUND, "one row per key");
 }
+
+/// A call to the gate object as the harness drives it (polled by hand).
+type Call = Pin<Box<dyn Future<Output = Result<GateAnswer, lull_edge::http::ApiError>>>>;
+
+fn call(parts: &Parts, op: GateOp) -> Call {
+    let object = parts.gates.object.borrow().clone();
+    let topics = parts.topics.clone();
+    Box::pin(async move { object.call("q", topics.get("q"), op).await })
+}
+
+/// Both leases held (the topic's bound), a first waiter `w` and a second `x`
+/// queued, and a release of the first lease taken out `w` and storing its
+/// lease (the store held): `(w, x, release, the other lease)`.
+fn release_storing_a_waiters_lease(parts: &Parts) -> (Call, Call, Call, u64) {
+    let world = &parts.gates.world;
+    let lease = |answer| match answer {
+        Ok(GateAnswer::Grant(Grant::Go { lease, .. })) => lease,
+        other => panic!("{other:?}"),
+    };
+    let (a, b) =
+        (lease(parts.admin(GateOp::Acquire { wait_ms: 0 })), lease(parts.admin(GateOp::Acquire { wait_ms: 0 })));
+    let mut w = call(parts, GateOp::Acquire { wait_ms: GATE_WAIT_BUDGET_MS });
+    let mut x = call(parts, GateOp::Acquire { wait_ms: 10 * GATE_WAIT_BUDGET_MS });
+    assert!(poll(w.as_mut()).is_pending() && poll(x.as_mut()).is_pending(), "both wait");
+    world.hold_saves.set(true);
+    let mut release = call(parts, GateOp::Release { lease: a, outcome: None });
+    assert!(poll(release.as_mut()).is_pending(), "storing w's lease");
+    (w, x, release, b)
+}
+
+fn stored_in_flight(world: &World) -> usize {
+    world.gate.borrow().as_ref().unwrap().gate.in_flight(world.now.get())
+}
+
+#[test]
+fn a_waiter_whose_time_runs_out_while_its_lease_is_stored_still_gets_it() {
+    // Catches: a waiter that gives up (or rejoins with a new slot) when its
+    // timer fires after a release took it out of the queue but before the
+    // release's save ended: the lease then went to a slot nobody reads, held
+    // until it expired (delivery_timeout_ms + 5 s of a stalled topic).
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    let (mut w, mut x, mut release, b) = release_storing_a_waiters_lease(&parts);
+    world.now.set(1_000 + GATE_WAIT_BUDGET_MS);
+    assert!(poll(w.as_mut()).is_pending(), "its time is out, but a lease is being stored for it");
+    world.hold_saves.set(false);
+    assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+    let Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { lease, .. }))) = poll(w.as_mut()) else {
+        panic!("w got no lease")
+    };
+    assert_eq!(stored_in_flight(&world), 2, "b and w's lease, nothing else");
+    // Its release hands the room on to x at once.
+    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released(true)));
+    assert!(matches!(poll(x.as_mut()), Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))));
+    assert_eq!(parts.admin(GateOp::Release { lease: b, outcome: None }), Ok(GateAnswer::Released(true)));
+}
+
+#[test]
+fn a_lease_stored_for_a_waiter_that_left_goes_to_the_next_one() {
+    // Catches: a lease handed to a slot nobody holds any more (its request
+    // dropped while the release stored the lease), and a lease handed but
+    // never taken released only in memory, the room not handed on.
+    for taken in [false, true] {
+        let world: Shared = Rc::default();
+        world.now.set(1_000);
+        let parts = Parts::new(&world);
+        let (w, mut x, mut release, _) = release_storing_a_waiters_lease(&parts);
+        if !taken {
+            drop(w); // gone while its lease is stored
+            world.hold_saves.set(false);
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+        } else {
+            world.hold_saves.set(false);
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+            assert!(poll(x.as_mut()).is_pending(), "x looked again: no room");
+            drop(w); // gone with its lease handed, not taken
+        }
+        let answer = poll(x.as_mut());
+        assert!(matches!(answer, Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))), "taken {taken}: {answer:?}");
+        assert_eq!(stored_in_flight(&world), 2, "taken {taken}: the lease changed hands, none orphaned");
+    }
+}

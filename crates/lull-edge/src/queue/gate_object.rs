@@ -317,11 +317,48 @@ impl<S, Q, C> Drop for Leave<'_, S, Q, C> {
     fn drop(&mut self) {
         if let Some((id, slot)) = self.me.take() {
             self.object.waiters.borrow_mut().leave(id);
-            if let Some(Handed::Go(Grant::Go { lease, .. })) = slot.take()
-                && let Some(state) = self.object.state.borrow_mut().as_mut()
-            {
-                state.gate.release(lease);
+            // A lease handed but never taken goes on as a release's would. (A
+            // lease still being stored for it is passed on by that release, which
+            // finds nobody holding the slot.)
+            if let Some(Handed::Go(grant)) = slot.take() {
+                self.object.pass_on(grant);
             }
+        }
+    }
+}
+
+/// The leases a release is handing to the waiters it took out of the queue,
+/// while it stores them: if the release ends before handing them (its
+/// request dropped), each waiter is woken to look again, never left waiting.
+struct Handoff(Vec<(Rc<Slot>, Grant)>);
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        for (slot, _) in self.0.drain(..) {
+            slot.hand(Handed::Wake);
+        }
+    }
+}
+
+impl<S, Q, C> GateObject<S, Q, C> {
+    /// A stored lease whose waiter is gone goes to the first waiter (still
+    /// stored as held: no write needed); with none waiting it is released in
+    /// memory (stored with the next change). Whether a waiter took it.
+    fn pass_on(&self, grant: Grant) -> bool {
+        let next = self.waiters.borrow_mut().pop();
+        match (next, grant) {
+            (Some(slot), _) => {
+                slot.hand(Handed::Go(grant));
+                true
+            }
+            (None, Grant::Go { lease, .. }) => {
+                if let Some(state) = self.state.borrow_mut().as_mut() {
+                    state.gate.release(lease);
+                }
+                self.waiters.borrow().wake_first();
+                false
+            }
+            (None, Grant::Wait { .. }) => false,
         }
     }
 }
@@ -463,18 +500,27 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 _ => return Err(ApiError::Internal(format!("{} is not a change of the gate", op.name()))),
             }
         };
+        let mut handoff = Handoff(handed);
         if let Err(e) = self.save().await {
             // Nothing handed is stored: each waiter looks again (and reloads).
-            for (slot, _) in &handed {
-                slot.hand(Handed::Wake);
-            }
+            drop(handoff);
             self.waiters.borrow().wake_all();
             return Err(e);
         }
-        for (slot, grant) in handed {
-            slot.hand(Handed::Go(grant));
+        let mut unheld = false;
+        for (slot, grant) in std::mem::take(&mut handoff.0) {
+            if Rc::strong_count(&slot) > 1 {
+                slot.hand(Handed::Go(grant));
+            } else {
+                // Its waiter is gone (its request dropped while the lease was stored): pass it on.
+                unheld |= !self.pass_on(grant);
+            }
         }
         self.waiters.borrow().wake_first();
+        if unheld {
+            // A lease nobody took was released in memory: store that too (best effort: else it expires).
+            let _ = self.save().await;
+        }
         if let Some(f) = failing {
             // Only what a dead letter will say of it: a lost record loses no message.
             let failed = (!f.ok).then_some(Failing { first_failed_at: now, attempt: f.attempt, outcome: f.detail });
@@ -530,10 +576,18 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             let until = if first { retry_at.min(deadline) } else { deadline };
             let sleep = pin!(self.clock.sleep(until.saturating_sub(now).max(1)));
             let _ = select(slot.handed(), sleep).await;
-            if let Some(Handed::Go(grant)) = slot.take() {
-                // Handed by a release, which stored it and took us out of the queue.
-                leave.me = None;
-                return Ok(GateAnswer::Grant(grant));
+            loop {
+                if let Some(Handed::Go(grant)) = slot.take() {
+                    // Handed by a release, which stored it and took us out of the queue.
+                    leave.me = None;
+                    return Ok(GateAnswer::Grant(grant));
+                }
+                if !slot.is_promised() {
+                    break;
+                }
+                // A release took us out of the queue and is storing our lease: wait
+                // for it (or for a wake, if its store fails), even past the deadline.
+                slot.handed().await;
             }
         }
     }
