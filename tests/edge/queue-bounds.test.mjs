@@ -60,13 +60,14 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
         const sent = await Promise.all(Array.from({ length: 10 }, (_, j) => api.event("big", `k${i + j}`, { i: i + j, pad: "x".repeat(PAD) })));
         assert.ok(sent.every((r) => r.status === 202), JSON.stringify(sent.map((r) => r.status)));
       }
-      // The queue gives up on each after max_retries (3: four deliveries), then the dead-letter consumer keeps it.
+      // The consumer dead-letters each at its 4th failed forward (forward_max_attempts), then keeps it.
       const status = await until(async () => {
         const res = await api.call("GET", "/v1/topics/big/queue");
         until.last = res.json;
         return res.json?.dead_letter_count === 60 && res.json;
       }, 150_000, "60 dead letters kept");
       assert.ok(status.dead_letter_bytes > 60 * PAD, `${status.dead_letter_bytes} bytes kept`);
+      assert.equal(status.counters.dead_lettered, 60, "each sent to the dead-letter queue by the consumer at its 4th failed forward");
       const failed = new Map();
       for (const d of rx.deliveries) failed.set(d.idempotencyKey, [...(failed.get(d.idempotencyKey) ?? []), d.attempt]);
       assert.equal(failed.size, 60);

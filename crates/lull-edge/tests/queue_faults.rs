@@ -32,7 +32,7 @@ use lull_edge::ports::{
     Clock, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter,
     Outbound, Outcome, Outgoing, QueueSend, StoreError,
 };
-use lull_edge::queue::consume::{Consumer, GATE_WAIT_BUDGET_MS, Settle};
+use lull_edge::queue::consume::{Consumer, GATE_WAIT_BUDGET_MS, MAX_WAITS, Settle};
 use lull_edge::queue::gate::Grant;
 use lull_edge::queue::gate_object::{Counter, GateObject};
 use lull_edge::topic::Topics;
@@ -684,9 +684,13 @@ fn check(case: &Case) {
             assert!(!world.succeeded.borrow().contains(&key));
         }
     }
-    // Every wait is at least a second and at most what a queue takes; copies keep their body.
+    // Every wait is at least a second and at most what a queue takes (a copy
+    // the consumer dead-letters goes at once, saying why); copies keep their body.
     for (binding, copy, delay) in world.sent.borrow().iter() {
-        assert!((1..=43_200).contains(delay), "{binding}: delay {delay}");
+        let copy_json = serde_json::from_str::<serde_json::Value>(copy).unwrap();
+        let dead_lettered = copy_json["outcome"].is_string() && copy_json["waits"].is_null();
+        let delays = if dead_lettered { 0..=0 } else { 1..=43_200 };
+        assert!(delays.contains(delay), "{binding}: delay {delay} ({copy})");
         let body = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap()["body"].to_string();
         let i: usize = key_of(copy).unwrap()[3..].split('/').next().unwrap().parse().unwrap();
         assert_eq!(body(copy), body(&text(case.kinds[i], i)), "a copy carries the body as it was");
@@ -857,10 +861,14 @@ fn a_dead_letter_says_when_it_first_failed_its_attempts_and_last_outcome() {
         let mut h = Box::pin(consumer.handle("m", &message, attempts, false));
         assert!(poll(h.as_mut()).is_pending());
         world.answers.borrow_mut()[attempts as usize - 1] = Some(false);
-        assert_eq!(poll(h.as_mut()), Poll::Ready(Settle::Retry { delay_secs: None }));
+        // The fourth failure (forward_max_attempts) sends it to the dead-letter queue.
+        let settle = if attempts < 4 { Settle::Retry { delay_secs: None } } else { Settle::Ack };
+        assert_eq!(poll(h.as_mut()), Poll::Ready(settle));
         world.now.set(world.now.get() + 1_000);
     }
-    assert_eq!(all_at_once(&parts, std::slice::from_ref(&message), true), [Settle::Ack]);
+    let (binding, letter, _) = world.sent.borrow()[0].clone();
+    assert_eq!(binding, DEAD);
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&letter), true), [Settle::Ack]);
     let row = world.rows.borrow().values().next().unwrap().clone();
     assert_eq!((row.attempts, row.first_failed_at, row.outcome.as_str()), (4, 10_000, "503"));
     assert!(world.failing.borrow().is_empty(), "the failing record moved into the row");
@@ -1132,4 +1140,103 @@ fn a_lease_stored_for_a_waiter_that_left_goes_to_the_next_one() {
         assert!(matches!(answer, Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))), "taken {taken}: {answer:?}");
         assert_eq!(stored_in_flight(&world), 2, "taken {taken}: the lease changed hands, none orphaned");
     }
+}
+
+/// One delivery of `text` (the queue's `attempts`th), driven until it settles;
+/// its forward, if any, is answered `ok`.
+fn deliver(parts: &Parts, text: &str, attempts: u32, ok: bool) -> Settle {
+    let world = &parts.gates.world;
+    let consumer = parts.consumer();
+    let mut handle = Box::pin(consumer.handle("m", text, attempts, false));
+    for _ in 0..10_000 {
+        world.timers.borrow_mut().clear();
+        if let Poll::Ready(settle) = poll(handle.as_mut()) {
+            return settle;
+        }
+        let waiting = world.answers.borrow().iter().position(Option::is_none);
+        match (waiting, world.timers.borrow().iter().min().copied()) {
+            (Some(id), _) => world.answers.borrow_mut()[id] = Some(ok),
+            (None, Some(at)) => world.now.set(at),
+            (None, None) => panic!("stuck"),
+        }
+    }
+    panic!("never settled")
+}
+
+#[test]
+fn failed_forwards_interleaved_with_waits_still_reach_the_dead_letter_queue() {
+    // Catches: a copy sent back to wait that restarts the count of failed
+    // forwards (the queue's attempts restart with each copy): failing, then
+    // waiting, then failing… it never reached max_retries and went round forever.
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    let (mut text, mut attempts) = (text(Kind::Poison, 0), 1);
+    for turn in 0..40 {
+        if turn % 2 == 1 {
+            // The topic is busy for this delivery: it waits, as a new copy.
+            let hold = |_| match parts.admin(GateOp::Acquire { wait_ms: 0 }) {
+                Ok(GateAnswer::Grant(Grant::Go { lease, .. })) => lease,
+                other => panic!("{other:?}"),
+            };
+            let leases: Vec<u64> = (0..LIMIT).map(hold).collect();
+            assert_eq!(deliver(&parts, &text, attempts, false), Settle::Ack, "requeued");
+            for lease in leases {
+                parts.admin(GateOp::Release { lease, outcome: None }).unwrap();
+            }
+            let (binding, copy, _) = world.sent.borrow().last().cloned().unwrap();
+            assert_eq!(binding, DELIVERY);
+            (text, attempts) = (copy, 1);
+            continue;
+        }
+        match deliver(&parts, &text, attempts, false) {
+            Settle::Retry { delay_secs: None } => {
+                attempts += 1;
+                assert!(attempts <= MAX_RETRIES + 1, "the queue would move it itself");
+            }
+            Settle::Ack => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let (binding, letter, delay) = world.sent.borrow().last().cloned().unwrap();
+    assert_eq!((binding.as_str(), delay), (DEAD, 0), "sent to the dead-letter queue by the consumer");
+    let letter: serde_json::Value = serde_json::from_str(&letter).unwrap();
+    assert_eq!(
+        (letter["failed"].as_u64(), letter["attempt"].as_u64(), letter["outcome"].as_str()),
+        (Some(4), Some(4), Some("503"))
+    );
+    let attempts: Vec<u32> = world.started.borrow().iter().map(|(_, a, _)| *a).collect();
+    assert_eq!(attempts, [1, 2, 3, 4], "forward_max_attempts (4) forwards, no more");
+    // Kept from there with its last forward's attempt and outcome.
+    let sent = world.sent.borrow().last().cloned().unwrap().1;
+    assert_eq!(all_at_once(&parts, &[sent], true), [Settle::Ack]);
+    let row = world.rows.borrow().values().next().cloned().unwrap();
+    assert_eq!((row.attempts, row.outcome.as_str()), (4, "503"));
+}
+
+#[test]
+fn a_gate_that_never_answers_dead_letters_a_message_after_its_waits() {
+    // Catches: a permanently failing gate requeueing a message forever.
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    // Every call to the gate fails (an acquire and a count per delivery).
+    *world.gate_faults.borrow_mut() = vec![Some(Fault::Fail); 2 * MAX_WAITS as usize + 10];
+    let mut text = text(Kind::Good, 0);
+    for waits in 0..=MAX_WAITS {
+        assert_eq!(deliver(&parts, &text, 1, true), Settle::Ack);
+        let (binding, copy, _) = world.sent.borrow().last().cloned().unwrap();
+        if waits < MAX_WAITS {
+            assert_eq!(binding, DELIVERY, "wait {waits}");
+            text = copy;
+        } else {
+            assert_eq!(binding, DEAD, "past {MAX_WAITS} waits: a dead letter");
+            let letter: serde_json::Value = serde_json::from_str(&copy).unwrap();
+            let why = letter["outcome"].as_str().unwrap();
+            assert!(why.starts_with(&format!("waited {MAX_WAITS} times")) && why.contains("injected"), "{why}");
+            assert_eq!((letter["waits"].as_u64(), letter["attempt"].as_u64()), (None, Some(0)), "no forward made");
+        }
+    }
+    assert_eq!(world.sent.borrow().len(), MAX_WAITS as usize + 1);
+    assert!(world.started.borrow().is_empty());
 }

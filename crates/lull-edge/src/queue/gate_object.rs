@@ -61,6 +61,8 @@ pub const REPLAY_ALL_BATCH: usize = 100;
 /// failure and last outcome, for its dead letter): 14 days, the longest a
 /// queue keeps a message.
 pub const FAILING_KEEP_MS: u64 = 14 * 24 * 60 * 60 * 1000;
+/// A dead letter's `last_outcome` when nothing says more (the queue moved it past its `max_retries`).
+pub const DEAD_LETTERED_BY_QUEUE: &str = "dead-lettered by the queue";
 /// `Retry-After` of `429 dead_letters_full` (seconds).
 pub const FULL_RETRY_SECS: u64 = 60;
 
@@ -74,6 +76,9 @@ pub enum Counter {
     Retried,
     /// A message sent to the queue again to wait (for room, or on the dead-letter queue).
     Requeued,
+    /// A message the consumer sent to the dead-letter queue itself (its failed
+    /// forwards reached `forward_max_attempts`, or it waited [`crate::queue::consume::MAX_WAITS`] times).
+    DeadLettered,
 }
 
 impl Counter {
@@ -83,6 +88,7 @@ impl Counter {
             Counter::Acked => "acked",
             Counter::Retried => "retried",
             Counter::Requeued => "requeued",
+            Counter::DeadLettered => "dead_lettered",
         }
     }
 }
@@ -635,7 +641,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             attempts: failing.as_ref().map_or(parsed.attempt, |f| f.attempt.max(parsed.attempt)),
             first_failed_at: failing.as_ref().map_or(now, |f| f.first_failed_at),
             kept_at: now,
-            outcome: failing.map_or_else(|| "dead-lettered by the queue".to_string(), |f| f.outcome),
+            // Why the consumer dead-lettered it, else the failing forward's last outcome.
+            outcome: parsed.outcome.or(failing.map(|f| f.outcome)).unwrap_or_else(|| DEAD_LETTERED_BY_QUEUE.into()),
             message,
             legacy: None,
         };
@@ -829,10 +836,13 @@ impl<'a> Listed<'a> {
 }
 
 /// The message a replay sends: the kept one, its next attempt after those
-/// made, waits reset (the same idempotency key and body, byte for byte).
+/// made, waits and failures reset (a replay starts a fresh `forward_max_attempts`) (the same idempotency key and body, byte for byte).
 fn replayed_text(row: &DeadLetterRow) -> String {
     match serde_json::from_str::<QueueMessage>(&row.letter.message) {
-        Ok(m) => QueueMessage { attempt: row.letter.attempts.saturating_add(1), waits: 0, ..m }.to_text(),
+        Ok(m) => {
+            QueueMessage { attempt: row.letter.attempts.saturating_add(1), waits: 0, failed: 0, outcome: None, ..m }
+                .to_text()
+        }
         Err(_) => row.letter.message.clone(),
     }
 }
