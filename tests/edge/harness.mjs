@@ -242,7 +242,7 @@ export function client(base, token = TOKENS.admin) {
     } catch {
       json = text;
     }
-    return { status: res.status, json, headers: res.headers };
+    return { status: res.status, json, text, headers: res.headers };
   };
   const keyPath = (topic, key) => `/v1/topics/${topic}/keys/${encodeURIComponent(key)}`;
   return {

@@ -60,13 +60,14 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
         const sent = await Promise.all(Array.from({ length: 10 }, (_, j) => api.event("big", `k${i + j}`, { i: i + j, pad: "x".repeat(PAD) })));
         assert.ok(sent.every((r) => r.status === 202), JSON.stringify(sent.map((r) => r.status)));
       }
-      // The queue gives up on each after max_retries (3: four deliveries), then the dead-letter consumer keeps it.
+      // The consumer dead-letters each at its 4th failed forward (forward_max_attempts), then keeps it.
       const status = await until(async () => {
         const res = await api.call("GET", "/v1/topics/big/queue");
         until.last = res.json;
         return res.json?.dead_letter_count === 60 && res.json;
       }, 150_000, "60 dead letters kept");
       assert.ok(status.dead_letter_bytes > 60 * PAD, `${status.dead_letter_bytes} bytes kept`);
+      assert.equal(status.counters.dead_lettered, 60, "each sent to the dead-letter queue by the consumer at its 4th failed forward");
       const failed = new Map();
       for (const d of rx.deliveries) failed.set(d.idempotencyKey, [...(failed.get(d.idempotencyKey) ?? []), d.attempt]);
       assert.equal(failed.size, 60);
@@ -104,6 +105,8 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
       assert.ok(replayed.every((d) => d.body.event.pad.length === PAD));
       assert.ok(peak.value <= 2, `the topic's bound held at the receiver: peak ${peak.value}`);
       assert.equal((await allDeadLetters(api, "big")).count, 0, "a row goes once its message is re-sent");
+      const emptied = (await api.call("GET", "/v1/topics/big/queue")).json;
+      assert.deepEqual([emptied.dead_letter_count, emptied.dead_letter_bytes], [0, 0], "the totals follow every delete");
     });
   } finally {
     await rx.close();
@@ -119,7 +122,9 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
     // The dead-letter queue gives up after 2 deliveries: what waits there must be sent again, not retried.
     const consumers = { "lull-dead-letters": { maxRetries: 1 } };
     await withEdge(topics, async (api, edge) => {
-      for (const k of ["a", "b", "c", "d"]) assert.equal((await api.event("tight", k, { k })).status, 202);
+      // Numbers JSON.parse (or serde_json's Value) would alter: they must come back as they went.
+      const numbers = '"n":123456789012345678901234,"d":0.10000000000000000000000000000000000001,"e":1e400';
+      for (const k of ["a", "b", "c", "d"]) assert.equal((await api.event("tight", k, `{"k":"${k}",${numbers}}`)).status, 202);
       const full = await until(async () => {
         const res = await api.call("GET", "/v1/topics/tight/queue");
         until.last = res.json;
@@ -138,6 +143,10 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
       // Past the dead-letter queue's retries, the waiting ones are still there: discard one, one is kept.
       const kept = (await allDeadLetters(api, "tight")).rows;
       assert.equal(kept.length, 2);
+      const page = await api.call("GET", "/v1/topics/tight/queue/dead-letters");
+      const events = page.text.match(/"event":\{[^}]*\}/g) ?? [];
+      assert.equal(events.length, 2, page.text);
+      assert.ok(events.every((e) => e.endsWith(`,${numbers}}`)), `bodies listed byte for byte: ${events}`);
       const discarded = [];
       for (let round = 0; round < 2; round++) {
         const oldest = (await allDeadLetters(api, "tight")).rows[0];
@@ -147,7 +156,11 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
         assert.equal((await api.call("DELETE", `/v1/topics/tight/queue/dead-letters/${oldest.id}`)).status, 404, "404 for an unknown id");
         await until(async () => (await allDeadLetters(api, "tight")).count === 2, 60_000, "a waiting dead letter kept");
       }
-      const last = (await allDeadLetters(api, "tight")).rows.map((r) => r.body.key);
+      // The totals the gate keeps as rows come and go agree with the rows listed.
+      const rows = (await allDeadLetters(api, "tight")).rows;
+      const totals = (await api.call("GET", "/v1/topics/tight/queue")).json;
+      assert.deepEqual([totals.dead_letter_count, totals.dead_letter_bytes], [rows.length, rows.reduce((n, r) => n + r.bytes, 0)]);
+      const last = rows.map((r) => r.body.key);
       assert.deepEqual([...discarded, ...last].sort(), ["a", "b", "c", "d"], "none deleted: each discarded or kept");
       assert.ok(!edge.logs.some((l) => /Dropped message/.test(l)), "nothing dropped by the queue");
       // Room again (after one more discard): events are accepted.

@@ -245,15 +245,19 @@ pub trait GateStore {
     fn prepare(&self) -> Result<(), StoreError>;
     /// How many dead letters are kept, and their bytes.
     fn dead_totals(&self) -> Result<DeadTotals, StoreError>;
-    /// Keep `letters` (a row each, all or none; a `legacy` place already kept is
-    /// skipped) and forget the failing forwards of their idempotency keys; the
-    /// last new row's id (0 if none).
+    /// Keep `letters` (a row each, all or none; a letter whose idempotency key
+    /// — unless empty — or `legacy` place is already kept is skipped: one row
+    /// per key, as a unique index keeps it), count them in the totals, and
+    /// forget the failing forwards of their keys; the id of the row holding
+    /// the last letter, new or already kept (0 if none).
     fn keep_dead(&self, letters: &[NewDeadLetter]) -> Result<u64, StoreError>;
+    /// The id of the row keeping `idempotency_key` (never one for an empty key).
+    fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError>;
     /// Kept dead letters with ids after `after`, in id order, at most `limit`.
     fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError>;
     /// The kept dead letter `id`.
     fn dead_letter(&self, id: u64) -> Result<Option<DeadLetterRow>, StoreError>;
-    /// Forget the dead letters `ids`; how many there were.
+    /// Forget the dead letters `ids` (and take them off the totals); how many there were.
     fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError>;
     /// The failing forward under `idempotency_key`, if any.
     fn failing(&self, idempotency_key: &str) -> Result<Option<Failing>, StoreError>;

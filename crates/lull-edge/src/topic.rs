@@ -48,6 +48,11 @@ pub const MAX_QUEUE_DEAD_LETTERS: u64 = 1_000_000;
 pub const DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest `max_queue_dead_letter_bytes` a topic may set: 4 GiB (a Durable Object holds 10 GB).
 pub const MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// `forward_max_attempts` unless set: the fourth failed forward of a message
+/// sends it to the dead-letter queue, as `max_retries = 3` (four deliveries) would.
+pub const DEFAULT_FORWARD_MAX_ATTEMPTS: u32 = 4;
+/// Largest `forward_max_attempts` a topic may set.
+pub const MAX_FORWARD_MAX_ATTEMPTS: u32 = 100;
 /// Smallest `max_queue_dead_letter_bytes`: room for one message of the largest size.
 pub const MIN_QUEUE_DEAD_LETTER_BYTES: u64 = crate::delivery::queue_message::MAX_MESSAGE_BYTES as u64;
 
@@ -105,6 +110,7 @@ struct TopicConfig {
     queue: Option<String>,
     forward_concurrency: u32,
     forward_rate_per_s: Option<f64>,
+    forward_max_attempts: u32,
     ingest_token_env: Option<String>,
     signing_secret_env: Option<String>,
     allow_http: bool,
@@ -152,6 +158,8 @@ impl Default for TopicConfig {
             forward_concurrency: 1,
             // No rate bound.
             forward_rate_per_s: None,
+            // The fourth failed forward (across the copies sent back to wait) dead-letters a message.
+            forward_max_attempts: DEFAULT_FORWARD_MAX_ATTEMPTS,
             // Only the global ingest tokens (and client tokens) post events.
             ingest_token_env: None,
             // Signed with the global `LULL_SIGNING_SECRET`.
@@ -199,6 +207,9 @@ pub struct QueueDelivery {
     pub forward_concurrency: u32,
     /// Forwards started per second at most, if set (0 < rate ≤ 1000).
     pub forward_rate_per_s: Option<f64>,
+    /// Failed forwards of a message, counted across the copies sent back to
+    /// wait, after which the consumer sends it to the dead-letter queue (1..=100, default 4).
+    pub forward_max_attempts: u32,
     /// The bounds of the dead letters its gate object keeps.
     pub dead_letters: DeadLetterBounds,
 }
@@ -358,6 +369,7 @@ impl Topic {
                 if c.queue.is_some()
                     || c.forward_rate_per_s.is_some()
                     || c.forward_concurrency != 1
+                    || c.forward_max_attempts != DEFAULT_FORWARD_MAX_ATTEMPTS
                     || c.max_queue_dead_letters != DEFAULT_MAX_QUEUE_DEAD_LETTERS
                     || c.max_queue_dead_letter_bytes != DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES =>
             {
@@ -375,6 +387,9 @@ impl Topic {
                 if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
                     return Err(fail(Problem::Queue(QueueProblem::Rate)));
                 }
+                if !(1..=MAX_FORWARD_MAX_ATTEMPTS).contains(&c.forward_max_attempts) {
+                    return Err(fail(Problem::Queue(QueueProblem::MaxAttempts(c.forward_max_attempts))));
+                }
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
                     return Err(fail(Problem::Queue(QueueProblem::BodyLimit)));
                 }
@@ -389,6 +404,7 @@ impl Topic {
                     binding,
                     forward_concurrency: c.forward_concurrency,
                     forward_rate_per_s: c.forward_rate_per_s,
+                    forward_max_attempts: c.forward_max_attempts,
                     dead_letters: DeadLetterBounds { count: c.max_queue_dead_letters, bytes },
                 })
             }
@@ -499,6 +515,8 @@ pub enum QueueProblem {
     Concurrency(u32),
     /// `forward_rate_per_s` is not above 0 and at most [`MAX_FORWARD_RATE_PER_S`].
     Rate,
+    /// `forward_max_attempts` is outside `1..=`[`MAX_FORWARD_MAX_ATTEMPTS`].
+    MaxAttempts(u32),
     /// `max_body_bytes` is over [`MAX_QUEUE_EVENT_BYTES`] (an event must fit in one message).
     BodyLimit,
     /// `max_queue_dead_letters` is outside `1..=`[`MAX_QUEUE_DEAD_LETTERS`].
@@ -512,13 +530,16 @@ impl fmt::Display for QueueProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QueueProblem::NotQueueDelivery => f.write_str(
-                "queue, forward_concurrency, forward_rate_per_s, max_queue_dead_letters and \
-                 max_queue_dead_letter_bytes need delivery = \"queue\"",
+                "queue, forward_concurrency, forward_rate_per_s, forward_max_attempts, max_queue_dead_letters \
+                 and max_queue_dead_letter_bytes need delivery = \"queue\"",
             ),
             QueueProblem::Binding(b) => write!(f, "queue must name a binding (A-Z a-z 0-9 _), not {b:?}"),
             QueueProblem::Concurrency(n) => write!(f, "forward_concurrency must be 1..={MAX_LIMIT}, not {n}"),
             QueueProblem::Rate => {
                 write!(f, "forward_rate_per_s must be above 0 and at most {MAX_FORWARD_RATE_PER_S}")
+            }
+            QueueProblem::MaxAttempts(n) => {
+                write!(f, "forward_max_attempts must be 1..={MAX_FORWARD_MAX_ATTEMPTS}, not {n}")
             }
             QueueProblem::BodyLimit => write!(
                 f,
@@ -711,6 +732,14 @@ mod tests {
         assert!(refused(&queue(r#", "forward_concurrency": 0"#)).contains("forward_concurrency must be 1..=64, not 0"));
         assert!(refused(&queue(r#", "forward_concurrency": 65"#)).contains("not 65"));
         assert!(refused(&queue(r#", "forward_rate_per_s": 0"#)).contains("forward_rate_per_s"));
+        assert!(
+            refused(&queue(r#", "forward_max_attempts": 0"#)).contains("forward_max_attempts must be 1..=100, not 0")
+        );
+        assert!(refused(&queue(r#", "forward_max_attempts": 101"#)).contains("not 101"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "forward_max_attempts": 2}}"#)
+                .contains("need delivery = \"queue\"")
+        );
         assert!(refused(&queue(r#", "queue": "a-b""#)).contains("must name a binding"));
         assert!(refused(&queue(r#", "max_body_bytes": 200000"#)).contains("one message"));
         assert!(refused(&queue(r#", "max_queue_dead_letters": 0"#)).contains("max_queue_dead_letters must be 1..="));
@@ -731,7 +760,7 @@ mod tests {
     fn a_queue_topic_names_its_binding_and_bound() {
         let topics = Topics::parse(
             r#"{"slow": {"target": "https://a/x", "wait_ms": 1, "delivery": "queue", "forward_concurrency": 4,
-                         "forward_rate_per_s": 2.5, "max_queue_dead_letters": 3,
+                         "forward_rate_per_s": 2.5, "max_queue_dead_letters": 3, "forward_max_attempts": 6,
                          "max_queue_dead_letter_bytes": 128000},
                 "plain": {"target": "https://a/y", "wait_ms": 1, "delivery": "queue", "queue": "OTHER"}}"#,
         )
@@ -743,11 +772,13 @@ mod tests {
                 binding: DEFAULT_QUEUE_BINDING.into(),
                 forward_concurrency: 4,
                 forward_rate_per_s: Some(2.5),
+                forward_max_attempts: 6,
                 dead_letters: DeadLetterBounds { count: 3, bytes: 128_000 },
             }
         );
         let plain = topics.get("plain").unwrap().queue.clone().unwrap();
         assert_eq!((plain.binding.as_str(), plain.forward_concurrency, plain.forward_rate_per_s), ("OTHER", 1, None));
+        assert_eq!(plain.forward_max_attempts, DEFAULT_FORWARD_MAX_ATTEMPTS);
         assert_eq!(plain.dead_letters, DeadLetterBounds { count: 10_000, bytes: 256 * 1024 * 1024 }, "the defaults");
         let hook = Topics::parse(r#"{"h": {"target": "https://a", "wait_ms": 1}}"#).unwrap();
         assert_eq!(hook.get("h").unwrap().queue, None);

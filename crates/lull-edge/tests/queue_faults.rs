@@ -32,7 +32,7 @@ use lull_edge::ports::{
     Clock, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter,
     Outbound, Outcome, Outgoing, QueueSend, StoreError,
 };
-use lull_edge::queue::consume::{Consumer, GATE_WAIT_BUDGET_MS, Settle};
+use lull_edge::queue::consume::{Consumer, GATE_WAIT_BUDGET_MS, MAX_WAITS, Settle};
 use lull_edge::queue::gate::Grant;
 use lull_edge::queue::gate_object::{Counter, GateObject};
 use lull_edge::topic::Topics;
@@ -97,6 +97,17 @@ struct World {
     poison: RefCell<BTreeSet<String>>,
     /// Idempotency keys the receiver answered 2xx.
     succeeded: RefCell<BTreeSet<String>>,
+    /// Which delivery (round, place in it) the harness is polling: what it
+    /// does is its own. Its forwards answered 2xx, the delivery making each
+    /// send (beside `sent`), and the row the gate answered each `Kept` with.
+    delivering: Cell<Option<Delivery>>,
+    round: Cell<u64>,
+    succeeded_by: RefCell<BTreeSet<Delivery>>,
+    sent_by: RefCell<Vec<Option<Delivery>>>,
+    kept_by: RefCell<BTreeMap<Delivery, u64>>,
+    /// While set, queue sends (and gate saves) wait until the harness clears it.
+    hold_sends: Cell<bool>,
+    hold_saves: Cell<bool>,
     /// Calls the gate object got, by operation.
     gate_calls: RefCell<BTreeMap<&'static str, u64>>,
     logs: RefCell<Vec<String>>,
@@ -104,12 +115,25 @@ struct World {
 
 type Shared = Rc<World>;
 
+/// One delivery of a round: (round, its place in the round).
+type Delivery = (u64, usize);
+
 fn pop<T: Copy + Default>(faults: &RefCell<Vec<T>>) -> T {
     faults.borrow_mut().pop().unwrap_or_default()
 }
 
 fn key_of(text: &str) -> Option<String> {
     serde_json::from_str::<serde_json::Value>(text).ok()?["idempotency_key"].as_str().map(str::to_string)
+}
+
+/// Pending until `ready` says so (the harness lets it go).
+struct Until<F: Fn() -> bool>(F);
+
+impl<F: Fn() -> bool> Future for Until<F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if (self.0)() { Poll::Ready(()) } else { Poll::Pending }
+    }
 }
 
 /// The gate's storage: the gate value and SQLite rows, failing at any call.
@@ -127,6 +151,8 @@ impl GateStore for FakeGateStore {
         Ok(self.0.gate.borrow().clone())
     }
     async fn save(&self, state: &GateState) -> Result<(), StoreError> {
+        let world = self.0.clone();
+        Until(move || !world.hold_saves.get()).await;
         self.fault()?;
         *self.0.gate.borrow_mut() = Some(state.clone());
         Ok(())
@@ -153,7 +179,14 @@ impl GateStore for FakeGateStore {
         let mut rows = self.0.rows.borrow_mut();
         let mut last = 0;
         for letter in letters {
-            if letter.legacy.is_some() && rows.values().any(|r| r.legacy == letter.legacy) {
+            // SQLite's unique indexes: a legacy place, and a (non-empty) idempotency key.
+            let key = &letter.idempotency_key;
+            let kept = rows.iter().find(|(_, r)| {
+                (letter.legacy.is_some() && r.legacy == letter.legacy) || (!key.is_empty() && r.idempotency_key == *key)
+            });
+            if let Some((id, _)) = kept {
+                last = if key.is_empty() { last } else { *id };
+                self.0.failing.borrow_mut().remove(key);
                 continue;
             }
             last = self.0.next_row.get() + 1;
@@ -162,6 +195,14 @@ impl GateStore for FakeGateStore {
             self.0.failing.borrow_mut().remove(&letter.idempotency_key);
         }
         Ok(last)
+    }
+    fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError> {
+        self.fault()?;
+        let rows = self.0.rows.borrow();
+        Ok(rows
+            .iter()
+            .find(|(_, r)| !idempotency_key.is_empty() && r.idempotency_key == idempotency_key)
+            .map(|(id, _)| *id))
     }
     fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError> {
         self.fault()?;
@@ -202,12 +243,15 @@ struct FakeQueue(Shared);
 
 impl QueueSend for FakeQueue {
     async fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> Result<(), String> {
+        let world = self.0.clone();
+        Until(move || !world.hold_sends.get()).await;
         if pop(&self.0.queue_faults) {
             return Err("queue: injected failure".into());
         }
         let available_at = self.0.now.get() + u64::from(delay_secs) * 1000;
         for text in messages {
             self.0.sent.borrow_mut().push((binding.into(), text.clone(), delay_secs));
+            self.0.sent_by.borrow_mut().push(self.0.delivering.get());
             let dead = binding == DEAD;
             assert!(dead || binding == DELIVERY, "a binding wrangler.toml has: {binding}");
             self.0.items.borrow_mut().push(Item { text: text.clone(), dead, attempts: 0, available_at });
@@ -322,6 +366,9 @@ impl Gates for &FakeGates {
         if fault == Some(Fault::LoseAnswer) {
             return Err("gate: the answer was lost".into());
         }
+        if let (Ok(GateAnswer::Kept(id)), Some(by)) = (&answer, self.world.delivering.get()) {
+            self.world.kept_by.borrow_mut().insert(by, *id);
+        }
         answer
     }
 }
@@ -331,6 +378,7 @@ struct Forward {
     world: Shared,
     id: usize,
     key: String,
+    by: Option<Delivery>,
 }
 
 impl Future for Forward {
@@ -340,6 +388,9 @@ impl Future for Forward {
         self.world.in_flight.set(self.world.in_flight.get() - 1);
         if ok {
             self.world.succeeded.borrow_mut().insert(self.key.clone());
+            if let Some(by) = self.by {
+                self.world.succeeded_by.borrow_mut().insert(by);
+            }
         }
         Poll::Ready(Outcome { ok, detail: if ok { "200" } else { "503" }.into() })
     }
@@ -353,7 +404,8 @@ impl Outbound for &Receiver {
         w.in_flight.set(w.in_flight.get() + 1);
         w.started.borrow_mut().push((out.idempotency_key.clone(), out.attempt, w.in_flight.get()));
         w.answers.borrow_mut().push(None);
-        Forward { world: w.clone(), id: w.answers.borrow().len() - 1, key: out.idempotency_key }
+        let (id, by) = (w.answers.borrow().len() - 1, w.delivering.get());
+        Forward { world: w.clone(), id, key: out.idempotency_key, by }
     }
 }
 
@@ -470,7 +522,8 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
         std::mem::take(&mut *world.items.borrow_mut()).into_iter().partition(|i| i.available_at <= now);
     *world.items.borrow_mut() = rest;
     let consumer = parts.consumer();
-    let sent_before = world.sent.borrow().len();
+    let round_id = world.round.get() + 1;
+    world.round.set(round_id);
     let mut handles: Vec<Pin<Box<dyn Future<Output = Settle> + '_>>> = batch
         .iter()
         .enumerate()
@@ -485,12 +538,16 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
     for _ in 0..100_000 {
         world.timers.borrow_mut().clear();
         for (i, handle) in handles.iter_mut().enumerate() {
-            if settled[i].is_none()
-                && let Poll::Ready(s) = poll(handle.as_mut())
-            {
+            if settled[i].is_some() {
+                continue;
+            }
+            world.delivering.set(Some((round_id, i)));
+            let polled = poll(handle.as_mut());
+            world.delivering.set(None);
+            if let Poll::Ready(s) = polled {
                 settled[i] = Some(s);
                 if s == Settle::Ack {
-                    acked_for_a_reason(world, &batch[i], sent_before);
+                    acked_for_a_reason(world, &batch[i], (round_id, i));
                 }
             }
         }
@@ -533,14 +590,20 @@ fn round(parts: &Parts, script: &mut std::slice::Iter<'_, (usize, bool, bool)>) 
     }
 }
 
-/// An acked delivery earned it: its forward got a 2xx, a copy went on a
-/// queue during its round, or the gate's rows keep it.
-fn acked_for_a_reason(world: &World, item: &Item, sent_before: usize) {
+/// An acked delivery earned it, by what this delivery itself did: its
+/// forward got a 2xx, it sent a copy of itself (same key, same body) to a
+/// queue, or the gate answered it `Kept` with a row holding its key and body.
+fn acked_for_a_reason(world: &World, item: &Item, me: Delivery) {
     let key = key_of(&item.text).expect("garbage is never acked");
-    let forwarded = !item.dead && world.succeeded.borrow().contains(&key);
-    let copied = world.sent.borrow()[sent_before..].iter().any(|(_, t, _)| key_of(t).as_deref() == Some(&key));
-    let kept = world.rows.borrow().values().any(|r| r.idempotency_key == key && r.message == item.text);
-    assert!(forwarded || copied || kept, "acked with no 2xx, no copy on a queue and no row: {}", item.text);
+    let body = |t: &str| serde_json::from_str::<serde_json::Value>(t).map(|v| v["body"].to_string()).ok();
+    let mine = |t: &str| key_of(t).as_deref() == Some(key.as_str()) && body(t) == body(&item.text);
+    let forwarded = !item.dead && world.succeeded_by.borrow().contains(&me);
+    let sent = world.sent.borrow();
+    let by = world.sent_by.borrow();
+    let copied = sent.iter().zip(by.iter()).any(|((_, t, _), by)| *by == Some(me) && mine(t));
+    let row = world.kept_by.borrow().get(&me).copied();
+    let kept = row.and_then(|id| world.rows.borrow().get(&id).map(|r| mine(&r.message))).unwrap_or(false);
+    assert!(forwarded || copied || kept, "acked with no 2xx, no copy of its own on a queue and no row: {}", item.text);
 }
 
 fn run(case: &Case) -> Run {
@@ -608,8 +671,11 @@ fn check(case: &Case) {
             assert_eq!(attempts, &expected, "{key}: a wait never counts as an attempt");
         }
     }
+    // One row per idempotency key, whatever answers or acks were lost.
+    let keys: Vec<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
+    let kept: BTreeSet<String> = keys.iter().cloned().collect();
+    assert_eq!(kept.len(), keys.len(), "a key kept twice: {keys:?}");
     // Every lull message ends delivered, kept, or discarded by the operator.
-    let kept: BTreeSet<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
     for (i, kind) in case.kinds.iter().enumerate() {
         let Some(key) = key_of(&text(*kind, i)) else { continue };
         let done = world.succeeded.borrow().contains(&key) || kept.contains(&key) || discarded.contains(&key);
@@ -618,9 +684,13 @@ fn check(case: &Case) {
             assert!(!world.succeeded.borrow().contains(&key));
         }
     }
-    // Every wait is at least a second and at most what a queue takes; copies keep their body.
+    // Every wait is at least a second and at most what a queue takes (a copy
+    // the consumer dead-letters goes at once, saying why); copies keep their body.
     for (binding, copy, delay) in world.sent.borrow().iter() {
-        assert!((1..=43_200).contains(delay), "{binding}: delay {delay}");
+        let copy_json = serde_json::from_str::<serde_json::Value>(copy).unwrap();
+        let dead_lettered = copy_json["outcome"].is_string() && copy_json["waits"].is_null();
+        let delays = if dead_lettered { 0..=0 } else { 1..=43_200 };
+        assert!(delays.contains(delay), "{binding}: delay {delay} ({copy})");
         let body = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap()["body"].to_string();
         let i: usize = key_of(copy).unwrap()[3..].split('/').next().unwrap().parse().unwrap();
         assert_eq!(body(copy), body(&text(case.kinds[i], i)), "a copy carries the body as it was");
@@ -791,10 +861,14 @@ fn a_dead_letter_says_when_it_first_failed_its_attempts_and_last_outcome() {
         let mut h = Box::pin(consumer.handle("m", &message, attempts, false));
         assert!(poll(h.as_mut()).is_pending());
         world.answers.borrow_mut()[attempts as usize - 1] = Some(false);
-        assert_eq!(poll(h.as_mut()), Poll::Ready(Settle::Retry { delay_secs: None }));
+        // The fourth failure (forward_max_attempts) sends it to the dead-letter queue.
+        let settle = if attempts < 4 { Settle::Retry { delay_secs: None } } else { Settle::Ack };
+        assert_eq!(poll(h.as_mut()), Poll::Ready(settle));
         world.now.set(world.now.get() + 1_000);
     }
-    assert_eq!(all_at_once(&parts, std::slice::from_ref(&message), true), [Settle::Ack]);
+    let (binding, letter, _) = world.sent.borrow()[0].clone();
+    assert_eq!(binding, DEAD);
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&letter), true), [Settle::Ack]);
     let row = world.rows.borrow().values().next().unwrap().clone();
     assert_eq!((row.attempts, row.first_failed_at, row.outcome.as_str()), (4, 10_000, "503"));
     assert!(world.failing.borrow().is_empty(), "the failing record moved into the row");
@@ -827,18 +901,27 @@ fn a_replay_goes_back_to_the_topics_queue_and_the_row_goes_only_once_sent() {
 
 #[test]
 fn a_page_lists_bodies_intact_in_order_with_what_comes_next() {
-    // Catches: bodies rewritten (numbers, escapes), pages past their limit, a missing next_after.
+    // Catches: bodies rewritten (numbers parsed: a large integer rounded, a
+    // long decimal cut, 1e400 turned to null; escapes), pages past their limit, a missing next_after.
     let world: Shared = Rc::default();
     let parts = Parts::new(&world);
-    let big =
-        r#"{"topic":"q","idempotency_key":"q/big/x.1","attempt":1,"body":{"n":12345678901234567890,"s":"é\u0000"}}"#;
-    all_at_once(&parts, &[big.to_string(), text(Kind::Poison, 1), text(Kind::Poison, 2)], true);
-    let Ok(GateAnswer::Json(page)) = parts.admin(GateOp::DeadLetters { after: None, limit: 2 }) else { panic!() };
-    assert_eq!((page["count"].as_u64(), page["next_after"].as_u64()), (Some(3), Some(2)));
-    let listed = page["dead_letters"].as_array().unwrap();
-    assert_eq!(listed.len(), 2);
-    assert_eq!(listed[0]["body"].to_string(), r#"{"n":12345678901234567890,"s":"é\u0000"}"#);
-    let Ok(GateAnswer::Json(rest)) = parts.admin(GateOp::DeadLetters { after: Some(2), limit: 2 }) else { panic!() };
+    let body = r#"{"n":123456789012345678901234,"d":0.10000000000000000000000000000000000001,"e":1e400,"s":"é\u0000"}"#;
+    let big = format!(r#"{{"topic":"q","idempotency_key":"q/big/x.1","attempt":1,"body":{body}}}"#);
+    all_at_once(&parts, &[big, text(Kind::Poison, 1), text(Kind::Poison, 2)], true);
+    let Ok(GateAnswer::Page(text)) = parts.admin(GateOp::DeadLetters { after: None, limit: 2 }) else { panic!() };
+    assert!(text.contains(&format!(r#""body":{body}"#)), "the body byte for byte: {text}");
+    /// A page read without parsing its bodies (a Value refuses 1e400).
+    #[derive(serde::Deserialize)]
+    struct Page<'a> {
+        #[serde(borrow)]
+        dead_letters: Vec<&'a serde_json::value::RawValue>,
+        count: u64,
+        next_after: Option<u64>,
+    }
+    let page: Page = serde_json::from_str(&text).unwrap();
+    assert_eq!((page.count, page.next_after, page.dead_letters.len()), (3, Some(2), 2));
+    let Ok(GateAnswer::Page(rest)) = parts.admin(GateOp::DeadLetters { after: Some(2), limit: 2 }) else { panic!() };
+    let rest: serde_json::Value = serde_json::from_str(&rest).unwrap();
     assert_eq!((rest["dead_letters"].as_array().unwrap().len(), rest["next_after"].is_null()), (1, true));
 }
 
@@ -908,4 +991,252 @@ fn the_status_shows_in_flight_bound_counters_requests_and_the_oldest_dead_letter
     assert!(matches!(not_queue, Poll::Ready(Err(e)) if e.code() == "not_found"));
     let unknown = poll(Box::pin(object.call("x", None, GateOp::Acquire { wait_ms: 0 })).as_mut());
     assert!(matches!(unknown, Poll::Ready(Err(e)) if e.code() == "unknown_topic"));
+}
+
+#[test]
+fn a_release_retried_after_its_answer_was_lost_counts_once() {
+    // Catches: a retried release counting its outcome (acked or retried) and recording it again.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    // The acquire goes through; the release runs but its answer is lost; the retry finds the lease gone.
+    *world.gate_faults.borrow_mut() = vec![Some(Fault::LoseAnswer), None];
+    let consumer = parts.consumer();
+    let message = text(Kind::Poison, 0);
+    let mut handle = Box::pin(consumer.handle("m", &message, 1, false));
+    assert!(poll(handle.as_mut()).is_pending());
+    world.answers.borrow_mut()[0] = Some(false);
+    assert_eq!(poll(handle.as_mut()), Poll::Ready(Settle::Retry { delay_secs: None }));
+    assert_eq!(world.gate_calls.borrow().get("release"), Some(&2), "released, then asked again");
+    let counters = world.gate.borrow().clone().unwrap().counters;
+    assert_eq!(counters.get("retried"), Some(&1), "{counters:?}");
+}
+
+#[test]
+fn a_dead_letter_being_replayed_can_be_neither_discarded_nor_replayed_again() {
+    // Catches: a discard answered 200 while the message is still sent, or a
+    // second replay of the same row answered 200 {"replayed": 0}.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    all_at_once(&parts, &[text(Kind::Poison, 0)], true);
+    world.hold_sends.set(true);
+    let object = parts.gates.object.borrow().clone();
+    let mut replay = Box::pin(object.call("q", parts.topics.get("q"), GateOp::Replay { id: 1 }));
+    assert!(poll(replay.as_mut()).is_pending(), "its send is under way");
+    for op in [GateOp::Discard { id: 1 }, GateOp::Replay { id: 1 }] {
+        let refused = parts.admin(op.clone());
+        assert!(
+            refused.as_ref().is_err_and(|e| (e.status(), e.code()) == (409, "replay_in_progress")),
+            "{op:?}: {refused:?}"
+        );
+    }
+    world.hold_sends.set(false);
+    assert_eq!(poll(replay.as_mut()), Poll::Ready(Ok(GateAnswer::Replayed { replayed: 1, remaining: 0 })));
+    assert_eq!(world.sent.borrow().len(), 1, "sent once");
+    assert!(world.rows.borrow().is_empty());
+    assert!(parts.admin(GateOp::Discard { id: 1 }).is_err_and(|e| e.code() == "not_found"), "then gone");
+}
+
+#[test]
+fn a_dead_letter_delivered_again_after_its_row_was_written_is_kept_once_even_at_the_bound() {
+    // Catches: a second row for one idempotency key (the store without its
+    // unique index), or a redelivered letter refused 429 at the bound and
+    // left waiting on the dead-letter queue although it is kept.
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    let letters: Vec<String> = (0..BOUND).map(|i| text(Kind::Poison, i)).collect();
+    all_at_once(&parts, &letters[..BOUND - 1], true);
+    // The last one's row is written, its answer lost: it waits on the dead-letter queue.
+    world.gate_faults.borrow_mut().push(Some(Fault::LoseAnswer));
+    assert_eq!(all_at_once(&parts, &letters[BOUND - 1..], true), [Settle::Ack]);
+    assert_eq!(world.rows.borrow().len(), BOUND, "written, and now at the bound");
+    let (binding, copy, _) = world.sent.borrow()[0].clone();
+    assert_eq!(binding, DEAD);
+    // Delivered again: answered with its row, not a second one, and not refused as full.
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&copy), true), [Settle::Ack]);
+    assert_eq!(world.sent.borrow().len(), 1, "not sent to wait again");
+    assert_eq!(world.rows.borrow().len(), BOUND);
+    let keys: BTreeSet<String> = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect();
+    assert_eq!(keys.len(), BOUND, "one row per key");
+}
+
+/// A call to the gate object as the harness drives it (polled by hand).
+type Call = Pin<Box<dyn Future<Output = Result<GateAnswer, lull_edge::http::ApiError>>>>;
+
+fn call(parts: &Parts, op: GateOp) -> Call {
+    let object = parts.gates.object.borrow().clone();
+    let topics = parts.topics.clone();
+    Box::pin(async move { object.call("q", topics.get("q"), op).await })
+}
+
+/// Both leases held (the topic's bound), a first waiter `w` and a second `x`
+/// queued, and a release of the first lease taken out `w` and storing its
+/// lease (the store held): `(w, x, release, the other lease)`.
+fn release_storing_a_waiters_lease(parts: &Parts) -> (Call, Call, Call, u64) {
+    let world = &parts.gates.world;
+    let lease = |answer| match answer {
+        Ok(GateAnswer::Grant(Grant::Go { lease, .. })) => lease,
+        other => panic!("{other:?}"),
+    };
+    let (a, b) =
+        (lease(parts.admin(GateOp::Acquire { wait_ms: 0 })), lease(parts.admin(GateOp::Acquire { wait_ms: 0 })));
+    let mut w = call(parts, GateOp::Acquire { wait_ms: GATE_WAIT_BUDGET_MS });
+    let mut x = call(parts, GateOp::Acquire { wait_ms: 10 * GATE_WAIT_BUDGET_MS });
+    assert!(poll(w.as_mut()).is_pending() && poll(x.as_mut()).is_pending(), "both wait");
+    world.hold_saves.set(true);
+    let mut release = call(parts, GateOp::Release { lease: a, outcome: None });
+    assert!(poll(release.as_mut()).is_pending(), "storing w's lease");
+    (w, x, release, b)
+}
+
+fn stored_in_flight(world: &World) -> usize {
+    world.gate.borrow().as_ref().unwrap().gate.in_flight(world.now.get())
+}
+
+#[test]
+fn a_waiter_whose_time_runs_out_while_its_lease_is_stored_still_gets_it() {
+    // Catches: a waiter that gives up (or rejoins with a new slot) when its
+    // timer fires after a release took it out of the queue but before the
+    // release's save ended: the lease then went to a slot nobody reads, held
+    // until it expired (delivery_timeout_ms + 5 s of a stalled topic).
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    let (mut w, mut x, mut release, b) = release_storing_a_waiters_lease(&parts);
+    world.now.set(1_000 + GATE_WAIT_BUDGET_MS);
+    assert!(poll(w.as_mut()).is_pending(), "its time is out, but a lease is being stored for it");
+    world.hold_saves.set(false);
+    assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+    let Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { lease, .. }))) = poll(w.as_mut()) else {
+        panic!("w got no lease")
+    };
+    assert_eq!(stored_in_flight(&world), 2, "b and w's lease, nothing else");
+    // Its release hands the room on to x at once.
+    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released(true)));
+    assert!(matches!(poll(x.as_mut()), Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))));
+    assert_eq!(parts.admin(GateOp::Release { lease: b, outcome: None }), Ok(GateAnswer::Released(true)));
+}
+
+#[test]
+fn a_lease_stored_for_a_waiter_that_left_goes_to_the_next_one() {
+    // Catches: a lease handed to a slot nobody holds any more (its request
+    // dropped while the release stored the lease), and a lease handed but
+    // never taken released only in memory, the room not handed on.
+    for taken in [false, true] {
+        let world: Shared = Rc::default();
+        world.now.set(1_000);
+        let parts = Parts::new(&world);
+        let (w, mut x, mut release, _) = release_storing_a_waiters_lease(&parts);
+        if !taken {
+            drop(w); // gone while its lease is stored
+            world.hold_saves.set(false);
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+        } else {
+            world.hold_saves.set(false);
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+            assert!(poll(x.as_mut()).is_pending(), "x looked again: no room");
+            drop(w); // gone with its lease handed, not taken
+        }
+        let answer = poll(x.as_mut());
+        assert!(matches!(answer, Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))), "taken {taken}: {answer:?}");
+        assert_eq!(stored_in_flight(&world), 2, "taken {taken}: the lease changed hands, none orphaned");
+    }
+}
+
+/// One delivery of `text` (the queue's `attempts`th), driven until it settles;
+/// its forward, if any, is answered `ok`.
+fn deliver(parts: &Parts, text: &str, attempts: u32, ok: bool) -> Settle {
+    let world = &parts.gates.world;
+    let consumer = parts.consumer();
+    let mut handle = Box::pin(consumer.handle("m", text, attempts, false));
+    for _ in 0..10_000 {
+        world.timers.borrow_mut().clear();
+        if let Poll::Ready(settle) = poll(handle.as_mut()) {
+            return settle;
+        }
+        let waiting = world.answers.borrow().iter().position(Option::is_none);
+        match (waiting, world.timers.borrow().iter().min().copied()) {
+            (Some(id), _) => world.answers.borrow_mut()[id] = Some(ok),
+            (None, Some(at)) => world.now.set(at),
+            (None, None) => panic!("stuck"),
+        }
+    }
+    panic!("never settled")
+}
+
+#[test]
+fn failed_forwards_interleaved_with_waits_still_reach_the_dead_letter_queue() {
+    // Catches: a copy sent back to wait that restarts the count of failed
+    // forwards (the queue's attempts restart with each copy): failing, then
+    // waiting, then failing… it never reached max_retries and went round forever.
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    let (mut text, mut attempts) = (text(Kind::Poison, 0), 1);
+    for turn in 0..40 {
+        if turn % 2 == 1 {
+            // The topic is busy for this delivery: it waits, as a new copy.
+            let hold = |_| match parts.admin(GateOp::Acquire { wait_ms: 0 }) {
+                Ok(GateAnswer::Grant(Grant::Go { lease, .. })) => lease,
+                other => panic!("{other:?}"),
+            };
+            let leases: Vec<u64> = (0..LIMIT).map(hold).collect();
+            assert_eq!(deliver(&parts, &text, attempts, false), Settle::Ack, "requeued");
+            for lease in leases {
+                parts.admin(GateOp::Release { lease, outcome: None }).unwrap();
+            }
+            let (binding, copy, _) = world.sent.borrow().last().cloned().unwrap();
+            assert_eq!(binding, DELIVERY);
+            (text, attempts) = (copy, 1);
+            continue;
+        }
+        match deliver(&parts, &text, attempts, false) {
+            Settle::Retry { delay_secs: None } => {
+                attempts += 1;
+                assert!(attempts <= MAX_RETRIES + 1, "the queue would move it itself");
+            }
+            Settle::Ack => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let (binding, letter, delay) = world.sent.borrow().last().cloned().unwrap();
+    assert_eq!((binding.as_str(), delay), (DEAD, 0), "sent to the dead-letter queue by the consumer");
+    let letter: serde_json::Value = serde_json::from_str(&letter).unwrap();
+    assert_eq!(
+        (letter["failed"].as_u64(), letter["attempt"].as_u64(), letter["outcome"].as_str()),
+        (Some(4), Some(4), Some("503"))
+    );
+    let attempts: Vec<u32> = world.started.borrow().iter().map(|(_, a, _)| *a).collect();
+    assert_eq!(attempts, [1, 2, 3, 4], "forward_max_attempts (4) forwards, no more");
+    // Kept from there with its last forward's attempt and outcome.
+    let sent = world.sent.borrow().last().cloned().unwrap().1;
+    assert_eq!(all_at_once(&parts, &[sent], true), [Settle::Ack]);
+    let row = world.rows.borrow().values().next().cloned().unwrap();
+    assert_eq!((row.attempts, row.outcome.as_str()), (4, "503"));
+}
+
+#[test]
+fn a_gate_that_never_answers_dead_letters_a_message_after_its_waits() {
+    // Catches: a permanently failing gate requeueing a message forever.
+    let world: Shared = Rc::default();
+    world.now.set(1_000);
+    let parts = Parts::new(&world);
+    // Every call to the gate fails (an acquire and a count per delivery).
+    *world.gate_faults.borrow_mut() = vec![Some(Fault::Fail); 2 * MAX_WAITS as usize + 10];
+    let mut text = text(Kind::Good, 0);
+    for waits in 0..=MAX_WAITS {
+        assert_eq!(deliver(&parts, &text, 1, true), Settle::Ack);
+        let (binding, copy, _) = world.sent.borrow().last().cloned().unwrap();
+        if waits < MAX_WAITS {
+            assert_eq!(binding, DELIVERY, "wait {waits}");
+            text = copy;
+        } else {
+            assert_eq!(binding, DEAD, "past {MAX_WAITS} waits: a dead letter");
+            let letter: serde_json::Value = serde_json::from_str(&copy).unwrap();
+            let why = letter["outcome"].as_str().unwrap();
+            assert!(why.starts_with(&format!("waited {MAX_WAITS} times")) && why.contains("injected"), "{why}");
+            assert_eq!((letter["waits"].as_u64(), letter["attempt"].as_u64()), (None, Some(0)), "no forward made");
+        }
+    }
+    assert_eq!(world.sent.borrow().len(), MAX_WAITS as usize + 1);
+    assert!(world.started.borrow().is_empty());
 }

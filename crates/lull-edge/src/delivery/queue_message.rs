@@ -72,6 +72,14 @@ pub struct QueueMessage {
     /// gate, or on the dead-letter queue for room): each wait is longer.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub waits: u32,
+    /// Forwards of this message that failed before this copy was sent (to
+    /// wait, or to the dead-letter queue): carried across copies, so failures
+    /// count toward the topic's `forward_max_attempts` however often it waited.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u32,
+    /// Why the consumer sent it to the dead-letter queue (set only on that copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
     /// The delivery's JSON body, as a webhook would get it (plus `part` when split).
     pub body: Box<RawValue>,
 }
@@ -86,15 +94,39 @@ impl QueueMessage {
         self.attempt.saturating_add(attempts.max(1) - 1)
     }
 
+    /// Forwards that failed before a delivery the queue counts as its
+    /// `attempts`th: those carried, and one for each redelivery of this copy
+    /// (the queue redelivers after a failed forward — or, rarely, after a
+    /// copy could not be sent to wait: counted too, erring toward the bound).
+    pub fn failed_before(&self, attempts: u32) -> u32 {
+        self.failed.saturating_add(attempts.max(1) - 1)
+    }
+
     /// This message sent again to wait after a delivery counted `attempts`
     /// that made no forward: the copy's first delivery forwards as the attempt
-    /// this one would have, and it has waited once more.
+    /// this one would have, it carries the failures so far, and it has waited once more.
     pub fn waiting(&self, attempts: u32) -> QueueMessage {
         QueueMessage {
             topic: self.topic.clone(),
             idempotency_key: self.idempotency_key.clone(),
             attempt: self.forward_attempt(attempts),
             waits: self.waits.saturating_add(1),
+            failed: self.failed_before(attempts),
+            outcome: None,
+            body: self.body.clone(),
+        }
+    }
+
+    /// The copy the consumer sends to the dead-letter queue: `attempt` the last
+    /// forward made, `failed` forwards failed, and why (`outcome`); waits reset.
+    pub fn dead_letter(&self, attempt: u32, failed: u32, outcome: String) -> QueueMessage {
+        QueueMessage {
+            topic: self.topic.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            attempt,
+            waits: 0,
+            failed,
+            outcome: Some(outcome),
             body: self.body.clone(),
         }
     }
@@ -145,7 +177,15 @@ pub fn messages(
     let budget = MAX_MESSAGE_BYTES - ENVELOPE_BYTES;
     let message = |body: String, key: String| -> Result<QueueMessage, SplitError> {
         let body = RawValue::from_string(body).map_err(|e| SplitError::Json(e.to_string()))?;
-        Ok(QueueMessage { topic: topic.to_string(), idempotency_key: key, attempt, waits: 0, body })
+        Ok(QueueMessage {
+            topic: topic.to_string(),
+            idempotency_key: key,
+            attempt,
+            waits: 0,
+            failed: 0,
+            outcome: None,
+            body,
+        })
     };
     let whole = json(delivery)?;
     let events = match &delivery.payload {
@@ -270,6 +310,12 @@ mod tests {
         assert_eq!(copy.body.get(), m.body.get());
         assert!(copy.to_text().contains(r#""waits":1"#));
         assert_eq!(copy.waiting(1).waits, 2);
+        // Two deliveries of the original failed (the third waited): the copy carries 2, its redeliveries add on.
+        assert_eq!((m.failed_before(3), copy.failed, copy.failed_before(1), copy.failed_before(2)), (2, 2, 2, 3));
+        assert!(copy.to_text().contains(r#""failed":2"#));
+        assert_eq!(copy.waiting(2).failed, 3, "carried across copies");
+        let dead = copy.dead_letter(4, 4, "503".into());
+        assert_eq!((dead.waits, dead.failed, dead.outcome.as_deref()), (0, 4, Some("503")));
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub enum ApiError {
         /// When to try again (seconds, for `Retry-After`).
         retry_after_secs: u64,
     },
+    /// `409 replay_in_progress`: a queue dead letter is being sent back to its
+    /// queue by a replay; it can be neither replayed nor discarded until that
+    /// replay ends (then it is gone, or back if the send failed).
+    ReplayInProgress(u64),
     /// `401 bad_signature`: the demo sink got a delivery whose signature does not verify.
     #[cfg(feature = "demo")]
     BadSignature(String),
@@ -112,6 +116,7 @@ impl ApiError {
             | ApiError::InvalidIdempotencyKey
             | ApiError::BadRequest(_) => 400,
             ApiError::PayloadTooLarge { .. } => 413,
+            ApiError::ReplayInProgress(_) => 409,
             ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
             #[cfg(feature = "demo")]
@@ -141,6 +146,7 @@ impl ApiError {
             ApiError::TooManyEvents { .. } => "too_many_events",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::DeadLettersFull { .. } => "dead_letters_full",
+            ApiError::ReplayInProgress(_) => "replay_in_progress",
             #[cfg(feature = "demo")]
             ApiError::BadSignature(_) => "bad_signature",
             #[cfg(feature = "demo")]
@@ -180,6 +186,9 @@ impl ApiError {
             ApiError::DeadLettersFull { .. } => "this topic keeps as many queue dead letters as it may \
                  (max_queue_dead_letters, max_queue_dead_letter_bytes): replay or discard them; nothing was stored"
                 .into(),
+            ApiError::ReplayInProgress(id) => {
+                format!("queue dead letter {id} is being replayed; look again once that replay has ended")
+            }
             #[cfg(feature = "demo")]
             ApiError::BadSignature(why) => why.clone(),
             #[cfg(feature = "demo")]

@@ -8,11 +8,15 @@
 //! forwards are in flight for the topic, across batches and isolates, and
 //! starts keep to `forward_rate_per_s`. The gate holds the request open while
 //! it waits for room (at most [`GATE_WAIT_BUDGET_MS`]). A 2xx acks the
-//! message; anything else retries it with the queue's `retry_delay`, and past
-//! `max_retries` the queue moves it to its dead-letter queue, whose messages
-//! the consumer keeps (as rows in the topic's gate object) before it acks
-//! them. The forward carries the attempt as the queue counts it
-//! ([`QueueMessage::forward_attempt`]): it grows on every redelivery.
+//! message; anything else retries it with the queue's `retry_delay`, until
+//! its failed forwards — counted across the copies sent back to wait
+//! ([`QueueMessage::failed_before`]) — reach the topic's
+//! `forward_max_attempts`: then the consumer sends it to the dead-letter queue
+//! itself and acks it (the queue's own move past `max_retries` stays a
+//! backstop). Dead-letter queue messages the consumer keeps (as rows in the
+//! topic's gate object) before it acks them. The forward carries the attempt
+//! as the queue counts it ([`QueueMessage::forward_attempt`]): it grows on
+//! every redelivery.
 //!
 //! Guarantees:
 //! - **Nothing is acked unsettled**: a message is acked only after its
@@ -28,6 +32,11 @@
 //!   [`DEAD_LETTER_WAIT_CAP_SECS`]) until it can be kept.
 //! - **A wait does not inflate the count**: the copy carries the attempt it
 //!   had reached ([`QueueMessage::waiting`]).
+//! - **A message that keeps failing ends as a dead letter**: at
+//!   `forward_max_attempts` failed forwards, however its deliveries
+//!   interleaved with waits, and after [`MAX_WAITS`] waits (a gate that never
+//!   answers, or never has room), it goes to the dead-letter queue with why
+//!   (its `outcome`); only if that send fails is it retried.
 
 use serde_json::json;
 
@@ -37,7 +46,10 @@ use crate::names::idempotency_label;
 use crate::ports::{Clock, GateAnswer, GateOp, Gates, Outbound, Outcome, Outgoing, QueueSend};
 use crate::queue::gate::Grant;
 use crate::queue::gate_object::{Counter, Forwarded};
-use crate::topic::{Topic, Topics};
+use crate::topic::{DEFAULT_FORWARD_MAX_ATTEMPTS, Topic, Topics};
+
+/// Why a message waits when the gate answered, but with no room.
+const NO_ROOM: &str = "no room within the budget";
 
 /// How long the gate may hold a message's `Acquire` open waiting for room
 /// before it is sent to the queue again (with a delay) instead.
@@ -50,6 +62,10 @@ pub const MAX_DELAY_SECS: u32 = 43_200;
 pub const WAIT_BASE_SECS: u32 = 1;
 /// The longest a message waits on the delivery queue for room at once (s).
 pub const WAIT_CAP_SECS: u32 = 60;
+/// Waits on the delivery queue a message makes at most (for room, or for a
+/// gate that errs); the next is a dead letter instead. About a day at the
+/// [`WAIT_CAP_SECS`] cap.
+pub const MAX_WAITS: u32 = 1_440;
 /// The longest a dead letter waits on the dead-letter queue at once (s) for room to be kept.
 pub const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
 
@@ -110,12 +126,15 @@ pub enum AfterGrant {
         /// The delay (s).
         delay_secs: u32,
     },
+    /// No room or no answer, and it waited [`MAX_WAITS`] times: a dead letter.
+    DeadLetter,
 }
 
 /// What a gate's answer to `Acquire` at `now` means for a message that waited `waits` times before.
 pub fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> AfterGrant {
     match answer {
         Ok(Grant::Go { lease, .. }) => AfterGrant::Go(lease),
+        _ if waits >= MAX_WAITS => AfterGrant::DeadLetter,
         Ok(Grant::Wait { retry_at }) => {
             let hint = u32::try_from(retry_at.saturating_sub(now).div_ceil(1000)).unwrap_or(MAX_DELAY_SECS);
             AfterGrant::Requeue { delay_secs: wait_delay(waits, hint, WAIT_CAP_SECS) }
@@ -124,9 +143,38 @@ pub fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> After
     }
 }
 
-/// A forward's outcome: a 2xx acks, anything else retries (the queue counts it).
-pub fn after_forward(outcome: &Outcome) -> Settle {
-    if outcome.ok { Settle::Ack } else { Settle::Retry { delay_secs: None } }
+/// What a forward's outcome means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterForward {
+    /// A 2xx: ack.
+    Ack,
+    /// Failed: retry (the queue counts the delivery).
+    Retry,
+    /// Failed, and its failed forwards reached `forward_max_attempts`: a dead letter.
+    DeadLetter {
+        /// Its failed forwards, this one included.
+        failed: u32,
+    },
+}
+
+/// A forward's outcome for a message whose forwards failed `failed_before`
+/// times before (across its copies), under `max_attempts` (`forward_max_attempts`).
+pub fn after_forward(outcome: &Outcome, failed_before: u32, max_attempts: u32) -> AfterForward {
+    if outcome.ok {
+        return AfterForward::Ack;
+    }
+    let failed = failed_before.saturating_add(1);
+    if failed >= max_attempts { AfterForward::DeadLetter { failed } } else { AfterForward::Retry }
+}
+
+/// A message sent to the dead-letter queue by the consumer: sent, it is done
+/// (and counted); not sent, it is retried (the queue's own `max_retries` then
+/// moves it there).
+pub fn after_dead_letter_send(sent: &Result<(), String>) -> (Settle, Option<Counter>) {
+    match sent {
+        Ok(()) => (Settle::Ack, Some(Counter::DeadLettered)),
+        Err(_) => (Settle::Retry { delay_secs: None }, None),
+    }
 }
 
 /// A copy sent to wait `delay_secs`: sent, the message is done (and counted);
@@ -195,6 +243,21 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
         settle
     }
 
+    /// Send `copy` to the dead-letter queue (no delay): acked if sent (and
+    /// counted `dead_lettered`), else retried.
+    async fn to_dead_letters(&self, copy: &QueueMessage) -> Settle {
+        let sent = self.queue.send(self.dead_letters, &[copy.to_text()], 0).await;
+        self.log(
+            "queue_to_dead_letters",
+            json!({"topic": copy.topic, "idempotency_key": self.label(&copy.topic, &copy.idempotency_key),
+                   "attempt": copy.attempt, "failed": copy.failed, "why": copy.outcome,
+                   "sent": sent.is_ok(), "error": sent.as_ref().err()}),
+        );
+        let (settle, counter) = after_dead_letter_send(&sent);
+        self.count(&copy.topic, counter).await;
+        settle
+    }
+
     /// Handle one message (`id` for logs, `text` its body, `attempts` the
     /// queue's count of its deliveries, from 1), from the dead-letter queue if `dead_letter`.
     pub async fn handle(&self, id: &str, text: &str, attempts: u32, dead_letter: bool) -> Settle {
@@ -215,7 +278,10 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             }
         };
         let (name, key) = (message.topic.as_str(), message.idempotency_key.as_str());
-        let binding = topic.queue.as_ref().map(|q| q.binding.as_str()).unwrap_or_default();
+        let (binding, max_attempts) = topic
+            .queue
+            .as_ref()
+            .map_or(("", DEFAULT_FORWARD_MAX_ATTEMPTS), |q| (q.binding.as_str(), q.forward_max_attempts));
         // A lease from the topic's gate, which holds the call while it waits for room.
         let answer = match self.gates.ask(name, GateOp::Acquire { wait_ms: GATE_WAIT_BUDGET_MS }).await {
             Ok(GateAnswer::Grant(grant)) => Ok(grant),
@@ -226,8 +292,16 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             AfterGrant::Go(lease) => lease,
             AfterGrant::Requeue { delay_secs } => {
                 // No room soon, or no answer: on the queue again; this delivery made no forward.
-                let why = answer.err().unwrap_or_else(|| "no room within the budget".into());
+                let why = answer.err().unwrap_or_else(|| NO_ROOM.into());
                 return self.requeue(binding, &message.waiting(attempts), delay_secs, &why).await;
+            }
+            AfterGrant::DeadLetter => {
+                let why = answer.err().unwrap_or_else(|| NO_ROOM.into());
+                let outcome = format!("waited {MAX_WAITS} times for the topic's gate (last: {why})");
+                let made = message.forward_attempt(attempts).saturating_sub(1);
+                return self
+                    .to_dead_letters(&message.dead_letter(made, message.failed_before(attempts), outcome))
+                    .await;
             }
         };
         let attempt = message.forward_attempt(attempts);
@@ -255,7 +329,13 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             json!({"topic": name, "idempotency_key": self.label(name, key), "attempt": attempt,
                    "outcome": outcome.detail}),
         );
-        after_forward(&outcome)
+        match after_forward(&outcome, message.failed_before(attempts), max_attempts) {
+            AfterForward::Ack => Settle::Ack,
+            AfterForward::Retry => Settle::Retry { delay_secs: None },
+            AfterForward::DeadLetter { failed } => {
+                self.to_dead_letters(&message.dead_letter(attempt, failed, outcome.detail)).await
+            }
+        }
     }
 
     /// Keep a dead letter in its topic's gate object (whatever the topic is
@@ -330,6 +410,11 @@ mod tests {
             after_grant(Err("gate acquire: 503".into()), 0, 40),
             AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }
         );
+        let wait = Grant::Wait { retry_at: 0 };
+        assert!(matches!(after_grant(Ok(wait), 0, MAX_WAITS - 1), AfterGrant::Requeue { .. }));
+        assert_eq!(after_grant(Ok(wait), 0, MAX_WAITS), AfterGrant::DeadLetter, "waited its bound");
+        assert_eq!(after_grant(Err("gate: 503".into()), 0, MAX_WAITS), AfterGrant::DeadLetter);
+        assert_eq!(after_grant(Ok(go), 0, u32::MAX), AfterGrant::Go(7), "a lease is taken whenever it comes");
         assert_eq!(wait_delay(0, 0, 300), 1);
         assert_eq!(wait_delay(8, 0, 300), 256);
         assert_eq!(wait_delay(9, 0, 300), 300, "capped");
@@ -340,8 +425,14 @@ mod tests {
     fn outcomes_settle_the_message() {
         let ok = Outcome { ok: true, detail: "200".into() };
         let refused = Outcome { ok: false, detail: "503".into() };
-        assert_eq!(after_forward(&ok), Settle::Ack);
-        assert_eq!(after_forward(&refused), Settle::Retry { delay_secs: None });
+        assert_eq!(after_forward(&ok, 3, 4), AfterForward::Ack);
+        assert_eq!(after_forward(&refused, 0, 4), AfterForward::Retry);
+        assert_eq!(after_forward(&refused, 2, 4), AfterForward::Retry);
+        assert_eq!(after_forward(&refused, 3, 4), AfterForward::DeadLetter { failed: 4 }, "the fourth failure");
+        assert_eq!(after_forward(&refused, 9, 4), AfterForward::DeadLetter { failed: 10 });
+        assert_eq!(after_forward(&refused, 0, 1), AfterForward::DeadLetter { failed: 1 });
+        assert_eq!(after_dead_letter_send(&Ok(())), (Settle::Ack, Some(Counter::DeadLettered)));
+        assert_eq!(after_dead_letter_send(&Err("queue".into())), (Settle::Retry { delay_secs: None }, None));
         assert_eq!(after_requeue(&Ok(()), 5), (Settle::Ack, Some(Counter::Requeued)));
         assert_eq!(after_requeue(&Err("queue".into()), 5), (Settle::Retry { delay_secs: Some(5) }, None));
         assert_eq!(after_keep(&Ok(()), 0), None);

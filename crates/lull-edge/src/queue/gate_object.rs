@@ -15,7 +15,8 @@
 //!   (at most its `wait_ms`, at most [`MAX_HOLD_MS`]); waiters are served
 //!   first come, first served, a release handing its lease to the first.
 //! - **Dead letters are rows, bounded, never deleted by lull**: one row per
-//!   message (its text byte for byte), kept whatever the topic is configured
+//!   idempotency key (a message delivered again after its row was written is
+//!   answered with that row), its text byte for byte, kept whatever the topic is configured
 //!   as now, within the topic's `max_queue_dead_letters` and
 //!   `max_queue_dead_letter_bytes`; past them `429 dead_letters_full` (the
 //!   consumer keeps the message waiting on its queue). A row goes only when
@@ -60,6 +61,8 @@ pub const REPLAY_ALL_BATCH: usize = 100;
 /// failure and last outcome, for its dead letter): 14 days, the longest a
 /// queue keeps a message.
 pub const FAILING_KEEP_MS: u64 = 14 * 24 * 60 * 60 * 1000;
+/// A dead letter's `last_outcome` when nothing says more (the queue moved it past its `max_retries`).
+pub const DEAD_LETTERED_BY_QUEUE: &str = "dead-lettered by the queue";
 /// `Retry-After` of `429 dead_letters_full` (seconds).
 pub const FULL_RETRY_SECS: u64 = 60;
 
@@ -73,6 +76,9 @@ pub enum Counter {
     Retried,
     /// A message sent to the queue again to wait (for room, or on the dead-letter queue).
     Requeued,
+    /// A message the consumer sent to the dead-letter queue itself (its failed
+    /// forwards reached `forward_max_attempts`, or it waited [`crate::queue::consume::MAX_WAITS`] times).
+    DeadLettered,
 }
 
 impl Counter {
@@ -82,6 +88,7 @@ impl Counter {
             Counter::Acked => "acked",
             Counter::Retried => "retried",
             Counter::Requeued => "requeued",
+            Counter::DeadLettered => "dead_lettered",
         }
     }
 }
@@ -204,8 +211,12 @@ pub enum GateAnswer {
     },
     /// To [`GateOp::Discard`]: `{"discarded": id}`.
     Discarded(u64),
-    /// To [`GateOp::Status`] and [`GateOp::DeadLetters`]: the JSON as the API shows it.
+    /// To [`GateOp::Status`]: the JSON as the API shows it.
     Json(Value),
+    /// To [`GateOp::DeadLetters`]: the page as JSON text, written once by the
+    /// gate object and passed on unparsed, so bodies reach the caller byte for
+    /// byte (a number of any size or precision stays as it was).
+    Page(String),
 }
 
 impl GateAnswer {
@@ -221,7 +232,26 @@ impl GateAnswer {
             GateAnswer::Replayed { replayed, remaining } => json!({"replayed": replayed, "remaining": remaining}),
             GateAnswer::Discarded(id) => json!({"discarded": id}),
             GateAnswer::Json(value) => value.clone(),
+            // Only for a look at it: the text is the answer ([`GateAnswer::to_text`]).
+            GateAnswer::Page(text) => serde_json::from_str(text).unwrap_or(Value::Null),
         }
+    }
+
+    /// The body as sent: a page's text as written, any other answer's JSON.
+    pub fn to_text(&self) -> String {
+        match self {
+            GateAnswer::Page(text) => text.clone(),
+            other => other.to_json().to_string(),
+        }
+    }
+
+    /// The answer to `op` that the body `text` holds (as [`GateAnswer::to_text`]
+    /// wrote it): a page is kept as text, unparsed.
+    pub fn from_text(op: &GateOp, text: &str) -> Option<GateAnswer> {
+        if let GateOp::DeadLetters { .. } = op {
+            return Some(GateAnswer::Page(text.to_string()));
+        }
+        GateAnswer::from_json(op, &serde_json::from_str(text).ok()?)
     }
 
     /// The answer to `op` that `body` holds (as [`GateAnswer::to_json`] wrote it).
@@ -241,7 +271,8 @@ impl GateAnswer {
                 GateAnswer::Replayed { replayed: number("replayed")?, remaining: number("remaining")? }
             }
             GateOp::Discard { .. } => GateAnswer::Discarded(number("discarded")?),
-            GateOp::Status | GateOp::DeadLetters { .. } => GateAnswer::Json(body.clone()),
+            GateOp::Status => GateAnswer::Json(body.clone()),
+            GateOp::DeadLetters { .. } => GateAnswer::Page(body.to_string()),
         })
     }
 }
@@ -292,11 +323,48 @@ impl<S, Q, C> Drop for Leave<'_, S, Q, C> {
     fn drop(&mut self) {
         if let Some((id, slot)) = self.me.take() {
             self.object.waiters.borrow_mut().leave(id);
-            if let Some(Handed::Go(Grant::Go { lease, .. })) = slot.take()
-                && let Some(state) = self.object.state.borrow_mut().as_mut()
-            {
-                state.gate.release(lease);
+            // A lease handed but never taken goes on as a release's would. (A
+            // lease still being stored for it is passed on by that release, which
+            // finds nobody holding the slot.)
+            if let Some(Handed::Go(grant)) = slot.take() {
+                self.object.pass_on(grant);
             }
+        }
+    }
+}
+
+/// The leases a release is handing to the waiters it took out of the queue,
+/// while it stores them: if the release ends before handing them (its
+/// request dropped), each waiter is woken to look again, never left waiting.
+struct Handoff(Vec<(Rc<Slot>, Grant)>);
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        for (slot, _) in self.0.drain(..) {
+            slot.hand(Handed::Wake);
+        }
+    }
+}
+
+impl<S, Q, C> GateObject<S, Q, C> {
+    /// A stored lease whose waiter is gone goes to the first waiter (still
+    /// stored as held: no write needed); with none waiting it is released in
+    /// memory (stored with the next change). Whether a waiter took it.
+    fn pass_on(&self, grant: Grant) -> bool {
+        let next = self.waiters.borrow_mut().pop();
+        match (next, grant) {
+            (Some(slot), _) => {
+                slot.hand(Handed::Go(grant));
+                true
+            }
+            (None, Grant::Go { lease, .. }) => {
+                if let Some(state) = self.state.borrow_mut().as_mut() {
+                    state.gate.release(lease);
+                }
+                self.waiters.borrow().wake_first();
+                false
+            }
+            (None, Grant::Wait { .. }) => false,
         }
     }
 }
@@ -331,6 +399,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             }
             GateOp::DeadLetters { after, limit } => self.page(after, limit).await,
             GateOp::Discard { id } => {
+                self.not_replaying(id)?;
                 self.prepare().await?;
                 match self.store.forget_dead(&[id]).map_err(unavailable)? {
                     0 => Err(ApiError::NotFound(format!("queue dead letter {id}"))),
@@ -342,6 +411,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 self.prepare().await?;
                 let row = self.store.dead_letter(id).map_err(unavailable)?;
                 let row = row.ok_or_else(|| ApiError::NotFound(format!("queue dead letter {id}")))?;
+                self.not_replaying(id)?;
                 let replayed = self.replay(&queue.binding, vec![row]).await?;
                 let remaining = self.store.dead_totals().map_err(unavailable)?.count;
                 Ok(GateAnswer::Replayed { replayed, remaining })
@@ -375,6 +445,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         }
     }
 
+    /// `409 replay_in_progress` while dead letter `id`'s replay is being sent.
+    fn not_replaying(&self, id: u64) -> Result<(), ApiError> {
+        if self.replaying.borrow().contains(&id) { Err(ApiError::ReplayInProgress(id)) } else { Ok(()) }
+    }
+
     /// Release, count or status: one change of the gate, stored before the answer.
     async fn change(
         &self,
@@ -403,6 +478,9 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             match op {
                 GateOp::Release { lease, outcome } => {
                     let released = gate.release(lease);
+                    // Counted and recorded only by the release that applied: a
+                    // retried one (its answer lost) finds the lease gone.
+                    let outcome = outcome.filter(|_| released);
                     if let Some(outcome) = &outcome {
                         let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
                         *counters.entry(counter.as_str().to_string()).or_default() += 1;
@@ -428,18 +506,27 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 _ => return Err(ApiError::Internal(format!("{} is not a change of the gate", op.name()))),
             }
         };
+        let mut handoff = Handoff(handed);
         if let Err(e) = self.save().await {
             // Nothing handed is stored: each waiter looks again (and reloads).
-            for (slot, _) in &handed {
-                slot.hand(Handed::Wake);
-            }
+            drop(handoff);
             self.waiters.borrow().wake_all();
             return Err(e);
         }
-        for (slot, grant) in handed {
-            slot.hand(Handed::Go(grant));
+        let mut unheld = false;
+        for (slot, grant) in std::mem::take(&mut handoff.0) {
+            if Rc::strong_count(&slot) > 1 {
+                slot.hand(Handed::Go(grant));
+            } else {
+                // Its waiter is gone (its request dropped while the lease was stored): pass it on.
+                unheld |= !self.pass_on(grant);
+            }
         }
         self.waiters.borrow().wake_first();
+        if unheld {
+            // A lease nobody took was released in memory: store that too (best effort: else it expires).
+            let _ = self.save().await;
+        }
         if let Some(f) = failing {
             // Only what a dead letter will say of it: a lost record loses no message.
             let failed = (!f.ok).then_some(Failing { first_failed_at: now, attempt: f.attempt, outcome: f.detail });
@@ -495,10 +582,18 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             let until = if first { retry_at.min(deadline) } else { deadline };
             let sleep = pin!(self.clock.sleep(until.saturating_sub(now).max(1)));
             let _ = select(slot.handed(), sleep).await;
-            if let Some(Handed::Go(grant)) = slot.take() {
-                // Handed by a release, which stored it and took us out of the queue.
-                leave.me = None;
-                return Ok(GateAnswer::Grant(grant));
+            loop {
+                if let Some(Handed::Go(grant)) = slot.take() {
+                    // Handed by a release, which stored it and took us out of the queue.
+                    leave.me = None;
+                    return Ok(GateAnswer::Grant(grant));
+                }
+                if !slot.is_promised() {
+                    break;
+                }
+                // A release took us out of the queue and is storing our lease: wait
+                // for it (or for a wake, if its store fails), even past the deadline.
+                slot.handed().await;
             }
         }
     }
@@ -529,6 +624,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         let parsed: QueueMessage = serde_json::from_str(&message)
             .map_err(|e| ApiError::BadRequest(format!("a dead letter is a lull queue message: {e}")))?;
         self.prepare().await?;
+        // Kept already (its answer or its ack was lost, and the queue delivered it
+        // again): the same row, never a second one, even at the bound.
+        if let Some(id) = self.store.dead_letter_of(&parsed.idempotency_key).map_err(unavailable)? {
+            return Ok(GateAnswer::Kept(id));
+        }
         let totals = self.store.dead_totals().map_err(unavailable)?;
         let bytes = message.len() as u64;
         if totals.count.saturating_add(1) > bounds.count || totals.bytes.saturating_add(bytes) > bounds.bytes {
@@ -541,7 +641,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             attempts: failing.as_ref().map_or(parsed.attempt, |f| f.attempt.max(parsed.attempt)),
             first_failed_at: failing.as_ref().map_or(now, |f| f.first_failed_at),
             kept_at: now,
-            outcome: failing.map_or_else(|| "dead-lettered by the queue".to_string(), |f| f.outcome),
+            // Why the consumer dead-lettered it, else the failing forward's last outcome.
+            outcome: parsed.outcome.or(failing.map(|f| f.outcome)).unwrap_or_else(|| DEAD_LETTERED_BY_QUEUE.into()),
             message,
             legacy: None,
         };
@@ -568,9 +669,10 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             page.push(row);
         }
         let next_after = if more { page.last().map(|r| r.id) } else { None };
-        let letters: Vec<Value> = page.iter().map(|r| dead_letter_json(r)).collect();
-        Ok(GateAnswer::Json(json!({"dead_letters": letters, "count": totals.count, "bytes": totals.bytes,
-                                   "next_after": next_after})))
+        let dead_letters: Vec<Listed<'_>> = page.iter().map(|r| Listed::of(r)).collect();
+        let page = Page { dead_letters, count: totals.count, bytes: totals.bytes, next_after };
+        let text = serde_json::to_string(&page).map_err(|e| ApiError::Internal(format!("dead-letter page: {e}")))?;
+        Ok(GateAnswer::Page(text))
     }
 
     /// Send `rows` back to `binding`'s queue, in order and in batches the queue
@@ -676,29 +778,71 @@ pub fn is_full(count: u64, bytes: u64, bounds: DeadLetterBounds) -> bool {
     count >= bounds.count || bytes.saturating_add(queue_message::MAX_MESSAGE_BYTES as u64) > bounds.bytes
 }
 
-/// A kept row as the API lists it: the delivery's body as it was (JSON), or
-/// the message's text if it is not a lull message.
-fn dead_letter_json(row: &DeadLetterRow) -> Value {
-    let l = &row.letter;
-    let mut entry = json!({"id": row.id, "idempotency_key": l.idempotency_key, "attempts": l.attempts,
-                           "first_failed_at": l.first_failed_at, "kept_at": l.kept_at,
-                           "last_outcome": l.outcome, "bytes": l.message.len()});
-    match serde_json::from_str::<QueueMessage>(&l.message) {
-        Ok(message) => {
-            entry["topic"] = json!(message.topic);
-            let body: Box<RawValue> = message.body;
-            entry["body"] = serde_json::from_str(body.get()).unwrap_or(Value::Null);
+/// A page of dead letters as the API lists it.
+#[derive(Serialize)]
+struct Page<'a> {
+    dead_letters: Vec<Listed<'a>>,
+    count: u64,
+    bytes: u64,
+    next_after: Option<u64>,
+}
+
+/// What a listing reads of a kept message: its topic and body, borrowed as they are.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    topic: String,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+/// A kept row as the API lists it: the delivery's body as it was (its JSON
+/// text, never parsed into numbers), or the message's text if it is not a lull message.
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: u64,
+    idempotency_key: &'a str,
+    attempts: u32,
+    first_failed_at: u64,
+    kept_at: u64,
+    last_outcome: &'a str,
+    bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+impl<'a> Listed<'a> {
+    fn of(row: &'a DeadLetterRow) -> Listed<'a> {
+        let l = &row.letter;
+        let envelope = serde_json::from_str::<Envelope<'a>>(&l.message).ok();
+        let message = envelope.is_none().then_some(l.message.as_str());
+        let (topic, body) = envelope.map_or((None, None), |e| (Some(e.topic), Some(e.body)));
+        Listed {
+            id: row.id,
+            idempotency_key: &l.idempotency_key,
+            attempts: l.attempts,
+            first_failed_at: l.first_failed_at,
+            kept_at: l.kept_at,
+            last_outcome: &l.outcome,
+            bytes: l.message.len(),
+            topic,
+            body,
+            message,
         }
-        Err(_) => entry["message"] = json!(l.message),
     }
-    entry
 }
 
 /// The message a replay sends: the kept one, its next attempt after those
-/// made, waits reset (the same idempotency key and body, byte for byte).
+/// made, waits and failures reset (a replay starts a fresh `forward_max_attempts`) (the same idempotency key and body, byte for byte).
 fn replayed_text(row: &DeadLetterRow) -> String {
     match serde_json::from_str::<QueueMessage>(&row.letter.message) {
-        Ok(m) => QueueMessage { attempt: row.letter.attempts.saturating_add(1), waits: 0, ..m }.to_text(),
+        Ok(m) => {
+            QueueMessage { attempt: row.letter.attempts.saturating_add(1), waits: 0, failed: 0, outcome: None, ..m }
+                .to_text()
+        }
         Err(_) => row.letter.message.clone(),
     }
 }
@@ -753,10 +897,16 @@ mod tests {
             ),
             (GateOp::Discard { id: 2 }, GateAnswer::Discarded(2), json!({"discarded": 2})),
             (GateOp::Status, GateAnswer::Json(json!({"in_flight": 1})), json!({"in_flight": 1})),
+            (
+                GateOp::DeadLetters { after: None, limit: 1 },
+                GateAnswer::Page(r#"{"count":0}"#.into()),
+                json!({"count": 0}),
+            ),
         ];
         for (op, answer, body) in answers {
             assert_eq!(answer.to_json(), body);
-            assert_eq!(GateAnswer::from_json(&op, &body), Some(answer));
+            assert_eq!(GateAnswer::from_json(&op, &body), Some(answer.clone()));
+            assert_eq!(GateAnswer::from_text(&op, &answer.to_text()), Some(answer));
         }
         assert_eq!(GateAnswer::from_json(&GateOp::Acquire { wait_ms: 0 }, &json!({"error": {"code": "x"}})), None);
         assert!(serde_json::from_str::<GateCall>(r#"{"topic":"q","op":{"op":"explode"}}"#).is_err());
@@ -791,8 +941,16 @@ mod tests {
             replayed_text(&row),
             r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":5,"body":{"big":12345678901234567890}}"#
         );
-        let listed = dead_letter_json(&row);
-        assert_eq!(listed["body"].to_string(), r#"{"big":12345678901234567890}"#, "the body as it was");
-        assert_eq!((listed["id"].as_u64(), listed["last_outcome"].as_str()), (Some(9), Some("503")));
+        let listed = serde_json::to_string(&Listed::of(&row)).unwrap();
+        assert!(listed.contains(r#""body":{"big":12345678901234567890}"#), "the body as it was: {listed}");
+        assert!(listed.contains(r#""id":9"#) && listed.contains(r#""last_outcome":"503""#), "{listed}");
+        let lossy = r#"{"n":123456789012345678901234,"d":0.10000000000000000000000000000000000001,"e":1e400}"#;
+        let message = format!(r#"{{"topic":"q","idempotency_key":"q/k/x.2","attempt":1,"body":{lossy}}}"#);
+        let row = DeadLetterRow { id: 10, letter: NewDeadLetter { message, ..row.letter } };
+        let listed = serde_json::to_string(&Listed::of(&row)).unwrap();
+        assert!(listed.contains(&format!(r#""body":{lossy}"#)), "never parsed into numbers: {listed}");
+        let garbage = DeadLetterRow { id: 11, letter: NewDeadLetter { message: "not json".into(), ..row.letter } };
+        let listed = serde_json::to_string(&Listed::of(&garbage)).unwrap();
+        assert!(listed.contains(r#""message":"not json""#) && !listed.contains("body"), "{listed}");
     }
 }

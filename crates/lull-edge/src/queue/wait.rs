@@ -11,8 +11,13 @@
 //! - **First come, first served**: leases go to waiters in arrival order.
 //! - **Nothing handed is lost**: a slot holds what it was handed until its
 //!   waiter takes it ([`Slot::take`]), also after the waiter's timer fired.
+//! - **A waiter taken out for a lease gets an answer**: [`Waiters::pop`]
+//!   marks its slot promised ([`Slot::is_promised`]) until the release hands
+//!   it the lease (stored) or a wake (the store failed); its waiter waits for
+//!   that, past its own deadline if need be, instead of leaving the lease to
+//!   nobody.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,11 +40,13 @@ pub enum Handed {
 pub struct Slot {
     handed: RefCell<Option<Handed>>,
     waker: RefCell<Option<Waker>>,
+    promised: Cell<bool>,
 }
 
 impl Slot {
     /// Hand `what` to the waiter (a lease replaces a wake; a wake never replaces a lease).
     pub fn hand(&self, what: Handed) {
+        self.promised.set(false);
         let mut handed = self.handed.borrow_mut();
         if !matches!(*handed, Some(Handed::Go(_))) {
             *handed = Some(what);
@@ -48,6 +55,12 @@ impl Slot {
         if let Some(waker) = self.waker.borrow_mut().take() {
             waker.wake();
         }
+    }
+
+    /// Whether a release took this waiter out of the queue and is storing a
+    /// lease for it: something (the lease, or a wake) will be handed.
+    pub fn is_promised(&self) -> bool {
+        self.promised.get()
     }
 
     /// What was handed, if anything (taken).
@@ -111,9 +124,11 @@ impl Waiters {
         self.queue.iter().any(|(waiter, _)| *waiter == id)
     }
 
-    /// The first waiter, taken out of the queue.
+    /// The first waiter, taken out of the queue: its slot is promised a lease (or a wake).
     pub fn pop(&mut self) -> Option<Rc<Slot>> {
-        self.queue.pop_front().map(|(_, slot)| slot)
+        let (_, slot) = self.queue.pop_front()?;
+        slot.promised.set(true);
+        Some(slot)
     }
 
     /// Wake the first waiter (to look again).
@@ -158,7 +173,10 @@ mod tests {
         let mut handed = slot_a.handed();
         assert_eq!(poll(&mut handed), Poll::Pending);
         let go = Handed::Go(Grant::Go { lease: 1, expires_at: 9 });
-        waiters.pop().unwrap().hand(go);
+        let popped = waiters.pop().unwrap();
+        assert!(slot_a.is_promised(), "taken out for a lease");
+        popped.hand(go);
+        assert!(!slot_a.is_promised());
         slot_a.hand(Handed::Wake);
         assert_eq!(poll(&mut handed), Poll::Ready(()));
         assert_eq!(slot_a.take(), Some(go), "a wake never replaces a lease");

@@ -17,6 +17,13 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> worker::Result<Response> {
     Ok(Response::from_json(value)?.with_status(status))
 }
 
+/// `text` (JSON already written) with `status`, passed on as it is.
+pub fn json_text(status: u16, text: String) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(text)?.with_status(status).with_headers(headers))
+}
+
 /// A request id: 16 hex digits, naming an error in the answer and in the log.
 fn request_id() -> String {
     let draw = || (worker::js_sys::Math::random() * 4_294_967_296.0) as u64;

@@ -109,7 +109,7 @@ async fn handle(
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
             let (status, body) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
-            Ok(http::json(status, &body)?)
+            Ok(http::json_text(status, body)?)
         }
         Route::QueueDeadLetters { topic, op } => {
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
@@ -123,8 +123,9 @@ async fn handle(
                 // Room may come back: this isolate asks again at the next event.
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }
+            // The gate object's text, unparsed: bodies reach the caller byte for byte.
             let (status, body) = GateClient { env }.call(&topic.name, op).await?;
-            Ok(http::json(status, &body)?)
+            Ok(http::json_text(status, body)?)
         }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req, env, page).await,

@@ -58,9 +58,25 @@ CREATE TABLE IF NOT EXISTS failing (
 );
 CREATE INDEX IF NOT EXISTS failing_by_last ON failing (last_at);";
 
-/// Recount `dead_totals` from the rows (inside the transaction that changed them).
+/// One row per idempotency key (an empty key, from an unreadable legacy
+/// message, is not one): a dead letter delivered again is not kept twice.
+const KEY_INDEX: &str = "CREATE UNIQUE INDEX IF NOT EXISTS dead_letters_by_key
+  ON dead_letters (idempotency_key) WHERE idempotency_key <> ''";
+
+/// Tables from before [`KEY_INDEX`] may hold a key twice: the oldest row stays.
+const DEDUPE: &str = "DELETE FROM dead_letters WHERE idempotency_key <> '' AND id >
+  (SELECT MIN(d.id) FROM dead_letters d WHERE d.idempotency_key = dead_letters.idempotency_key)";
+
+/// Recount `dead_totals` from the rows: only after [`DEDUPE`], once per table
+/// (every write changes the totals by what it wrote or deleted).
 const RECOUNT: &str = "UPDATE dead_totals SET count = (SELECT COUNT(*) FROM dead_letters),
   bytes = (SELECT COALESCE(SUM(bytes), 0) FROM dead_letters) WHERE id = 0";
+
+/// Add what one kept row holds to the totals.
+const ADD_TOTALS: &str = "UPDATE dead_totals SET count = count + 1, bytes = bytes + ? WHERE id = 0";
+
+/// Take rows that went off the totals.
+const SUBTRACT_TOTALS: &str = "UPDATE dead_totals SET count = count - ?, bytes = bytes - ? WHERE id = 0";
 
 /// [`GateStore`] over the object's storage: key-value for the gate, SQLite for rows.
 pub struct SqlGateStore {
@@ -109,6 +125,11 @@ struct IdSql {
     id: i64,
 }
 
+#[derive(Deserialize)]
+struct BytesSql {
+    bytes: i64,
+}
+
 impl DeadSql {
     fn row(self) -> DeadLetterRow {
         DeadLetterRow {
@@ -125,6 +146,9 @@ impl DeadSql {
         }
     }
 }
+
+/// The row keeping a key (through [`KEY_INDEX`]: its condition is repeated so SQLite uses it).
+const KEPT_BY_KEY: &str = "SELECT id FROM dead_letters WHERE idempotency_key = ? AND idempotency_key <> ''";
 
 const DEAD_COLUMNS: &str = "id, idempotency_key, attempts, first_failed_at, kept_at, outcome, message, legacy";
 
@@ -161,7 +185,19 @@ impl GateStore for SqlGateStore {
     }
 
     fn prepare(&self) -> Result<(), StoreError> {
-        self.sql().exec(TABLES, None).map(drop).map_err(store_error)
+        let sql = self.sql();
+        sql.exec(TABLES, None).map_err(store_error)?;
+        // Made at once where no key is kept twice (a no-op once it exists) …
+        if sql.exec(KEY_INDEX, None).is_err() {
+            // … else the table predates it: drop the later copies, recount, then make it.
+            self.transaction(|sql| {
+                sql.exec(DEDUPE, None)?;
+                sql.exec(RECOUNT, None)?;
+                sql.exec(KEY_INDEX, None)?;
+                Ok(0)
+            })?;
+        }
+        Ok(())
     }
 
     fn dead_totals(&self) -> Result<DeadTotals, StoreError> {
@@ -181,28 +217,34 @@ impl GateStore for SqlGateStore {
             let mut last = 0;
             for l in letters {
                 let legacy = l.legacy.map_or(SqlStorageValue::Null, |p| int(u64::from(p)));
-                let inserted = sql.exec(
-                    "INSERT OR IGNORE INTO dead_letters
+                let bytes = l.message.len() as u64;
+                let inserted: Vec<IdSql> = sql
+                    .exec(
+                        "INSERT INTO dead_letters
                      (idempotency_key, attempts, first_failed_at, kept_at, outcome, bytes, message, legacy)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    vec![
-                        l.idempotency_key.clone().into(),
-                        int(u64::from(l.attempts)),
-                        int(l.first_failed_at),
-                        int(l.kept_at),
-                        l.outcome.into(),
-                        int(l.message.len() as u64),
-                        l.message.into(),
-                        legacy,
-                    ],
-                )?;
-                if inserted.rows_written() > 0 {
-                    let id: Vec<IdSql> = sql.exec("SELECT last_insert_rowid() AS id", None)?.to_array()?;
-                    last = id.first().map_or(last, |r| unsigned(r.id));
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                        vec![
+                            l.idempotency_key.clone().into(),
+                            int(u64::from(l.attempts)),
+                            int(l.first_failed_at),
+                            int(l.kept_at),
+                            l.outcome.into(),
+                            int(bytes),
+                            l.message.into(),
+                            legacy,
+                        ],
+                    )?
+                    .to_array()?;
+                if let Some(row) = inserted.first() {
+                    last = unsigned(row.id);
+                    sql.exec(ADD_TOTALS, vec![int(bytes)])?;
+                } else {
+                    // Kept already (its key or its legacy place): that row.
+                    let kept: Vec<IdSql> = sql.exec(KEPT_BY_KEY, vec![l.idempotency_key.clone().into()])?.to_array()?;
+                    last = kept.first().map_or(last, |r| unsigned(r.id));
                 }
                 sql.exec("DELETE FROM failing WHERE key = ?", vec![l.idempotency_key.into()])?;
             }
-            sql.exec(RECOUNT, None)?;
             Ok(last)
         })
     }
@@ -227,13 +269,27 @@ impl GateStore for SqlGateStore {
     fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError> {
         let ids = ids.to_vec();
         self.transaction(move |sql| {
-            let mut gone = 0;
+            let (mut gone, mut bytes) = (0, 0);
             for id in ids {
-                gone += sql.exec("DELETE FROM dead_letters WHERE id = ?", vec![int(id)])?.rows_written() as u64;
+                let rows: Vec<BytesSql> =
+                    sql.exec("DELETE FROM dead_letters WHERE id = ? RETURNING bytes", vec![int(id)])?.to_array()?;
+                gone += rows.len() as u64;
+                bytes += rows.iter().map(|r| unsigned(r.bytes)).sum::<u64>();
             }
-            sql.exec(RECOUNT, None)?;
+            if gone > 0 {
+                sql.exec(SUBTRACT_TOTALS, vec![int(gone), int(bytes)])?;
+            }
             Ok(gone)
         })
+    }
+
+    fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError> {
+        let rows: Vec<IdSql> = self
+            .sql()
+            .exec(KEPT_BY_KEY, vec![idempotency_key.into()])
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        Ok(rows.first().map(|r| unsigned(r.id)))
     }
 
     fn failing(&self, idempotency_key: &str) -> Result<Option<Failing>, StoreError> {
@@ -284,15 +340,15 @@ pub struct GateClient<'a> {
 }
 
 impl GateClient<'_> {
-    /// Ask `topic`'s gate object for `op`: its answer's status and JSON.
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, serde_json::Value), ApiError> {
+    /// Ask `topic`'s gate object for `op`: its answer's status and JSON text (as written: unparsed).
+    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, String), ApiError> {
         let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
         let mut res = stub.fetch_with_request(Request::new_with_init("https://gate/", &init)?).await?;
-        Ok((res.status_code(), res.json().await?))
+        Ok((res.status_code(), res.text().await?))
     }
 }
 
@@ -301,10 +357,11 @@ impl Gates for GateClient<'_> {
         let name = op.name();
         let (status, body) = self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
         if status != 200 {
-            let code = body.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
+            let error = serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default();
+            let code = error.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
             return Err(format!("gate {name}: {status} {code}"));
         }
-        GateAnswer::from_json(&op, &body).ok_or_else(|| format!("gate {name}: an answer of another shape"))
+        GateAnswer::from_text(&op, &body).ok_or_else(|| format!("gate {name}: an answer of another shape"))
     }
 }
 
@@ -328,7 +385,7 @@ impl TopicGate {
         };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
         let answer = self.gate.call(&call.topic, topic, call.op).await?;
-        Ok(http::json(200, &answer.to_json())?)
+        Ok(http::json_text(200, answer.to_text())?)
     }
 }
 
