@@ -299,6 +299,8 @@ const RECONFIGURED: [&str; 3] = [
 #[derive(Clone, Debug)]
 enum Op {
     Event,
+    /// Several events of the key in one request (a batch's share): all or nothing.
+    Events(usize),
     Advance(u64),
     /// The armed alarm goes off (the clock moves to it).
     Alarm,
@@ -324,6 +326,7 @@ fn op() -> impl Strategy<Value = Op> {
     let fault = prop_oneof![Just(Fault::Fail), Just(Fault::CrashBefore), Just(Fault::CrashAfter)];
     prop_oneof![
         8 => Just(Op::Event),
+        2 => (2..5usize).prop_map(Op::Events),
         4 => (1..120u64).prop_map(Op::Advance),
         4 => Just(Op::Alarm),
         4 => any::<bool>().prop_map(Op::Answer),
@@ -546,6 +549,20 @@ impl Pair {
                 {
                     assert_eq!(reply.status, 202);
                     self.acked.insert(id, (self.life, reply.body["seq"].as_u64().unwrap()));
+                }
+            }
+            Op::Events(n) => {
+                let ids: Vec<u64> = (self.next_event..self.next_event + *n as u64).collect();
+                self.next_event += *n as u64;
+                let events = ids.iter().map(|id| (format!(r#"{{"n":{id}}}"#), None)).collect();
+                let request = KeyRequest::Events { events, events_per_minute: None };
+                if let Some(Ok(reply)) = self.request(request) {
+                    assert_eq!(reply.status, 202);
+                    let accepted = reply.body["accepted"].as_array().unwrap();
+                    assert_eq!(accepted.len(), ids.len(), "an answer per event");
+                    for (id, a) in ids.iter().zip(accepted) {
+                        self.acked.insert(*id, (self.life, a["seq"].as_u64().unwrap()));
+                    }
                 }
             }
             Op::Advance(ms) => {
@@ -1161,4 +1178,26 @@ fn a_window_switched_from_last_to_all_carries_what_it_kept_and_loses_nothing_aft
         })
         .collect();
     assert_eq!(windows, [(5, vec![2, 3, 4]), (5, vec![5, 6, 7, 8, 9]), (5, vec![10, 11, 12, 13, 14])]);
+}
+
+/// A batch's share for one key is one transaction: when its second event is
+/// refused (the pending bound), the first is not stored either, and memory
+/// forgets it (the next event takes the seq the first would have had).
+#[test]
+fn a_batch_refused_midway_stores_none_of_its_events() {
+    let topics = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 60000,
+        "payload": "all", "max_batch": 1, "max_pending_windows": 1,
+        "retry": {"max_attempts": 5, "base_ms": 60000, "cap_ms": 60000, "jitter": "none"}}}"#;
+    let mut pair = Pair::with_topics(topics);
+    pair.step(&Op::Event); // a full window: fires
+    pair.step(&Op::Alarm);
+    pair.step(&Op::Answer(false)); // its retry is a minute away
+    let (rows, written) = (pair.world.borrow().events.len(), pair.world.borrow().rows_written);
+    let events = vec![(r#"{"n":1}"#.to_string(), None), (r#"{"n":2}"#.to_string(), None)];
+    let refused = pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap_err();
+    assert_eq!(refused.code(), "too_many_pending");
+    assert_eq!((pair.world.borrow().events.len(), pair.world.borrow().rows_written), (rows, written), "nothing stored");
+    pair.next_event = 3;
+    let next = pair.post(r#"{"n":3}"#.into(), None);
+    assert_eq!(next["seq"], 2, "the refused events left nothing in memory either");
 }

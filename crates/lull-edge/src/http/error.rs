@@ -32,6 +32,18 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// `413 too_many_items`: a batch of more events than it may hold.
+    TooManyItems {
+        /// The most a batch holds.
+        limit: usize,
+    },
+    /// One event of a batch is wrong (its status and code): nothing of the batch was stored.
+    BatchItem {
+        /// Its place in the batch, from 0.
+        index: usize,
+        /// What is wrong with it.
+        error: Box<ApiError>,
+    },
     /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
     InvalidKey(String),
     /// `400 bad_request`: the body is JSON but not what the route takes.
@@ -115,7 +127,8 @@ impl ApiError {
             | ApiError::BadQuery(_)
             | ApiError::InvalidIdempotencyKey
             | ApiError::BadRequest(_) => 400,
-            ApiError::PayloadTooLarge { .. } => 413,
+            ApiError::PayloadTooLarge { .. } | ApiError::TooManyItems { .. } => 413,
+            ApiError::BatchItem { error, .. } => error.status(),
             ApiError::ReplayInProgress(_) => 409,
             ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
@@ -138,6 +151,8 @@ impl ApiError {
             ApiError::OriginNotAllowed(_) => "origin_not_allowed",
             ApiError::MalformedJson(_) => "malformed_json",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::TooManyItems { .. } => "too_many_items",
+            ApiError::BatchItem { error, .. } => error.code(),
             ApiError::InvalidKey(_) => "invalid_key",
             ApiError::BadQuery(_) => "bad_query",
             ApiError::BadRequest(_) => "bad_request",
@@ -173,6 +188,8 @@ impl ApiError {
             }
             ApiError::MalformedJson(why) => format!("the body is not valid JSON: {why}"),
             ApiError::PayloadTooLarge { limit } => format!("the body is over this topic's limit of {limit} bytes"),
+            ApiError::TooManyItems { limit } => format!("a batch holds at most {limit} events"),
+            ApiError::BatchItem { index, error } => format!("events[{index}]: {}", error.message()),
             ApiError::InvalidKey(why) | ApiError::Config(why) | ApiError::BadQuery(why) | ApiError::Unhealthy(why) => {
                 why.clone()
             }
@@ -262,6 +279,12 @@ mod tests {
             (ApiError::OriginNotAllowed("https://x.example".into()), 403, "origin_not_allowed"),
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),
             (ApiError::PayloadTooLarge { limit: 65_536 }, 413, "payload_too_large"),
+            (ApiError::TooManyItems { limit: 1_000 }, 413, "too_many_items"),
+            (
+                ApiError::BatchItem { index: 3, error: Box::new(ApiError::InvalidIdempotencyKey) },
+                400,
+                "invalid_idempotency_key",
+            ),
             (ApiError::InvalidKey("empty".into()), 400, "invalid_key"),
             (ApiError::BadQuery("limit".into()), 400, "bad_query"),
             (ApiError::InvalidIdempotencyKey, 400, "invalid_idempotency_key"),

@@ -163,6 +163,11 @@ pub enum Route {
         /// The topic name (checked for shape).
         topic: String,
     },
+    /// `POST /v1/topics/{topic}/events:batch`: many keys' events ([`crate::http::batch`]).
+    Batch {
+        /// The topic name (checked for shape).
+        topic: String,
+    },
     /// `GET /v1/topics/{topic}/queue`: a queue topic's forwards in flight, bound and counters.
     QueueStatus {
         /// The topic name (checked for shape).
@@ -252,6 +257,13 @@ impl Route {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 Ok(Route::MintClientToken { topic: (*topic).to_string() })
+            }
+            ["v1", "topics", topic, "events:batch"] => {
+                method_check(method, "POST")?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::Batch { topic: (*topic).to_string() })
             }
             ["v1", "topics", topic, "queue"] => {
                 method_check(method, "GET")?;
@@ -361,6 +373,8 @@ mod tests {
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
         assert_eq!(Route::parse("GET", "/v1/topics/t/queue"), Ok(Route::QueueStatus { topic: "t".into() }));
+        assert_eq!(Route::parse("POST", "/v1/topics/t/events:batch"), Ok(Route::Batch { topic: "t".into() }));
+        assert_eq!(Route::parse("GET", "/v1/topics/t/events:batch").unwrap_err().code(), "method_not_allowed");
         let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
             panic!()
         };

@@ -200,6 +200,24 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 let client = events_per_minute;
                 self.op(|l, batch, now| l.accept(topic, body, idempotency_key, client, now, batch)).await
             }
+            KeyRequest::Events { events, events_per_minute } => {
+                // One transaction for the key's events; if one is refused, none is stored.
+                let several = events.len() > 1;
+                let done = self
+                    .op(|l, batch, now| {
+                        let mut accepted = Vec::with_capacity(events.len());
+                        for (body, producer_key) in events {
+                            accepted.push(l.accept(topic, body, producer_key, events_per_minute, now, batch)?.body);
+                        }
+                        Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
+                    })
+                    .await;
+                if done.is_err() && several {
+                    // A refusal after some were accepted in memory: reload, as for a failed write.
+                    self.forget();
+                }
+                done
+            }
             KeyRequest::Status => {
                 let rows = self.store.event_rows().map_err(unavailable)?;
                 self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size(), rows) }))

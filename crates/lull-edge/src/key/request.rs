@@ -6,6 +6,7 @@
 
 use lull_core::WindowId;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::http::ApiError;
 use crate::http::auth::Access;
@@ -25,6 +26,16 @@ pub enum KeyRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
         /// A client token's `events_per_minute`: at most this many such events per key and minute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        events_per_minute: Option<u32>,
+    },
+    /// `POST …/events:batch`, one key's share of a batch: accept these
+    /// events in one transaction, all or nothing, in order.
+    Events {
+        /// Each event's JSON and producer `Idempotency-Key`. They cross as the request's body.
+        #[serde(skip)]
+        events: Vec<(String, Option<String>)>,
+        /// A client token's `events_per_minute`, as for one event.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         events_per_minute: Option<u32>,
     },
@@ -67,7 +78,7 @@ impl KeyRequest {
     /// flush and cancel are control (what a page's client token may do); the rest admin.
     pub fn access(&self) -> Access {
         match self {
-            KeyRequest::Event { .. } => Access::Ingest,
+            KeyRequest::Event { .. } | KeyRequest::Events { .. } => Access::Ingest,
             KeyRequest::Flush | KeyRequest::Cancel => Access::Control,
             _ => Access::Admin,
         }
@@ -95,6 +106,15 @@ pub struct KeyCall {
     pub request: KeyRequest,
 }
 
+/// One event of a batch as it crosses in the body.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEvent {
+    event: Box<RawValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<String>,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Wire<T, R> {
@@ -110,13 +130,39 @@ impl KeyCall {
         serde_json::to_string(&wire).map_err(|e| ApiError::Internal(e.to_string()))
     }
 
-    /// The call a header carries; `body` is the request's body (an event's JSON).
+    /// The request's body: an event's JSON; a batch's events as
+    /// `[{"event", "idempotency_key"?}, …]`; else none.
+    pub fn body(&self) -> Result<Option<String>, ApiError> {
+        match &self.request {
+            KeyRequest::Event { body, .. } => Ok(Some(body.clone())),
+            KeyRequest::Events { events, .. } => {
+                let wire = events
+                    .iter()
+                    .map(|(event, idempotency_key)| {
+                        let event = RawValue::from_string(event.clone())?;
+                        Ok(WireEvent { event, idempotency_key: idempotency_key.clone() })
+                    })
+                    .collect::<Result<Vec<_>, serde_json::Error>>()
+                    .map_err(|e| ApiError::Internal(format!("batch event: {e}")))?;
+                serde_json::to_string(&wire).map(Some).map_err(|e| ApiError::Internal(e.to_string()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The call a header carries; `body` is the request's body ([`KeyCall::body`]).
     pub fn from_header(header: &str, body: String) -> Result<KeyCall, ApiError> {
         let wire: Wire<String, KeyRequest> =
             serde_json::from_str(header).map_err(|e| ApiError::Internal(format!("key request header: {e}")))?;
         let mut request = wire.request;
-        if let KeyRequest::Event { body: event, .. } = &mut request {
-            *event = body;
+        match &mut request {
+            KeyRequest::Event { body: event, .. } => *event = body,
+            KeyRequest::Events { events, .. } => {
+                let wire: Vec<WireEvent> =
+                    serde_json::from_str(&body).map_err(|e| ApiError::Internal(format!("batch body: {e}")))?;
+                *events = wire.into_iter().map(|w| (w.event.get().to_string(), w.idempotency_key)).collect();
+            }
+            _ => {}
         }
         Ok(KeyCall { topic: wire.topic, key: Key::from_path_segment(&wire.key)?, request })
     }
@@ -136,6 +182,10 @@ mod tests {
                 events_per_minute: Some(60),
             },
             KeyRequest::Event { body: "[]".into(), idempotency_key: None, events_per_minute: None },
+            KeyRequest::Events {
+                events: vec![(r#"{"n":1}"#.into(), Some("p-1".into())), ("2".into(), None)],
+                events_per_minute: None,
+            },
             KeyRequest::Status,
             KeyRequest::Flush,
             KeyRequest::Cancel,
@@ -150,10 +200,7 @@ mod tests {
             let header = call.to_header().unwrap();
             assert!(header.is_ascii(), "{header}");
             assert!(!header.contains(r#""n":1"#), "the event stays out of the header: {header}");
-            let body = match &call.request {
-                KeyRequest::Event { body, .. } => body.clone(),
-                _ => String::new(),
-            };
+            let body = call.body().unwrap().unwrap_or_default();
             assert_eq!(KeyCall::from_header(&header, body).unwrap(), call);
         }
         assert_eq!(

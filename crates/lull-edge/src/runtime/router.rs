@@ -14,6 +14,7 @@ use super::topic_gate::GateClient;
 use crate::demo::{panel, search as demo, sink};
 use crate::http::ApiError;
 use crate::http::auth::{Access, Caller, Target};
+use crate::http::batch;
 use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page, with_queue_page};
 use crate::key::{KeyCall, KeyRequest};
@@ -144,6 +145,45 @@ async fn handle(
             let token = tokens.client_secrets().mint(&claims)?;
             Ok(http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
         }
+        Route::Batch { topic } => {
+            let now_s = http::now_ms() / 1000;
+            let target = |key| Target { topic: Some(&topic), key, now_s };
+            // Who is asking, before the body is read (a client token is checked per key below).
+            match tokens.authorize(auth.as_deref(), Access::Ingest, target(None)) {
+                Ok(_) | Err(ApiError::Forbidden) => {}
+                Err(e) => return Err(e),
+            }
+            let config_topic = config.topics.get(&topic).ok_or_else(|| ApiError::UnknownTopic(topic.clone()))?;
+            if config_topic.queue.is_some() {
+                refuse_when_full(env, config_topic).await?;
+            }
+            let declared = req.headers().get("content-length")?;
+            if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > batch::MAX_BATCH_BYTES) {
+                return Err(ApiError::PayloadTooLarge { limit: batch::MAX_BATCH_BYTES });
+            }
+            let events = batch::parse(&req.bytes().await?, config_topic.max_body_bytes)?;
+            let groups = batch::by_key(&events);
+            // Every key is checked before any is stored.
+            let mut calls = Vec::with_capacity(groups.len());
+            for (key, places) in &groups {
+                let first = places.first().copied().unwrap_or_default();
+                let caller = tokens
+                    .authorize(auth.as_deref(), Access::Ingest, target(Some(key.as_str())))
+                    .map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
+                let events_per_minute = match &caller {
+                    Caller::Client(claims) => claims.events_per_minute,
+                    _ => None,
+                };
+                let batch_events =
+                    places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
+                let request = KeyRequest::Events { events: batch_events, events_per_minute };
+                calls.push(KeyCall { topic: topic.clone(), key: key.clone(), request });
+            }
+            let answers = futures::future::join_all(calls.into_iter().map(|call| key_answer(env, call))).await;
+            let places = groups.into_iter().map(|(_, places)| places);
+            let body = batch::results(events.len(), places.zip(answers).collect());
+            Ok(http::json(207, &body)?)
+        }
         Route::Key { topic, key, request } => {
             let now_s = http::now_ms() / 1000;
             let target = Target { topic: Some(&topic), key: Some(key.as_str()), now_s };
@@ -198,6 +238,19 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
     Ok(raw.get().to_string())
 }
 
+/// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
+/// the status and error all of them got.
+async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
+    let failed = |e: ApiError| (e.status(), serde_json::from_str(&e.to_public_json("-", false)).unwrap_or_default());
+    let mut res = forward(env, call).await.map_err(failed)?;
+    let status = res.status_code();
+    let body: serde_json::Value = res.json().await.map_err(|e| failed(ApiError::from(e)))?;
+    match body.get("accepted").and_then(serde_json::Value::as_array) {
+        Some(accepted) if status == 202 => Ok(accepted.clone()),
+        _ => Err((status, body)),
+    }
+}
+
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
 pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
     let namespace = env.durable_object(KEY_WINDOW_BINDING)?;
@@ -205,10 +258,7 @@ pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiErr
     let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub())?;
     let headers = worker::Headers::new();
     headers.set(KEY_CALL_HEADER, &call.to_header()?)?;
-    let body = match call.request {
-        KeyRequest::Event { body, .. } => Some(body.into()),
-        _ => None,
-    };
+    let body = call.body()?.map(Into::into);
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(body);
     let inner = Request::new_with_init("https://key-window/", &init)?;

@@ -1,0 +1,203 @@
+//! `POST /v1/topics/{topic}/events:batch`: many events of one topic in one
+//! request, `{"events": [{"key", "event", "idempotency_key"?}, …]}`. Checked
+//! whole before anything is stored ([`parse`]: at most [`MAX_BATCH_EVENTS`]
+//! events and [`MAX_BATCH_BYTES`]; a bad event is a `400`/`413` naming it),
+//! grouped by key ([`by_key`]: each key's events go to its object in one
+//! request, stored in one transaction, all or nothing), and answered per
+//! event, in order ([`results`]). Runtime-free.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::http::ApiError;
+use crate::http::route::producer_key;
+use crate::names::Key;
+
+/// Events a batch holds at most.
+pub const MAX_BATCH_EVENTS: usize = 1_000;
+/// Bytes a batch's body holds at most: 4 MiB.
+pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// One event of a batch, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchEvent {
+    /// Its key.
+    pub key: Key,
+    /// Its JSON, as sent.
+    pub event: String,
+    /// The producer's idempotency key for it, if any.
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body<'a> {
+    #[serde(borrow)]
+    events: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Item<'a> {
+    key: String,
+    #[serde(borrow)]
+    event: &'a RawValue,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// The batch `bytes` holds, every event checked (its key, its size against
+/// `max_body_bytes`, its idempotency key); the first bad one is the error.
+pub fn parse(bytes: &[u8], max_body_bytes: usize) -> Result<Vec<BatchEvent>, ApiError> {
+    if bytes.len() > MAX_BATCH_BYTES {
+        return Err(ApiError::PayloadTooLarge { limit: MAX_BATCH_BYTES });
+    }
+    let body: Body = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::BadRequest(format!(
+            r#"the body must be {{"events": [{{"key", "event", "idempotency_key"?}}, …]}}: {e}"#
+        ))
+    })?;
+    if body.events.is_empty() {
+        return Err(ApiError::BadRequest("the batch holds no event".into()));
+    }
+    if body.events.len() > MAX_BATCH_EVENTS {
+        return Err(ApiError::TooManyItems { limit: MAX_BATCH_EVENTS });
+    }
+    body.events
+        .iter()
+        .enumerate()
+        .map(|(index, raw)| {
+            let at = |error: ApiError| ApiError::BatchItem { index, error: Box::new(error) };
+            let item: Item = serde_json::from_str(raw.get()).map_err(|e| {
+                at(ApiError::BadRequest(format!(r#"an event is {{"key", "event", "idempotency_key"?}}: {e}"#)))
+            })?;
+            let key = Key::new(item.key).map_err(at)?;
+            if item.event.get().len() > max_body_bytes {
+                return Err(at(ApiError::PayloadTooLarge { limit: max_body_bytes }));
+            }
+            let idempotency_key = producer_key(item.idempotency_key.as_deref()).map_err(at)?;
+            Ok(BatchEvent { key, event: item.event.get().to_string(), idempotency_key })
+        })
+        .collect()
+}
+
+/// The batch's keys in the order they first appear, each with its events' places.
+pub fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
+    let mut groups: Vec<(Key, Vec<usize>)> = Vec::new();
+    let mut at = std::collections::HashMap::new();
+    for (index, event) in events.iter().enumerate() {
+        let group = *at.entry(event.key.clone()).or_insert_with(|| {
+            groups.push((event.key.clone(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[group].1.push(index);
+    }
+    groups
+}
+
+/// One key's answer: each of its events' `{"window", "seq"}`, in order, or
+/// the status and error every one of them got (nothing of that key was stored).
+pub type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
+
+/// The batch's answer, `{"results": […]}`, one per event in the batch's
+/// order: `{"status": 202, "window", "seq"}` or `{"status", "error"}`.
+pub fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> Value {
+    let mut results = vec![Value::Null; count];
+    for (places, answer) in answers {
+        match answer {
+            Ok(accepted) => {
+                for (place, mut accepted) in
+                    places.into_iter().zip(accepted.into_iter().map(Some).chain(std::iter::repeat(None)))
+                {
+                    let result = match accepted.take() {
+                        Some(Value::Object(mut fields)) => {
+                            fields.insert("status".into(), json!(202));
+                            Value::Object(fields)
+                        }
+                        _ => {
+                            json!({"status": 500, "error": {"code": "internal", "message": "no answer for this event"}})
+                        }
+                    };
+                    if let Some(slot) = results.get_mut(place) {
+                        *slot = result;
+                    }
+                }
+            }
+            Err((status, error)) => {
+                for place in places {
+                    if let Some(slot) = results.get_mut(place) {
+                        *slot = json!({"status": status, "error": error["error"].clone()});
+                    }
+                }
+            }
+        }
+    }
+    json!({ "results": results })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(events: &str) -> Vec<u8> {
+        format!(r#"{{"events": [{events}]}}"#).into_bytes()
+    }
+
+    #[test]
+    fn a_batch_is_checked_whole_and_a_bad_event_is_named() {
+        let ok = parse(
+            &body(r#"{"key": "a", "event": {"n": 1}}, {"key": "b", "event": [1], "idempotency_key": "p-1"}"#),
+            100,
+        )
+        .unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!((ok[0].key.as_str(), ok[0].event.as_str()), ("a", r#"{"n": 1}"#));
+        assert_eq!(ok[1].idempotency_key.as_deref(), Some("p-1"));
+        let error = |events: &str| parse(&body(events), 100).unwrap_err();
+        let item = error(r#"{"key": "a", "event": 1}, {"key": "", "event": 2}"#);
+        assert_eq!((item.status(), item.code()), (400, "invalid_key"));
+        assert!(item.message().starts_with("events[1]: "), "{}", item.message());
+        let big = error(&format!(r#"{{"key": "a", "event": "{}"}}"#, "x".repeat(200)));
+        assert_eq!(
+            (big.status(), big.code(), big.message().starts_with("events[0]")),
+            (413, "payload_too_large", true)
+        );
+        let topic = error(r#"{"key": "a", "event": 1, "topic": "other"}"#);
+        assert_eq!((topic.status(), topic.code()), (400, "bad_request"), "one topic per batch: {}", topic.message());
+        let idem = error(r#"{"key": "a", "event": 1, "idempotency_key": "has space"}"#);
+        assert_eq!(idem.code(), "invalid_idempotency_key");
+        assert_eq!(parse(b"{}", 100).unwrap_err().code(), "bad_request");
+        assert_eq!(parse(&body(""), 100).unwrap_err().code(), "bad_request");
+        let many = vec![r#"{"key": "a", "event": 1}"#; MAX_BATCH_EVENTS + 1].join(",");
+        assert_eq!(parse(&body(&many), 100).unwrap_err().code(), "too_many_items");
+        let at_bound = vec![r#"{"key": "a", "event": 1}"#; MAX_BATCH_EVENTS].join(",");
+        assert_eq!(parse(&body(&at_bound), 100).unwrap().len(), MAX_BATCH_EVENTS);
+        let huge = vec![0u8; MAX_BATCH_BYTES + 1];
+        assert_eq!(parse(&huge, 100).unwrap_err().code(), "payload_too_large");
+    }
+
+    #[test]
+    fn events_are_grouped_by_key_and_answered_in_the_batchs_order() {
+        let events =
+            parse(&body(r#"{"key": "a", "event": 1}, {"key": "b", "event": 2}, {"key": "a", "event": 3}"#), 100)
+                .unwrap();
+        let groups = by_key(&events);
+        assert_eq!(
+            groups.iter().map(|(k, p)| (k.as_str(), p.clone())).collect::<Vec<_>>(),
+            [("a", vec![0, 2]), ("b", vec![1])]
+        );
+        let answers = vec![
+            (vec![0, 2], Ok(vec![json!({"window": 1, "seq": 1}), json!({"window": 1, "seq": 2})])),
+            (vec![1], Err((429, json!({"error": {"code": "too_many_pending", "message": "full"}})))),
+        ];
+        assert_eq!(
+            results(3, answers),
+            json!({"results": [
+                {"status": 202, "window": 1, "seq": 1},
+                {"status": 429, "error": {"code": "too_many_pending", "message": "full"}},
+                {"status": 202, "window": 1, "seq": 2},
+            ]})
+        );
+    }
+}
