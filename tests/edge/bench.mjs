@@ -142,6 +142,32 @@ async function load(host, total, keyOf, topic = "b", token = undefined) {
   return { events: total, errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
 }
 
+/** `total` events on one key in batches of `per` (`events:batch`) from `CONCURRENCY` clients. */
+async function batchLoad(host, total, key, per, topic = "b") {
+  let next = 0;
+  let errors = 0;
+  const latencies = [];
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      for (let i = next, n = (next += per); i < total; i = next, n = (next += per)) {
+        const events = [];
+        for (let j = i; j < Math.min(n, total); j++) {
+          events.push({ key, event: { i: j, at: Date.now(), note: "a typical small event payload" } });
+        }
+        const t = performance.now();
+        const res = await request(host, "POST", `/v1/topics/${topic}/events:batch`, JSON.stringify({ events }));
+        latencies.push(performance.now() - t);
+        const results = res.status === 207 ? JSON.parse(res.body).results : [];
+        errors += events.length - results.filter((r) => r.status === 202).length;
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { events: total, requests: Math.ceil(total / per), errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
+}
+
 const delivered = (path) => rx.deliveries.filter((d) => d.path === path).reduce((n, d) => n + d.body.count, 0);
 
 async function settle(path, expected) {
@@ -182,6 +208,10 @@ const targets = [
   { name: "no-op DO", host: "noop.bench", path: null },
 ];
 const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread: [], rows: [] }]));
+/** The hot key in batches: BATCH events per request, HOT_BATCH_EVENTS events a round (lull-edge). */
+const BATCH = 20;
+const HOT_BATCH_EVENTS = 20_000;
+const hotBatch = [];
 const PACED_KEYS = 100;
 const PACE_MS = 10;
 
@@ -247,6 +277,12 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     process.stdout.write(`round ${round + 1}: ${t.name} done\n`);
   }
+  const before = delivered("/lull");
+  const key = `hotb-${round}`;
+  const result = await batchLoad("lull.bench", HOT_BATCH_EVENTS, key, BATCH);
+  await settle("/lull", before + HOT_BATCH_EVENTS);
+  hotBatch.push({ ...result, ...(await rows("lull.bench", [key])) });
+  process.stdout.write(`round ${round + 1}: lull-edge, batches of ${BATCH} done\n`);
 }
 
 // Fire lateness: delivery time minus the time the window was due (quiet and
@@ -278,6 +314,23 @@ for (const t of targets) {
     lateness_saturated: t.path ? lateness(t.path, false) : null,
   };
 }
+// Cost per million events at Cloudflare's published prices: requests (the
+// Worker's and the Durable Object's) $0.15 per million each, rows written $1.00
+// per million, setAlarm billed as a row written.
+const PRICE = { request: 0.15, row: 1.0 };
+const cost = (requestsPerEvent, rowsPerEvent, alarmsPerEvent) =>
+  rowsPerEvent === null ? null : 2 * requestsPerEvent * PRICE.request + (rowsPerEvent + (alarmsPerEvent ?? 0)) * PRICE.row;
+for (const t of targets) summary[t.name].cost_per_million = cost(1, summary[t.name].rows_per_event, summary[t.name].alarms_per_event);
+const batchEvents = hotBatch.reduce((n, x) => n + x.events, 0);
+const hotBatchSummary = {
+  per_sec: median(hotBatch.map((x) => x.per_sec)),
+  p50_ms: median(hotBatch.map((x) => x.p50_ms)),
+  p99_ms: median(hotBatch.map((x) => x.p99_ms)),
+  errors: hotBatch.reduce((n, x) => n + x.errors, 0),
+  rows_per_event: hotBatch.reduce((n, x) => n + x.sql, 0) / batchEvents,
+  alarms_per_event: hotBatch.reduce((n, x) => n + x.alarms, 0) / batchEvents,
+};
+hotBatchSummary.cost_per_million = cost(1 / BATCH, hotBatchSummary.rows_per_event, hotBatchSummary.alarms_per_event);
 const lull = summary["lull-edge"];
 const client = summary["lull-edge, client token"];
 const ratios = {
@@ -287,6 +340,7 @@ const ratios = {
   spread_vs_js: lull.spread.per_sec / summary["plain JS DO"].spread.per_sec,
   hot_vs_noop: lull.hot.per_sec / summary["no-op DO"].hot.per_sec,
   spread_vs_noop: lull.spread.per_sec / summary["no-op DO"].spread.per_sec,
+  hot_batch_vs_noop_single: hotBatchSummary.per_sec / summary["no-op DO"].hot.per_sec,
 };
 
 const backlogSummary = {};
@@ -338,6 +392,28 @@ console.log(
     ` lull-edge / no-op ceiling = ${f(ratios.hot_vs_noop, 2)}x (1 key), ${f(ratios.spread_vs_noop, 2)}x (1,000 keys)`,
 );
 console.log(
+  `cost per million events (requests $${PRICE.request}/M each, Worker's and object's; rows and setAlarm $${PRICE.row}/M): ` +
+    targets.filter((t) => t.path).map((t) => `${t.name} $${f(summary[t.name].cost_per_million, 2)}`).join(", "),
+);
+console.log(
+  `\nhot key in batches: one key, ${BATCH} events per events:batch request, ${CONCURRENCY} clients, ${HOT_BATCH_EVENTS} events a round`,
+);
+console.log(
+  ["", "ev/s", "req p50 ms", "req p99 ms", "rows/ev", "alarms/ev", "$/M events", "errors"]
+    .map((h, i) => (i === 0 ? h.padEnd(24) : h.padStart(13)))
+    .join(""),
+);
+console.log(
+  `lull-edge, batches of ${BATCH}`.padEnd(24) +
+    [
+      f(hotBatchSummary.per_sec), f(hotBatchSummary.p50_ms, 1), f(hotBatchSummary.p99_ms, 1), f(hotBatchSummary.rows_per_event, 3),
+      f(hotBatchSummary.alarms_per_event, 3), f(hotBatchSummary.cost_per_million, 2), String(hotBatchSummary.errors),
+    ].map((c) => c.padStart(13)).join(""),
+);
+console.log(
+  `ratio: batches of ${BATCH} / the no-op object's single-request rate = ${f(ratios.hot_batch_vs_noop_single, 2)}x (goal: at least 5x)`,
+);
+console.log(
   `\nbacklog: one key, target down; ${BACKLOG_MEASURED} events with 0 held, then with ${BACKLOG} held` +
     ` (lull-edge: windows of 1 event queued behind a failed run; JS: undelivered event rows)`,
 );
@@ -365,6 +441,7 @@ writeFileSync(
     {
       config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED },
       summary,
+      hot_batch: { batch: BATCH, events_per_round: HOT_BATCH_EVENTS, ...hotBatchSummary, rounds: hotBatch },
       backlog: backlogSummary,
       ratios,
       rounds: results,
