@@ -88,7 +88,9 @@ const mf = new Miniflare(
   }),
 );
 const base = new URL((await mf.ready).toString());
-const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+/** Producers of the hot-key phases (the load phases use CONCURRENCY). */
+const PRODUCERS = [32, 256];
+const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(CONCURRENCY, ...PRODUCERS) });
 
 function request(host, method, path, body, token) {
   return new Promise((resolve, reject) => {
@@ -120,14 +122,14 @@ function request(host, method, path, body, token) {
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** `total` events from `CONCURRENCY` clients; `keyOf(i)` picks the key of event i. */
-async function load(host, total, keyOf, topic = "b", token = undefined) {
+/** `total` events from `clients` producers; `keyOf(i)` picks the key of event i. */
+async function load(host, total, keyOf, topic = "b", token = undefined, clients = CONCURRENCY) {
   let next = 0;
   let errors = 0;
   const latencies = [];
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: clients }, async () => {
       for (let i = next++; i < total; i = next++) {
         const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
         const t = performance.now();
@@ -142,14 +144,14 @@ async function load(host, total, keyOf, topic = "b", token = undefined) {
   return { events: total, errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
 }
 
-/** `total` events on one key in batches of `per` (`events:batch`) from `CONCURRENCY` clients. */
-async function batchLoad(host, total, key, per, topic = "b") {
+/** `total` events on one key in batches of `per` (`events:batch`) from `clients` producers. */
+async function batchLoad(host, total, key, per, clients, topic = "b") {
   let next = 0;
   let errors = 0;
   const latencies = [];
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: clients }, async () => {
       for (let i = next, n = (next += per); i < total; i = next, n = (next += per)) {
         const events = [];
         for (let j = i; j < Math.min(n, total); j++) {
@@ -212,6 +214,8 @@ const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread
 const BATCH = 20;
 const HOT_BATCH_EVENTS = 20_000;
 const hotBatch = [];
+/** One hot key at each of PRODUCERS: single events and batches of BATCH (lull-edge), per round. */
+const hotKeyPhases = Object.fromEntries(PRODUCERS.flatMap((n) => [[`single ${n}`, []], [`batch ${n}`, []]]));
 const PACED_KEYS = 100;
 const PACE_MS = 10;
 
@@ -277,12 +281,22 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     process.stdout.write(`round ${round + 1}: ${t.name} done\n`);
   }
-  const before = delivered("/lull");
-  const key = `hotb-${round}`;
-  const result = await batchLoad("lull.bench", HOT_BATCH_EVENTS, key, BATCH);
-  await settle("/lull", before + HOT_BATCH_EVENTS);
-  hotBatch.push({ ...result, ...(await rows("lull.bench", [key])) });
-  process.stdout.write(`round ${round + 1}: lull-edge, batches of ${BATCH} done\n`);
+  for (const producers of PRODUCERS) {
+    for (const kind of ["single", "batch"]) {
+      const before = delivered("/lull");
+      const key = `hot${kind}${producers}-${round}`;
+      const total = kind === "batch" ? HOT_BATCH_EVENTS : HOT_EVENTS;
+      const result =
+        kind === "batch"
+          ? await batchLoad("lull.bench", total, key, BATCH, producers)
+          : await load("lull.bench", total, () => key, "b", undefined, producers);
+      await settle("/lull", before + total);
+      const measured = { ...result, ...(await rows("lull.bench", [key])) };
+      hotKeyPhases[`${kind} ${producers}`].push(measured);
+      if (kind === "batch" && producers === CONCURRENCY) hotBatch.push(measured);
+    }
+  }
+  process.stdout.write(`round ${round + 1}: lull-edge, one hot key at ${PRODUCERS.join(" and ")} producers done\n`);
 }
 
 // Fire lateness: delivery time minus the time the window was due (quiet and
@@ -396,7 +410,7 @@ console.log(
     targets.filter((t) => t.path).map((t) => `${t.name} $${f(summary[t.name].cost_per_million, 2)}`).join(", "),
 );
 console.log(
-  `\nhot key in batches: one key, ${BATCH} events per events:batch request, ${CONCURRENCY} clients, ${HOT_BATCH_EVENTS} events a round`,
+  `\nhot key in batches: one key, ${BATCH} events per events:batch request, ${CONCURRENCY} producers, ${HOT_BATCH_EVENTS} events a round`,
 );
 console.log(
   ["", "ev/s", "req p50 ms", "req p99 ms", "rows/ev", "alarms/ev", "$/M events", "errors"]
@@ -410,6 +424,12 @@ console.log(
       f(hotBatchSummary.alarms_per_event, 3), f(hotBatchSummary.cost_per_million, 2), String(hotBatchSummary.errors),
     ].map((c) => c.padStart(13)).join(""),
 );
+console.log(`one hot key by producers (lull-edge; single events, and batches of ${BATCH}; request latency):`);
+for (const [phase, runs] of Object.entries(hotKeyPhases)) {
+  const m = (k) => median(runs.map((x) => x[k]));
+  const errors = runs.reduce((n, x) => n + x.errors, 0);
+  console.log(`  ${phase.padEnd(12)} ${f(m("per_sec")).padStart(8)} ev/s   p50 ${f(m("p50_ms"), 1).padStart(7)} ms   p99 ${f(m("p99_ms"), 1).padStart(7)} ms   errors ${errors}`);
+}
 console.log(
   `ratio: batches of ${BATCH} / the no-op object's single-request rate = ${f(ratios.hot_batch_vs_noop_single, 2)}x (goal: at least 5x)`,
 );
@@ -442,6 +462,7 @@ writeFileSync(
       config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED },
       summary,
       hot_batch: { batch: BATCH, events_per_round: HOT_BATCH_EVENTS, ...hotBatchSummary, rounds: hotBatch },
+      hot_key_by_producers: hotKeyPhases,
       backlog: backlogSummary,
       ratios,
       rounds: results,
