@@ -81,8 +81,10 @@ test("a backlog of 2,100 windows: accepting costs the same at the end as at the 
   assert.equal(full.queued, BOUND);
   // The first window retries every 200 ms here, and each attempt writes its
   // snapshots: "nothing written" holds only between two reads with no attempt
-  // begun or ended in between (same run and last delivery), so read again until so.
-  const lifecycle = (s) => JSON.stringify([s.run, s.last_delivery]);
+  // begun or ended and no deadline served in between (same run, last delivery,
+  // next deadline), so read again until so.
+  // (An alarm that serves a deadline writes the snapshot even when nothing fires: the next deadline tells.)
+  const lifecycle = (s) => JSON.stringify([s.run, s.last_delivery, s.next_deadline, s.open]);
   let quiet = false;
   for (let tries = 0; tries < 20 && !quiet; tries++) {
     const before = (await api.status("b", "k")).json;

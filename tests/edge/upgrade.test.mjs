@@ -33,25 +33,29 @@ after(async () => {
   state?.cleanup();
 });
 
-test("an open `all` window stored before the bytes column is delivered whole, and the key goes on", async () => {
+// The fixture's windows wait an hour of quiet from when the fixture was made:
+// once that has passed, the overdue alarm delivers them at load; else they are
+// still open and the key's next event joins them. Either way every event is
+// delivered once, in order, and the key goes on with the next seq.
+test("an `all` window stored before the bytes column is delivered whole, and the key goes on", async () => {
   const status = (await api.status("open", "pre")).json;
-  assert.deepEqual([status.open.window, status.open.span.first, status.open.span.last], [1, 1, 3], JSON.stringify(status));
-  assert.equal(status.event_rows, 3);
-  assert.deepEqual((await api.event("open", "pre", { n: 4 })).json, { window: 1, seq: 4 });
+  const window = status.open ?? status.run ?? status.due?.[0];
+  if (window) assert.deepEqual([window.window, window.span.first, window.span.last], [1, 1, 3], JSON.stringify(status));
+  const next = await api.event("open", "pre", { n: 4 });
+  assert.equal(next.json.seq, 4, "seqs go on");
   assert.equal((await api.flush("open", "pre")).status, 200);
-  const [d] = await rx.waitFor(1, 10_000, "pre");
-  assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
+  const open = () => rx.of("pre").filter((d) => d.body.topic === "open");
+  await until(() => open().reduce((n, d) => n + d.body.count, 0) === 4, 10_000, "all four events delivered");
+  assert.deepEqual(open().flatMap((d) => d.body.events), [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
   await until(async () => (await api.status("open", "pre")).json.state === "idle", 10_000, "open/pre idle");
 });
 
-test("a `last` window stored one row per event goes on under this release: its delivery counts every event", async () => {
-  const before = (await api.status("last", "pre")).json;
-  assert.equal(before.event_rows, 4, JSON.stringify(before));
+test("a `last` window stored one row per event goes on under this release: its deliveries count every event", async () => {
   for (const n of [5, 6]) assert.equal((await api.event("last", "pre", { n })).status, 202);
   assert.equal((await api.flush("last", "pre")).status, 200);
-  await until(() => rx.of("pre").some((d) => d.body.topic === "last"), 10_000, "the last window delivered");
-  const d = rx.of("pre").find((d) => d.body.topic === "last");
-  assert.deepEqual([d.body.count, d.body.event], [6, { n: 6 }]);
+  const last = () => rx.of("pre").filter((d) => d.body.topic === "last");
+  await until(() => last().reduce((n, d) => n + d.body.count, 0) === 6, 10_000, "all six events counted");
+  assert.deepEqual(last().at(-1).body.event, { n: 6 }, "the newest event");
   await until(async () => (await api.status("last", "pre")).json.state === "idle", 10_000, "last/pre idle");
   const after = (await api.status("last", "pre")).json;
   assert.ok(after.event_rows <= 6, `${after.event_rows} rows`);
