@@ -47,6 +47,16 @@ pub enum Caller {
     Admin,
 }
 
+impl Caller {
+    /// A client token's `events_per_minute` for each key, if it sets one.
+    pub fn events_per_minute(&self) -> Option<u32> {
+        match self {
+            Caller::Client(claims) => claims.events_per_minute,
+            _ => None,
+        }
+    }
+}
+
 /// The configured tokens, each variable's tokens in the order given.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {

@@ -118,9 +118,13 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     /// Run `f`, arm the alarm if the deadline moved earlier, commit; all or nothing.
     async fn op<R>(&self, f: impl FnOnce(&mut Loaded, &mut Batch, u64) -> Result<R, ApiError>) -> Result<R, ApiError> {
         let now = self.host.now();
+        let mut changed = false;
         let outcome = self.with(|l| {
             let mut batch = Batch::default();
-            let result = f(l, &mut batch, now)?;
+            let result = f(l, &mut batch, now);
+            // A refusal after part of the operation was applied (a batch's later event) changed memory.
+            changed = !batch.writes.is_empty();
+            let result = result?;
             if !batch.writes.is_empty() {
                 l.touched = l.touched.max(now);
             }
@@ -133,8 +137,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         });
         let (result, batch, alarm) = match outcome {
             Ok(done) => done,
-            // Refusals change nothing; any other failure may have changed memory.
-            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. })) => {
+            // A refusal before anything was applied changes nothing; any other failure may have changed memory.
+            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. }))
+                if !changed =>
+            {
                 return Err(e);
             }
             Err(e) => {
@@ -202,21 +208,14 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             }
             KeyRequest::Events { events, events_per_minute } => {
                 // One transaction for the key's events; if one is refused, none is stored.
-                let several = events.len() > 1;
-                let done = self
-                    .op(|l, batch, now| {
-                        let mut accepted = Vec::with_capacity(events.len());
-                        for (body, producer_key) in events {
-                            accepted.push(l.accept(topic, body, producer_key, events_per_minute, now, batch)?.body);
-                        }
-                        Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
-                    })
-                    .await;
-                if done.is_err() && several {
-                    // A refusal after some were accepted in memory: reload, as for a failed write.
-                    self.forget();
-                }
-                done
+                self.op(|l, batch, now| {
+                    let mut accepted = Vec::with_capacity(events.len());
+                    for (body, producer_key) in events {
+                        accepted.push(l.accept(topic, body, producer_key, events_per_minute, now, batch)?.body);
+                    }
+                    Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
+                })
+                .await
             }
             KeyRequest::Status => {
                 let rows = self.store.event_rows().map_err(unavailable)?;

@@ -13,7 +13,7 @@ use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
 use crate::http::ApiError;
-use crate::http::auth::{Access, Caller, Target};
+use crate::http::auth::{Access, Target};
 use crate::http::batch;
 use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page, with_queue_page};
@@ -136,11 +136,12 @@ async fn handle(
             let now_s = http::now_ms() / 1000;
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), key: None, now_s })?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let asked: MintRequest = serde_json::from_slice(&small_body(&mut req).await?).map_err(|e| {
-                ApiError::BadRequest(format!(
-                    "the body must be {{\"key\" | \"key_prefix\", \"ttl_s\"?, \"events_per_minute\"?}}: {e}"
-                ))
-            })?;
+            let asked: MintRequest =
+                serde_json::from_slice(&body_within(&mut req, SMALL_BODY_BYTES).await?).map_err(|e| {
+                    ApiError::BadRequest(format!(
+                        "the body must be {{\"key\" | \"key_prefix\", \"ttl_s\"?, \"events_per_minute\"?}}: {e}"
+                    ))
+                })?;
             let claims = asked.claims(&topic.name, now_s)?;
             let token = tokens.client_secrets().mint(&claims)?;
             Ok(http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
@@ -157,11 +158,8 @@ async fn handle(
             if config_topic.queue.is_some() {
                 refuse_when_full(env, config_topic).await?;
             }
-            let declared = req.headers().get("content-length")?;
-            if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > batch::MAX_BATCH_BYTES) {
-                return Err(ApiError::PayloadTooLarge { limit: batch::MAX_BATCH_BYTES });
-            }
-            let events = batch::parse(&req.bytes().await?, config_topic.max_body_bytes)?;
+            let events =
+                batch::parse(&body_within(&mut req, batch::MAX_BATCH_BYTES).await?, config_topic.max_body_bytes)?;
             let groups = batch::by_key(&events);
             // Every key is checked before any is stored.
             let mut calls = Vec::with_capacity(groups.len());
@@ -170,10 +168,7 @@ async fn handle(
                 let caller = tokens
                     .authorize(auth.as_deref(), Access::Ingest, target(Some(key.as_str())))
                     .map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
-                let events_per_minute = match &caller {
-                    Caller::Client(claims) => claims.events_per_minute,
-                    _ => None,
-                };
+                let events_per_minute = caller.events_per_minute();
                 let batch_events =
                     places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
                 let request = KeyRequest::Events { events: batch_events, events_per_minute };
@@ -188,10 +183,7 @@ async fn handle(
             let now_s = http::now_ms() / 1000;
             let target = Target { topic: Some(&topic), key: Some(key.as_str()), now_s };
             let caller = tokens.authorize(auth.as_deref(), request.access(), target)?;
-            let events_per_minute = match &caller {
-                Caller::Client(claims) => claims.events_per_minute,
-                _ => None,
-            };
+            let events_per_minute = caller.events_per_minute();
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
             let request = match request {
@@ -214,18 +206,9 @@ async fn handle(
 /// Bodies of admin routes (a client token's request) are at most this long.
 const SMALL_BODY_BYTES: usize = 4 * 1024;
 
-/// A small request body (an admin route's JSON): `413` past [`SMALL_BODY_BYTES`].
-async fn small_body(req: &mut Request) -> Result<Vec<u8>, ApiError> {
-    let bytes = req.bytes().await?;
-    if bytes.len() > SMALL_BODY_BYTES {
-        return Err(ApiError::PayloadTooLarge { limit: SMALL_BODY_BYTES });
-    }
-    Ok(bytes)
-}
-
-/// The event's JSON, checked for size and syntax.
-async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError> {
-    let limit = topic.max_body_bytes;
+/// The request's body, `413` past `limit` bytes (refused by its declared
+/// `Content-Length` before it is read, where it has one).
+async fn body_within(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError> {
     let declared = req.headers().get("content-length")?;
     if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit });
@@ -234,6 +217,12 @@ async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError
     if bytes.len() > limit {
         return Err(ApiError::PayloadTooLarge { limit });
     }
+    Ok(bytes)
+}
+
+/// The event's JSON, checked for size and syntax.
+async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError> {
+    let bytes = body_within(req, topic.max_body_bytes).await?;
     let raw: &RawValue = serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     Ok(raw.get().to_string())
 }
