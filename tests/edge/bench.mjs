@@ -122,52 +122,49 @@ function request(host, method, path, body, token) {
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** `total` events from `clients` producers; `keyOf(i)` picks the key of event i. */
-async function load(host, total, keyOf, topic = "b", token = undefined, clients = CONCURRENCY) {
-  let next = 0;
-  let errors = 0;
-  const latencies = [];
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      for (let i = next++; i < total; i = next++) {
-        const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
-        const t = performance.now();
-        const res = await request(host, "POST", `/v1/topics/${topic}/keys/${keyOf(i)}/events`, body, token);
-        latencies.push(performance.now() - t);
-        if (res.status !== 202) errors++;
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  return { events: total, errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
-}
+/** An event's body in the load phases: event `i`. */
+const payload = (i) => ({ i, at: Date.now(), note: "a typical small event payload" });
 
-/** `total` events on one key in batches of `per` (`events:batch`) from `clients` producers. */
-async function batchLoad(host, total, key, per, clients, topic = "b") {
+/**
+ * `total` events from `clients` producers, `per` to a request: `send(first, end)`
+ * posts events first..end-1 and answers how many of them were refused.
+ */
+async function drive(total, per, clients, send) {
   let next = 0;
   let errors = 0;
   const latencies = [];
   const started = performance.now();
   await Promise.all(
     Array.from({ length: clients }, async () => {
-      for (let i = next, n = (next += per); i < total; i = next, n = (next += per)) {
-        const events = [];
-        for (let j = i; j < Math.min(n, total); j++) {
-          events.push({ key, event: { i: j, at: Date.now(), note: "a typical small event payload" } });
-        }
+      for (let i = next; i < total; i = next) {
+        next = Math.min(total, i + per);
         const t = performance.now();
-        const res = await request(host, "POST", `/v1/topics/${topic}/events:batch`, JSON.stringify({ events }));
+        errors += await send(i, next);
         latencies.push(performance.now() - t);
-        const results = res.status === 207 ? JSON.parse(res.body).results : [];
-        errors += events.length - results.filter((r) => r.status === 202).length;
       }
     }),
   );
   const seconds = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   return { events: total, requests: Math.ceil(total / per), errors, per_sec: total / seconds, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99) };
+}
+
+/** `total` events from `clients` producers, one a request; `keyOf(i)` picks the key of event i. */
+function load(host, total, keyOf, topic = "b", token = undefined, clients = CONCURRENCY) {
+  return drive(total, 1, clients, async (i) => {
+    const res = await request(host, "POST", `/v1/topics/${topic}/keys/${keyOf(i)}/events`, JSON.stringify(payload(i)), token);
+    return res.status === 202 ? 0 : 1;
+  });
+}
+
+/** `total` events on one key in batches of `per` (`events:batch`) from `clients` producers. */
+function batchLoad(host, total, key, per, clients, topic = "b") {
+  return drive(total, per, clients, async (first, end) => {
+    const events = Array.from({ length: end - first }, (_, j) => ({ key, event: payload(first + j) }));
+    const res = await request(host, "POST", `/v1/topics/${topic}/events:batch`, JSON.stringify({ events }));
+    const results = res.status === 207 ? JSON.parse(res.body).results : [];
+    return events.length - results.filter((r) => r.status === 202).length;
+  });
 }
 
 const delivered = (path) => rx.deliveries.filter((d) => d.path === path).reduce((n, d) => n + d.body.count, 0);
