@@ -52,6 +52,31 @@ test("events are grouped by key, answered in the batch's order, and delivered pe
   assert.deepEqual([events("a"), events("b"), events("c")], [[0, 2, 5], [1, 4], [3]]);
 });
 
+test("a key's events of one batch share one row; delivered, it is overwritten by the next batch's", async () => {
+  const send = (from) =>
+    batch("t", Array.from({ length: 20 }, (_, i) => ({ key: "shared", event: { n: from + i, pad: "x".repeat(i * 50) } })));
+  const sent = [];
+  for (const from of [0, 20, 40]) {
+    const res = await send(from);
+    assert.equal(res.status, 207, JSON.stringify(res.json));
+    assert.ok(res.json.results.every((r) => r.status === 202), JSON.stringify(res.json));
+    sent.push(...res.json.results.map((r) => r.seq));
+  }
+  assert.deepEqual(sent, Array.from({ length: 60 }, (_, i) => i + 1), "each event its own seq");
+  const held = (await api.status("t", "shared")).json;
+  assert.equal(held.event_rows, 3, "one row per batch (SQLite's count)");
+  assert.equal(held.io.accept_rows_written, 3 + 1, "3 rows, and the key's first snapshot (SQLite's count)");
+  assert.equal((await api.flush("t", "shared")).status, 200);
+  await rx.waitFor(1, 10_000, "shared");
+  const delivered = rx.of("shared").flatMap((d) => d.body.events);
+  assert.deepEqual(delivered.map((e) => e.n), Array.from({ length: 60 }, (_, i) => i), "every event, once, in order");
+  assert.ok(delivered.every((e, i) => e.pad === "x".repeat((i % 20) * 50)), "each body whole");
+  await until(async () => (await api.status("t", "shared")).json.state === "idle", 10_000, "delivered");
+  const res = await send(60);
+  assert.ok(res.json.results.every((r) => r.status === 202));
+  assert.equal((await api.status("t", "shared")).json.event_rows, 3, "the next batch overwrote a free row");
+});
+
 test("all or nothing per key: a key whose second event is refused stores neither; other keys are stored", async () => {
   assert.equal((await api.event("jam", "jam", { n: 0 })).status, 202); // fires, fails, retries in a minute
   await until(async () => (await api.status("jam", "jam")).json.run?.retry_at, 10_000, "the run waits to retry");

@@ -10,9 +10,9 @@
 //! storage, `setAlarm`, `fetch` and queue bindings; the native fault
 //! harnesses over fakes that fail or crash at every write and every await.
 //!
-//! Storage holds, per key: one row per event (seq, time, body — the event
-//! alone; the row of a finished event is overwritten by a later event instead
-//! of being deleted), one snapshot of the key's fixed-size state, one row per
+//! Storage holds, per key: one row per event, or per run of events accepted
+//! in one request (seqs, time, bodies — the events alone; the row of finished
+//! events is overwritten by later events instead of being deleted), one snapshot of the key's fixed-size state, one row per
 //! backlog window (queued, or a dead letter) and one per remembered producer
 //! idempotency key. No single write grows with the backlog.
 
@@ -27,16 +27,17 @@ pub struct StoreError(pub String);
 /// One row to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
-    /// An event: a new row, or the row of the finished event `reuse` overwritten
-    /// (a new row if that one is no longer there).
-    Event {
-        /// Its seq.
-        seq: Seq,
-        /// When it was accepted (unix ms).
+    /// Events accepted together, with consecutive seqs from `first`, in one
+    /// row: a new row, or the free row named by `reuse` overwritten (a new row
+    /// if that one is no longer there).
+    Events {
+        /// The first event's seq; the row holds `first..first + bodies.len()`.
+        first: Seq,
+        /// When they were accepted (unix ms).
         at: u64,
-        /// Its JSON.
-        body: String,
-        /// A finished event whose row this one takes over.
+        /// Each event's JSON, in seq order (at least one).
+        bodies: Vec<String>,
+        /// A free row (named by its first seq) this one takes over.
         reuse: Option<Seq>,
     },
     /// The key's fixed-size state; replaces the previous one.
@@ -75,15 +76,77 @@ pub struct DedupeRow {
     pub reply: String,
 }
 
-/// An event row as read at load: what replaying it needs.
+/// An event as read at load: what replaying it needs, and its row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventRow {
     /// Its seq.
     pub seq: Seq,
+    /// The row holding it, named by the row's first seq (its own seq for a row of one event).
+    pub row: Seq,
     /// When it was accepted (unix ms).
     pub at: u64,
     /// Its body's length in bytes (a window's byte bound replays with it).
     pub bytes: u64,
+}
+
+/// How a row of events keeps them: their bodies end to end in one text, and
+/// each body's length in bytes (`sizes`, only for a row of more than one
+/// event). One format for every [`Store`]: [`RowFormat::pack`] writes it, the
+/// readers below take it apart.
+pub struct RowFormat;
+
+impl RowFormat {
+    /// The row's text and, for more than one event, its `sizes` (lengths joined by commas).
+    pub fn pack(bodies: &[String]) -> (String, Option<String>) {
+        let sizes =
+            (bodies.len() > 1).then(|| bodies.iter().map(|b| b.len().to_string()).collect::<Vec<_>>().join(","));
+        (bodies.concat(), sizes)
+    }
+
+    /// Each event's length in a row of `n` events whose text is `bytes` long.
+    pub fn lengths(first: Seq, n: u64, bytes: u64, sizes: Option<&str>) -> Result<Vec<u64>, StoreError> {
+        let bad = || StoreError(format!("event row {}: sizes {sizes:?} do not describe {n} events", first.0));
+        let lengths = match sizes {
+            None if n == 1 => vec![bytes],
+            None => return Err(bad()),
+            Some(text) => {
+                text.split(',').map(|l| l.parse::<u64>().map_err(|_| bad())).collect::<Result<Vec<_>, _>>()?
+            }
+        };
+        if lengths.len() as u64 != n || lengths.iter().sum::<u64>() != bytes {
+            return Err(bad());
+        }
+        Ok(lengths)
+    }
+
+    /// The stored events of a row from `first`, each with its length.
+    pub fn events(first: Seq, at: u64, n: u64, bytes: u64, sizes: Option<&str>) -> Result<Vec<EventRow>, StoreError> {
+        let lengths = Self::lengths(first, n, bytes, sizes)?;
+        Ok((0..).zip(lengths).map(|(i, bytes)| EventRow { seq: Seq(first.0 + i), row: first, at, bytes }).collect())
+    }
+
+    /// The bodies the row from `first` holds of the events `from..=to`, in order.
+    pub fn bodies(
+        first: Seq,
+        n: u64,
+        text: &str,
+        sizes: Option<&str>,
+        from: Seq,
+        to: Seq,
+    ) -> Result<Vec<String>, StoreError> {
+        let lengths = Self::lengths(first, n, text.len() as u64, sizes)?;
+        let mut start = 0;
+        let mut bodies = Vec::new();
+        for (seq, length) in (first.0..).zip(lengths) {
+            let end = start + length as usize;
+            if (from.0..=to.0).contains(&seq) {
+                let body = text.get(start..end).ok_or_else(|| StoreError(format!("event {seq}: not a whole body")))?;
+                bodies.push(body.to_string());
+            }
+            start = end;
+        }
+        Ok(bodies)
+    }
 }
 
 /// Everything stored for a key, as read when its object starts.
@@ -91,7 +154,7 @@ pub struct EventRow {
 pub struct Stored {
     /// The newest snapshot, if any.
     pub snapshot: Option<String>,
-    /// Every event row, in seq order (bodies are read when delivered).
+    /// Every stored event, in seq order (bodies are read when delivered).
     pub events: Vec<EventRow>,
     /// Backlog rows in `ord` order.
     pub windows: Vec<WindowRow>,
@@ -112,7 +175,8 @@ pub trait Store {
     fn load(&self) -> Result<Stored, StoreError>;
     /// Apply `writes` all-or-nothing; returns the rows written, as storage counts them.
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError>;
-    /// The bodies of the stored events `first..=last`, in seq order.
+    /// The bodies of the stored events `first..=last`, in seq order (a row
+    /// holds at most [`crate::key::MAX_ROW_EVENTS`]: rows from before `first` may hold some).
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError>;
     /// The bytes of those bodies, summed (read before building a delivery).
     fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError>;
@@ -290,4 +354,34 @@ pub trait Clock {
     fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
     /// Write one structured log line.
     fn log(&self, line: &str);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_of_events_packs_and_gives_back_each_body_and_length() {
+        let bodies: Vec<String> = vec![r#"{"n":1}"#.into(), "\"é\"".into(), "[]".into()];
+        let (text, sizes) = RowFormat::pack(&bodies);
+        assert_eq!(sizes.as_deref(), Some("7,4,2"));
+        let bytes = text.len() as u64;
+        let events = RowFormat::events(Seq(5), 9, 3, bytes, sizes.as_deref()).unwrap();
+        assert_eq!(
+            events.iter().map(|e| (e.seq.0, e.row.0, e.bytes)).collect::<Vec<_>>(),
+            [(5, 5, 7), (6, 5, 4), (7, 5, 2)]
+        );
+        assert_eq!(RowFormat::bodies(Seq(5), 3, &text, sizes.as_deref(), Seq(6), Seq(9)).unwrap(), bodies[1..]);
+        assert_eq!(RowFormat::bodies(Seq(5), 3, &text, sizes.as_deref(), Seq(1), Seq(5)).unwrap(), bodies[..1]);
+
+        let (one, none) = RowFormat::pack(&bodies[..1]);
+        assert_eq!(none, None);
+        assert_eq!(RowFormat::bodies(Seq(2), 1, &one, None, Seq(2), Seq(2)).unwrap(), bodies[..1]);
+        assert!(RowFormat::lengths(Seq(5), 3, bytes, Some("7,4")).is_err(), "too few sizes");
+        assert!(RowFormat::lengths(Seq(5), 3, bytes + 1, sizes.as_deref()).is_err(), "sizes that miss the text");
+        assert!(
+            RowFormat::bodies(Seq(5), 3, &text, Some("9,2,2"), Seq(5), Seq(7)).is_err(),
+            "a cut inside a character"
+        );
+    }
 }

@@ -24,9 +24,9 @@ use std::task::{Context, Poll, Waker};
 
 use lull_core::Seq;
 use lull_edge::http::ApiError;
-use lull_edge::key::{KeyObject, KeyReply, KeyRequest};
+use lull_edge::key::{KeyObject, KeyReply, KeyRequest, MAX_ROW_EVENTS};
 use lull_edge::names::Key;
-use lull_edge::ports::{EventRow, Host, Outbound, Outcome, Outgoing, Store, StoreError, Stored, Write};
+use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, RowFormat, Store, StoreError, Stored, Write};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
@@ -45,7 +45,8 @@ enum Fault {
 /// the receiver's log, and the faults still to inject.
 #[derive(Default)]
 struct World {
-    events: BTreeMap<u64, (u64, String)>,
+    /// Event rows by their first seq, in the stores' one format.
+    events: BTreeMap<u64, FakeRow>,
     snapshot: Option<String>,
     windows: BTreeMap<u64, (u64, bool, String)>,
     dedupe: BTreeMap<u32, (String, u64, String)>,
@@ -78,6 +79,23 @@ struct World {
     logs: Vec<String>,
 }
 
+/// An event row: when its events were accepted, how many, and their bodies as `RowFormat` packs them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FakeRow {
+    at: u64,
+    n: u64,
+    text: String,
+    sizes: Option<String>,
+}
+
+impl World {
+    /// The rows that may hold events `first..=last` (a row begins at most `MAX_ROW_EVENTS - 1` before).
+    fn rows_over(&self, first: Seq, last: Seq) -> impl Iterator<Item = (Seq, &FakeRow)> {
+        let lowest = first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1);
+        self.events.range(lowest..=last.0).map(|(seq, row)| (Seq(*seq), row))
+    }
+}
+
 type Shared = Rc<RefCell<World>>;
 
 struct FakeStore(Shared);
@@ -92,8 +110,9 @@ impl Store for FakeStore {
             events: w
                 .events
                 .iter()
-                .map(|(seq, (at, body))| EventRow { seq: Seq(*seq), at: *at, bytes: body.len() as u64 })
-                .collect(),
+                .map(|(seq, r)| RowFormat::events(Seq(*seq), r.at, r.n, r.text.len() as u64, r.sizes.as_deref()))
+                .collect::<Result<Vec<Vec<_>>, _>>()?
+                .concat(),
             windows: {
                 let mut rows: Vec<_> = w
                     .windows
@@ -140,14 +159,17 @@ impl Store for FakeStore {
         for write in writes {
             rows += 1;
             match write {
-                Write::Event { seq, at, body, reuse } => {
+                Write::Events { first, at, bodies, reuse } => {
                     // Like SqlStore: a reused row that is gone (freed twice) is an insert.
                     if let Some(old) = reuse
                         && next.0.remove(&old.0).is_none()
                     {
                         w.reuse_misses += 1;
                     }
-                    assert!(next.0.insert(seq.0, (*at, body.clone())).is_none(), "row {} written twice", seq.0);
+                    assert!(!bodies.is_empty() && bodies.len() <= MAX_ROW_EVENTS, "a row of {} events", bodies.len());
+                    let (text, sizes) = RowFormat::pack(bodies);
+                    let row = FakeRow { at: *at, n: bodies.len() as u64, text, sizes };
+                    assert!(next.0.insert(first.0, row).is_none(), "row {} written twice", first.0);
                 }
                 Write::Snapshot(json) => {
                     w.largest_snapshot = w.largest_snapshot.max(json.len());
@@ -173,12 +195,16 @@ impl Store for FakeStore {
     }
 
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
-        Ok(self.0.borrow().events.range(first.0..=last.0).map(|(_, (_, body))| body.clone()).collect())
+        let w = self.0.borrow();
+        let rows = w
+            .rows_over(first, last)
+            .map(|(seq, r)| RowFormat::bodies(seq, r.n, &r.text, r.sizes.as_deref(), first, last));
+        Ok(rows.collect::<Result<Vec<_>, _>>()?.concat())
     }
 
     fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
-        let w = self.0.borrow();
-        Ok(w.events.range(first.0..=last.0).map(|(_, (_, body))| body.len() as u64).sum::<u64>() + w.extra_body_bytes)
+        let bytes = self.bodies(first, last)?.iter().map(|b| b.len() as u64).sum::<u64>();
+        Ok(bytes + self.0.borrow().extra_body_bytes)
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
@@ -187,7 +213,7 @@ impl Store for FakeStore {
 
     fn size(&self) -> u64 {
         let w = self.0.borrow();
-        let events: usize = w.events.values().map(|(_, body)| body.len() + 16).sum();
+        let events: usize = w.events.values().map(|r| r.text.len() + 16).sum();
         (events + w.snapshot.as_ref().map_or(0, String::len)) as u64
     }
 
@@ -1200,4 +1226,74 @@ fn a_batch_refused_midway_stores_none_of_its_events() {
     pair.next_event = 3;
     let next = pair.post(r#"{"n":3}"#.into(), None);
     assert_eq!(next["seq"], 2, "the refused events left nothing in memory either");
+}
+
+const BATCHED: &str = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50,
+    "payload": "all", "max_batch": 100}}"#;
+
+/// A key's events of one request share one row: requests of 20 events write
+/// one event row each, a crash between them replays every event from the
+/// shared rows, and once every event of a row is delivered the row is
+/// overwritten by the next request's events, never added to.
+#[test]
+fn a_requests_events_share_one_row_reused_once_all_are_delivered() {
+    let mut pair = Pair::with_topics(BATCHED);
+    let send = |pair: &mut Pair, round: u64| {
+        let events = (round * 20..round * 20 + 20).map(|n| (format!(r#"{{"n":{n}}}"#), None)).collect();
+        let reply = pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap();
+        let seqs: Vec<u64> =
+            reply.body["accepted"].as_array().unwrap().iter().map(|a| a["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (round * 20 + 1..=round * 20 + 20).collect::<Vec<_>>());
+    };
+    for round in 0..10 {
+        send(&mut pair, round);
+        if round == 4 {
+            pair.step(&Op::Crash);
+        }
+    }
+    assert_eq!(pair.world.borrow().events.len(), 10, "one row a request");
+    pair.drain();
+    for round in 10..20 {
+        send(&mut pair, round);
+    }
+    assert_eq!(pair.world.borrow().events.len(), 10, "delivered rows are overwritten, not added to");
+    pair.step(&Op::Crash);
+    pair.drain();
+    let w = pair.world.borrow();
+    let mut delivered: Vec<u64> = w
+        .received
+        .iter()
+        .flat_map(|(_, _, b)| {
+            b["events"].as_array().unwrap().iter().map(|e| e["n"].as_u64().unwrap()).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(w.received.len(), 4, "windows of 100");
+    delivered.sort_unstable();
+    assert_eq!(delivered, (0..400).collect::<Vec<_>>(), "every event once");
+    assert_eq!(w.reuse_misses, 0, "a row was freed twice");
+}
+
+/// Under `last`, a never-quiet window fed by requests of 20 events: the rows
+/// its superseded events share are freed by the snapshots, so the key holds
+/// a bounded number of rows, crashes included, and the delivery carries the last event.
+#[test]
+fn a_never_quiet_last_window_fed_in_requests_holds_bounded_rows() {
+    let mut pair = Pair::with_topics(&NEVER_QUIET.replace("MODE", "last"));
+    let mut most_rows = 0;
+    for round in 0..500u64 {
+        let events = (round * 20..round * 20 + 20).map(|n| (format!(r#"{{"n":{n}}}"#), None)).collect();
+        pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap();
+        pair.advance(1);
+        if round % 150 == 149 {
+            pair.step(&Op::Crash);
+        }
+        most_rows = most_rows.max(pair.world.borrow().events.len());
+    }
+    let bound = lull_edge::key::CHECKPOINT_ROWS.div_ceil(20) + 3;
+    assert!(most_rows <= bound, "{most_rows} event rows at most, bound {bound}");
+    pair.drain();
+    let received = &pair.world.borrow().received;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].2["count"], 10_000);
+    assert_eq!(received[0].2["event"]["n"], 9_999);
 }

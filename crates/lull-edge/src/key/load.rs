@@ -3,12 +3,13 @@
 //! schema-1 storage migrated, and a delivery cut short by a crash counted as
 //! a failed attempt (see `STORAGE.md`).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 
 use lull_core::{Backlog, DeadLetter, QueuedWindow, Reason};
 use serde_json::json;
 
 use super::memory::{Batch, Loaded, incarnation, unneeded_rows};
+use super::rows::EventRows;
 use super::state::{KeyState, SCHEMA, WindowTerms};
 use super::{DEDUPE_SLOTS, KeyObject, json_error, unavailable};
 use crate::http::ApiError;
@@ -39,7 +40,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 ks,
                 persisted: false,
                 armed: None,
-                free: VecDeque::new(),
+                event_rows: EventRows::default(),
                 superseded: Vec::new(),
                 last_accepted: None,
                 rows: BTreeSet::new(),
@@ -101,7 +102,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             .open_window()
             .map(|o| lull_core::Accepted { seq: o.span.last, window: o.window })
             .or(last_accepted);
-        let (free, superseded) = unneeded_rows(&stored.events, through, ks.live_spans());
+        let (event_rows, superseded) = unneeded_rows(&stored.events, through, ks.live_spans());
         let key = Key::from_path_segment(&restored.key)?;
         let (dedupe, next_slot) =
             remembered(stored.dedupe, new.map(|(topic, _)| topic.dedupe_window_ms), self.host.now());
@@ -111,7 +112,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             ks,
             persisted: true,
             armed: None,
-            free,
+            event_rows,
             superseded,
             last_accepted,
             rows,

@@ -3,12 +3,13 @@
 //! `&mut self`), and the rules that turn its effects into rows ([`Batch`]),
 //! log lines and the alarm to arm.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 
 use lull_core::{Accepted, DeadLetter, Fire, Seq, Span, WindowId};
 use serde_json::json;
 
 use super::request::{KeyReply, KeyRequest};
+use super::rows::{self, EventRows};
 use super::state::{Effect, KeyState};
 use super::{CHECKPOINT_ROWS, DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
 
@@ -29,8 +30,8 @@ pub(super) struct Loaded {
     pub(super) persisted: bool,
     /// When the alarm is armed (unix ms), as far as this object knows.
     pub(super) armed: Option<u64>,
-    /// Rows of finished events, overwritten by later events.
-    pub(super) free: VecDeque<Seq>,
+    /// Which event rows are free to overwrite, and what shared rows still hold.
+    pub(super) event_rows: EventRows,
     /// Rows no delivery needs (`last`: an open window's earlier events;
     /// `first`: its later ones) that a load would still replay: free once a
     /// snapshot covers them, at most [`CHECKPOINT_ROWS`] before one is written.
@@ -65,6 +66,8 @@ pub(super) struct Job {
 #[derive(Default)]
 pub(super) struct Batch {
     pub(super) writes: Vec<Write>,
+    /// Events accepted, in seq order, to be written as rows ([`Loaded::store_events`]).
+    pub(super) events: Vec<(Seq, String)>,
     pub(super) logs: Vec<Fact>,
     /// The facts as log lines, with the key's topic and key.
     pub(super) lines: Vec<String>,
@@ -110,12 +113,24 @@ impl Loaded {
                 Effect::Finished(span) => {
                     // Its other rows were freed as superseded, each once.
                     let needed = self.ks.needed(span);
-                    self.free.extend((needed.first.0..=needed.last.0).map(Seq));
+                    for seq in needed.first.0..=needed.last.0 {
+                        self.event_rows.release(Seq(seq));
+                    }
                 }
                 Effect::Unreplayable => batch.snapshot_due = true,
             }
         }
         Ok(())
+    }
+
+    /// The batch's accepted events as rows: those of one request share a
+    /// row ([`rows::runs`]), each row taking a free one if there is one.
+    pub(super) fn store_events(&mut self, at: u64, batch: &mut Batch) {
+        for (first, bodies) in rows::runs(std::mem::take(&mut batch.events)) {
+            let reuse = self.event_rows.take();
+            self.event_rows.hold(first, bodies.len());
+            batch.writes.push(Write::Events { first, at, bodies, reuse });
+        }
     }
 
     pub(super) fn backlog_row(&mut self, window: u64, dead: bool, json: String, batch: &mut Batch) {
@@ -129,7 +144,9 @@ impl Loaded {
     /// replayed become free (if the batch fails, memory is dropped anyway).
     pub(super) fn snapshot(&mut self, batch: &mut Batch) -> Result<(), ApiError> {
         if !batch.snapshot {
-            self.free.extend(self.superseded.drain(..));
+            for seq in self.superseded.drain(..) {
+                self.event_rows.release(seq);
+            }
             self.ks.touched_at = self.touched;
             let json = self.ks.snapshot(&self.topic, &self.key.encoded()).map_err(json_error)?;
             batch.writes.push(Write::Snapshot(json));
@@ -205,8 +222,7 @@ impl Loaded {
             self.client_minute = (began, count + 1);
         }
         let (accepted, effects) = self.ks.accept(now, body.len() as u64);
-        let reuse = self.free.pop_front();
-        batch.writes.push(Write::Event { seq: accepted.seq, at: now, body, reuse });
+        batch.events.push((accepted.seq, body));
         batch.accepting = true;
         self.apply(effects, batch)?;
         // Of two events in a row of one window, `last` needs only the newer row, `first` only the older.
@@ -278,19 +294,30 @@ impl Loaded {
     }
 }
 
-/// Rows whose event no live span needs: at or below `through` (the snapshot
-/// covers them) they are free for later events; above it they are superseded
-/// (a load replays them until the next snapshot).
-pub(super) fn unneeded_rows(events: &[EventRow], through: Seq, mut live: Vec<Span>) -> (VecDeque<Seq>, Vec<Seq>) {
+/// Events no live span needs: at or below `through` (the snapshot covers
+/// them) their rows are released now; above it they are superseded (a load
+/// replays them until the next snapshot). Returns the rows and the superseded.
+pub(super) fn unneeded_rows(events: &[EventRow], through: Seq, mut live: Vec<Span>) -> (EventRows, Vec<Seq>) {
     live.sort_by_key(|s| s.first);
-    let (free, superseded): (Vec<Seq>, Vec<Seq>) = events
-        .iter()
-        .map(|row| row.seq)
-        .filter(|seq| {
-            // Spans never overlap: the last one starting at or before `seq` is the only candidate.
-            let at = live.partition_point(|s| s.first <= *seq);
-            !(at > 0 && live[at - 1].contains(*seq))
-        })
-        .partition(|seq| *seq <= through);
-    (free.into(), superseded)
+    let mut rows = EventRows::default();
+    let mut at = 0;
+    while let Some(row) = events.get(at) {
+        let len = events[at..].iter().take_while(|e| e.row == row.row).count();
+        rows.hold(row.row, len);
+        at += len;
+    }
+    let mut superseded = Vec::new();
+    for seq in events.iter().map(|row| row.seq) {
+        // Spans never overlap: the last one starting at or before `seq` is the only candidate.
+        let at = live.partition_point(|s| s.first <= seq);
+        if at > 0 && live[at - 1].contains(seq) {
+            continue;
+        }
+        if seq <= through {
+            rows.release(seq);
+        } else {
+            superseded.push(seq);
+        }
+    }
+    (rows, superseded)
 }

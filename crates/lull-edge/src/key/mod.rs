@@ -12,7 +12,8 @@
 //! with what each failure leaves behind: `STORAGE.md`.
 //!
 //! Guarantees:
-//! - **One row per event**: accepting writes the event alone (the very first
+//! - **One row per request's events**: accepting writes the events alone, the
+//!   events one request brings for the key sharing a row (the very first
 //!   event of a key also writes its first snapshot). The snapshot is written
 //!   only when something else changes the key (a delivery begins or ends,
 //!   flush, cancel, replay, discard, an alarm serves a deadline); on load the newest snapshot is restored and
@@ -34,6 +35,7 @@ mod deliver;
 mod load;
 mod memory;
 pub mod request;
+mod rows;
 pub mod state;
 pub mod timeline;
 
@@ -66,6 +68,11 @@ pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
 pub const FULL_RETRY_SECS: u64 = 60;
 /// Producer idempotency keys a key remembers (the oldest is forgotten first).
 pub const DEDUPE_SLOTS: u32 = 4_096;
+/// Events one row holds at most: a request's events for the key share rows of at most this many.
+pub const MAX_ROW_EVENTS: usize = 1_000;
+/// Bodies' bytes one shared row holds at most (a Durable Object's SQLite
+/// takes rows up to 2 MB; one event, at most `MAX_BODY_BYTES`, always fits).
+pub const MAX_ROW_BYTES: usize = 1024 * 1024;
 /// Superseded event rows (of `last` and `first` windows) held before a
 /// snapshot frees them: bounds a never-quiet window's rows, and what a load replays.
 pub const CHECKPOINT_ROWS: usize = 64;
@@ -123,8 +130,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             let mut batch = Batch::default();
             let result = f(l, &mut batch, now);
             // A refusal after part of the operation was applied (a batch's later event) changed memory.
-            changed = !batch.writes.is_empty();
+            changed = !batch.writes.is_empty() || !batch.events.is_empty();
             let result = result?;
+            l.store_events(now, &mut batch);
             if !batch.writes.is_empty() {
                 l.touched = l.touched.max(now);
             }

@@ -1,4 +1,5 @@
-//! [`Store`] over the object's SQLite: one row per event (the event alone),
+//! [`Store`] over the object's SQLite: one row per request's events (the
+//! events alone, in [`RowFormat`]),
 //! one snapshot row, one row per backlog window, one per remembered producer
 //! key. A batch commits inside `transactionSync`, so it applies all or nothing.
 //!
@@ -12,7 +13,8 @@ use worker::{SqlStorage, SqlStorageValue, State};
 
 use super::sys::StateExt;
 
-use crate::ports::{DedupeRow, EventRow, Store, StoreError, Stored, WindowRow, Write};
+use crate::key::MAX_ROW_EVENTS;
+use crate::ports::{DedupeRow, RowFormat, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
 
 const TABLES: &str = "
@@ -20,7 +22,9 @@ CREATE TABLE IF NOT EXISTS events (
   seq   INTEGER PRIMARY KEY,
   at    INTEGER NOT NULL,
   body  TEXT    NOT NULL,
-  bytes INTEGER
+  bytes INTEGER,
+  n     INTEGER NOT NULL DEFAULT 1,
+  sizes TEXT
 );
 CREATE TABLE IF NOT EXISTS snapshot (
   id   INTEGER PRIMARY KEY CHECK (id = 0),
@@ -61,6 +65,8 @@ struct EventSql {
     seq: i64,
     at: i64,
     bytes: i64,
+    n: i64,
+    sizes: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -69,8 +75,19 @@ struct Count {
 }
 
 #[derive(Deserialize)]
-struct Body {
+struct BodySql {
+    seq: i64,
+    n: i64,
     body: String,
+    sizes: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct BytesSql {
+    seq: i64,
+    n: i64,
+    bytes: i64,
+    sizes: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -140,6 +157,17 @@ impl SqlStore {
                     Ok(0)
                 })?;
             }
+            // Rows written before events shared rows hold one event each.
+            if self.sql().exec("SELECT n FROM events LIMIT 0", None).is_err() {
+                self.transaction(|sql| {
+                    sql.exec(
+                        "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
+                         ALTER TABLE events ADD COLUMN sizes TEXT;",
+                        None,
+                    )?;
+                    Ok(0)
+                })?;
+            }
             return Ok(());
         }
         self.transaction(|sql| {
@@ -151,8 +179,9 @@ impl SqlStore {
                 );
             }
             sql.exec(
-                "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER);
-                 INSERT INTO events_v2 SELECT seq, at, body, length(CAST(body AS BLOB)) FROM events;
+                "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER,
+                   n INTEGER NOT NULL DEFAULT 1, sizes TEXT);
+                 INSERT INTO events_v2 (seq, at, body, bytes) SELECT seq, at, body, length(CAST(body AS BLOB)) FROM events;
                  DROP TABLE events;
                  ALTER TABLE events_v2 RENAME TO events;
                  DROP TABLE IF EXISTS key_state;",
@@ -168,26 +197,40 @@ impl SqlStore {
     }
 }
 
+/// The bindings that find the rows holding events `first..=last`: a row
+/// begins at most `MAX_ROW_EVENTS - 1` seqs before the first event it holds
+/// (the primary key bounds the scan) and holds `seq..seq + n`.
+fn overlapping(first: Seq, last: Seq) -> Vec<SqlStorageValue> {
+    let lowest = first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1);
+    vec![int(lowest), int(last.0), int(first.0)]
+}
+
 /// Carry out one write; the rows SQLite wrote for it.
 fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
     let cursor = match write {
-        Write::Event { seq, at, body, reuse } => {
-            let insert = "INSERT INTO events (seq, at, body, bytes) VALUES (?, ?, ?, ?)";
-            let bytes = int(body.len() as u64);
+        Write::Events { first, at, bodies, reuse } => {
+            let insert = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?)";
+            let (body, sizes) = RowFormat::pack(&bodies);
+            let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
+            let row = vec![int(first.0), int(at), int(body.len() as u64), int(bodies.len() as u64)];
+            let values = |body: String, sizes: SqlStorageValue| {
+                let mut values = row.clone();
+                values.insert(2, body.into());
+                values.push(sizes);
+                values
+            };
             match reuse {
                 Some(old) => {
-                    let update = "UPDATE events SET seq = ?, at = ?, body = ?, bytes = ? WHERE seq = ?";
-                    let values = vec![int(seq.0), int(at), body.clone().into(), bytes.clone(), int(old.0)];
-                    let updated = sql.exec(update, values)?;
+                    let update =
+                        "UPDATE events SET seq = ?, at = ?, body = ?, bytes = ?, n = ?, sizes = ? WHERE seq = ?";
+                    let mut set = values(body.clone(), sizes.clone());
+                    set.push(int(old.0));
+                    let updated = sql.exec(update, set)?;
                     // A row already reused (freed twice across a payload change) is not
-                    // there to update: the event gets a row of its own, never none.
-                    if updated.rows_written() > 0 {
-                        updated
-                    } else {
-                        sql.exec(insert, vec![int(seq.0), int(at), body.into(), bytes])?
-                    }
+                    // there to update: the events get a row of their own, never none.
+                    if updated.rows_written() > 0 { updated } else { sql.exec(insert, values(body, sizes))? }
                 }
-                None => sql.exec(insert, vec![int(seq.0), int(at), body.into(), bytes])?,
+                None => sql.exec(insert, values(body, sizes))?,
             }
         }
         Write::Snapshot(json) => sql.exec(
@@ -215,10 +258,15 @@ impl Store for SqlStore {
         let sql = self.sql();
         let snapshot: Vec<Json> =
             sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
-        let events: Vec<EventSql> = sql
-            .exec("SELECT seq, at, coalesce(bytes, 0) AS bytes FROM events ORDER BY seq", None)
+        let rows: Vec<EventSql> = sql
+            .exec("SELECT seq, at, coalesce(bytes, 0) AS bytes, n, sizes FROM events ORDER BY seq", None)
             .and_then(|c| c.to_array())
             .map_err(error)?;
+        let mut events = Vec::with_capacity(rows.len());
+        for r in rows {
+            let (first, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
+            events.extend(RowFormat::events(first, unsigned(r.at), n, unsigned(r.bytes), r.sizes.as_deref())?);
+        }
         let windows: Vec<WindowSql> = sql
             .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
             .and_then(|c| c.to_array())
@@ -227,10 +275,7 @@ impl Store for SqlStore {
             sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
         Ok(Stored {
             snapshot: snapshot.into_iter().next().map(|s| s.json),
-            events: events
-                .into_iter()
-                .map(|e| EventRow { seq: Seq(unsigned(e.seq)), at: unsigned(e.at), bytes: unsigned(e.bytes) })
-                .collect(),
+            events,
             windows: windows
                 .into_iter()
                 .map(|w| WindowRow { window: unsigned(w.win), ord: unsigned(w.ord), dead: w.dead != 0, json: w.json })
@@ -257,17 +302,30 @@ impl Store for SqlStore {
     }
 
     fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
-        let rows: Vec<Body> = self
-            .sql()
-            .exec("SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", vec![int(first.0), int(last.0)])
-            .and_then(|c| c.to_array())
-            .map_err(error)?;
-        Ok(rows.into_iter().map(|r| r.body).collect())
+        let query = "SELECT seq, n, body, sizes FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
+        let rows: Vec<BodySql> =
+            self.sql().exec(query, overlapping(first, last)).and_then(|c| c.to_array()).map_err(error)?;
+        let mut bodies = Vec::new();
+        for r in rows {
+            let (row, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
+            bodies.extend(RowFormat::bodies(row, n, &r.body, r.sizes.as_deref(), first, last)?);
+        }
+        Ok(bodies)
     }
 
     fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
-        let sql = "SELECT coalesce(sum(bytes), 0) AS n FROM events WHERE seq BETWEEN ? AND ?";
-        self.count(sql, vec![int(first.0), int(last.0)])
+        let query =
+            "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ?";
+        let rows: Vec<BytesSql> =
+            self.sql().exec(query, overlapping(first, last)).and_then(|c| c.to_array()).map_err(error)?;
+        let mut bytes = 0;
+        for r in rows {
+            let (row, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
+            let lengths = RowFormat::lengths(row, n, unsigned(r.bytes), r.sizes.as_deref())?;
+            bytes +=
+                (row.0..).zip(lengths).filter(|(seq, _)| (first.0..=last.0).contains(seq)).map(|(_, l)| l).sum::<u64>();
+        }
+        Ok(bytes)
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
