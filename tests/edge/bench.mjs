@@ -175,11 +175,12 @@ async function settle(path, expected) {
   await sleep(WAIT * 2);
 }
 
-/** Sum storage counters over `keys` (lull: the status API; js: the fixture's /stats). */
+/** Sum storage counters and object requests over `keys` (lull: the status API; js: the fixture's /stats). */
 async function rows(host, keys, topic = "b") {
   let sql = 0;
   let accept = 0;
   let alarms = 0;
+  let objects = 0;
   for (let i = 0; i < keys.length; i += CONCURRENCY) {
     const batch = await Promise.all(
       keys.slice(i, i + CONCURRENCY).map((k) => request(host, "GET", `/v1/topics/${topic}/keys/${k}`)),
@@ -190,14 +191,16 @@ async function rows(host, keys, topic = "b") {
         sql += s.io.rows_written;
         accept += s.io.accept_rows_written;
         alarms += s.io.alarms_set;
+        objects += s.io.requests - 1; // not the status request reading it
       } else {
         sql += s.rows_written;
         alarms += s.alarms_set;
+        objects += s.requests;
         accept = null;
       }
     }
   }
-  return { sql, accept, alarms };
+  return { sql, accept, alarms, objects };
 }
 
 const targets = [
@@ -321,17 +324,19 @@ for (const t of targets) {
     rows_per_event: t.path ? sum("sql") / events : null,
     accept_rows_per_event: t.path && r.rows[0].accept !== null ? sum("accept") / events : null,
     alarms_per_event: t.path ? sum("alarms") / events : null,
+    object_requests_per_event: t.path ? sum("objects") / events : null,
     lateness: t.path ? lateness(t.path, true) : null,
     lateness_saturated: t.path ? lateness(t.path, false) : null,
   };
 }
 // Cost per million events at Cloudflare's published prices: requests (the
-// Worker's and the Durable Object's) $0.15 per million each, rows written $1.00
-// per million, setAlarm billed as a row written.
+// Worker's, and the Durable Object's as it counted them: requests and alarms
+// served) $0.15 per million each, rows written $1.00 per million, setAlarm
+// billed as a row written.
 const PRICE = { request: 0.15, row: 1.0 };
-const cost = (requestsPerEvent, rowsPerEvent, alarmsPerEvent) =>
-  rowsPerEvent === null ? null : 2 * requestsPerEvent * PRICE.request + (rowsPerEvent + (alarmsPerEvent ?? 0)) * PRICE.row;
-for (const t of targets) summary[t.name].cost_per_million = cost(1, summary[t.name].rows_per_event, summary[t.name].alarms_per_event);
+const cost = (workerRequestsPerEvent, { rows_per_event: rows, alarms_per_event: alarms, object_requests_per_event: objects }) =>
+  rows === null ? null : (workerRequestsPerEvent + objects) * PRICE.request + (rows + (alarms ?? 0)) * PRICE.row;
+for (const t of targets) summary[t.name].cost_per_million = cost(1, summary[t.name]);
 const batchEvents = hotBatch.reduce((n, x) => n + x.events, 0);
 const hotBatchSummary = {
   per_sec: median(hotBatch.map((x) => x.per_sec)),
@@ -340,8 +345,9 @@ const hotBatchSummary = {
   errors: hotBatch.reduce((n, x) => n + x.errors, 0),
   rows_per_event: hotBatch.reduce((n, x) => n + x.sql, 0) / batchEvents,
   alarms_per_event: hotBatch.reduce((n, x) => n + x.alarms, 0) / batchEvents,
+  object_requests_per_event: hotBatch.reduce((n, x) => n + x.objects, 0) / batchEvents,
 };
-hotBatchSummary.cost_per_million = cost(1 / BATCH, hotBatchSummary.rows_per_event, hotBatchSummary.alarms_per_event);
+hotBatchSummary.cost_per_million = cost(1 / BATCH, hotBatchSummary);
 const lull = summary["lull-edge"];
 const client = summary["lull-edge, client token"];
 const ratios = {
@@ -378,7 +384,7 @@ console.log(
     ` wait ${WAIT} ms, max_wait ${MAX_WAIT} ms, payload all`,
 );
 console.log(
-  ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "late p50", "late p99", "sat. p99", "errors"]
+  ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "obj req/ev", "$/M events", "late p50", "late p99", "sat. p99", "errors"]
     .map((h, i) => (i === 0 ? h.padEnd(24) : h.padStart(i === 8 ? 15 : 13)))
     .join(""),
 );
@@ -388,7 +394,7 @@ for (const t of targets) {
     f(s.hot.per_sec), f(s.hot.p50_ms, 1), f(s.hot.p99_ms, 1),
     f(s.spread.per_sec), f(s.spread.p50_ms, 1), f(s.spread.p99_ms, 1),
     f(s.rows_per_event, 3), f(s.accept_rows_per_event, 3), f(s.alarms_per_event, 3),
-    f(s.lateness?.p50_ms, 0), f(s.lateness?.p99_ms, 0), f(s.lateness_saturated?.p99_ms, 0), String(s.errors),
+    f(s.object_requests_per_event, 3), f(s.cost_per_million, 2), f(s.lateness?.p50_ms, 0), f(s.lateness?.p99_ms, 0), f(s.lateness_saturated?.p99_ms, 0), String(s.errors),
   ];
   console.log(t.name.padEnd(24) + cells.map((c, i) => c.padStart(i === 7 ? 15 : 13)).join(""));
 }
@@ -410,7 +416,7 @@ console.log(
   `\nhot key in batches: one key, ${BATCH} events per events:batch request, ${CONCURRENCY} producers, ${HOT_BATCH_EVENTS} events a round`,
 );
 console.log(
-  ["", "ev/s", "req p50 ms", "req p99 ms", "rows/ev", "alarms/ev", "$/M events", "errors"]
+  ["", "ev/s", "req p50 ms", "req p99 ms", "rows/ev", "alarms/ev", "obj req/ev", "$/M events", "errors"]
     .map((h, i) => (i === 0 ? h.padEnd(24) : h.padStart(13)))
     .join(""),
 );
@@ -418,14 +424,22 @@ console.log(
   `lull-edge, batches of ${BATCH}`.padEnd(24) +
     [
       f(hotBatchSummary.per_sec), f(hotBatchSummary.p50_ms, 1), f(hotBatchSummary.p99_ms, 1), f(hotBatchSummary.rows_per_event, 3),
-      f(hotBatchSummary.alarms_per_event, 3), f(hotBatchSummary.cost_per_million, 2), String(hotBatchSummary.errors),
+      f(hotBatchSummary.alarms_per_event, 3), f(hotBatchSummary.object_requests_per_event, 3),
+      f(hotBatchSummary.cost_per_million, 2), String(hotBatchSummary.errors),
     ].map((c) => c.padStart(13)).join(""),
 );
 console.log(`one hot key by producers (lull-edge; single events, and batches of ${BATCH}; request latency):`);
 for (const [phase, runs] of Object.entries(hotKeyPhases)) {
   const m = (k) => median(runs.map((x) => x[k]));
   const errors = runs.reduce((n, x) => n + x.errors, 0);
-  console.log(`  ${phase.padEnd(12)} ${f(m("per_sec")).padStart(8)} ev/s   p50 ${f(m("p50_ms"), 1).padStart(7)} ms   p99 ${f(m("p99_ms"), 1).padStart(7)} ms   errors ${errors}`);
+  const per = (k) => runs.reduce((n, x) => n + x[k], 0) / runs.reduce((n, x) => n + x.events, 0);
+  const perEvent = { rows_per_event: per("sql"), alarms_per_event: per("alarms"), object_requests_per_event: per("objects") };
+  const dollars = cost(phase.startsWith("batch") ? 1 / BATCH : 1, perEvent);
+  console.log(
+    `  ${phase.padEnd(12)} ${f(m("per_sec")).padStart(8)} ev/s   p50 ${f(m("p50_ms"), 1).padStart(7)} ms   p99 ${f(m("p99_ms"), 1).padStart(7)} ms` +
+      `   rows/ev ${f(perEvent.rows_per_event, 3)}   obj req/ev ${f(perEvent.object_requests_per_event, 3)}` +
+      `   alarms/ev ${f(perEvent.alarms_per_event, 3)}   $${f(dollars, 2)}/M   errors ${errors}`,
+  );
 }
 console.log(
   `ratio: batches of ${BATCH} / the no-op object's single-request rate = ${f(ratios.hot_batch_vs_noop_single, 2)}x (goal: at least 5x)`,

@@ -129,6 +129,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         if !self.load(None).await? {
             return Ok(());
         }
+        self.with(|l| {
+            l.ks.io.requests += 1;
+            Ok(())
+        })?;
         let now = self.host.now();
         let collect = self.with(|l| {
             l.armed = None; // the alarm that woke us is spent

@@ -69,8 +69,8 @@ pub(super) struct Batch {
     /// Events accepted, in seq order, to be written as rows ([`Loaded::store_events`]).
     pub(super) events: Vec<(Seq, String)>,
     pub(super) logs: Vec<Fact>,
-    /// The facts as log lines, with the key's topic and key.
-    pub(super) lines: Vec<String>,
+    /// The facts as lines, with the key's topic and key, and whether the log gets each ([`Fact::logged`]).
+    pub(super) lines: Vec<(String, bool)>,
     pub(super) accepting: bool,
     pub(super) snapshot: bool,
     /// The operation writes the snapshot: the state changed in a way a load

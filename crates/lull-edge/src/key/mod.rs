@@ -140,7 +140,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 l.snapshot(&mut batch)?;
             }
             let alarm = l.arm_earlier(now).or(batch.alarm);
-            batch.lines = batch.logs.iter().map(|f| l.line(f)).collect();
+            batch.lines = batch.logs.iter().map(|f| (l.line(f), f.logged())).collect();
             Ok((result, batch, alarm))
         });
         let (result, batch, alarm) = match outcome {
@@ -190,12 +190,14 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         }
     }
 
-    /// Log what a committed operation did, and keep it in the timeline.
-    fn committed(&self, lines: &[String]) {
+    /// Keep what a committed operation did in the timeline, and log it (but per-event facts).
+    fn committed(&self, lines: &[(String, bool)]) {
         let at = self.host.now();
         let mut timeline = self.timeline.borrow_mut();
-        for line in lines {
-            self.host.log(line);
+        for (line, logged) in lines {
+            if *logged {
+                self.host.log(line);
+            }
             timeline.push(at, line);
         }
     }
@@ -206,6 +208,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         self.with(|l| {
             l.retention_ms = topic.retention_ms;
             l.log_keys = topic.log_keys;
+            l.ks.io.requests += 1;
             Ok(())
         })?;
         self.follow(topic).await?;

@@ -47,6 +47,9 @@ pub struct Io {
     pub accept_rows_written: u64,
     /// `setAlarm` calls (billed like a row written).
     pub alarms_set: u64,
+    /// Requests and alarms the object served (each billed as a request), the one asking included.
+    #[serde(default)]
+    pub requests: u64,
 }
 
 /// The outcome of the last delivery attempt.
