@@ -2,7 +2,8 @@
 // request and answers as each test scripts it: retries keep their
 // Idempotency-Key, refusals are typed errors, bad input sends nothing, a
 // burst coalesces in the page, `flush` stores the page's window before it
-// fires the edge's. (The demo test drives the same client against a real edge.)
+// fires the edge's, windows of several keys go in batches answered per item.
+// (The demo test and edge-batch.test.mjs drive the same client against a real edge.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { resolve } from "node:path";
@@ -186,4 +187,104 @@ test("flush rejects, firing nothing, when the page's window could not be handed 
   const cancelling = edge({ url: "http://edge.test", token: "t", fetch: lost.fetch });
   await assert.rejects(cancelling.cancel("t", "k"), TypeError);
   assert.equal(lost.requests.length, 1, "a cancel whose answer was lost may have happened: not sent again");
+});
+
+/** The items of a batch request's body. */
+const itemsOf = (r) => JSON.parse(r.body).events;
+const isBatch = (r) => r.url.endsWith("/events:batch");
+/** A fake edge's 207 for a batch: `answer(item, i)` is each item's status (202 gets a window and seq). */
+const batchAnswer = (r, answer) => [207, {
+  results: itemsOf(r).map((item, i) => {
+    const status = answer(item, i);
+    return status === 202 ? { status, window: 1, seq: i + 1 } : { status, error: { code: `code_${status}`, message: `item ${i}` } };
+  }),
+}];
+
+test("windows of several keys handed over at once go in one batch request per topic, each with its idempotency key; a lone window keeps its key's route", async () => {
+  const f = fakeFetch((r) => (isBatch(r) ? batchAnswer(r, () => 202) : accepted(4, 9)));
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const sends = [
+    client.send("docs", "a", { n: 1 }, { debounce: 10_000 }),
+    client.send("docs", "a", { n: 2 }, { debounce: 10_000 }),
+    client.send("docs", "b/1", [1], { debounce: 10_000, combine: "all" }),
+    client.send("docs", "c", "x", { debounce: 10_000 }),
+    client.send("notes", "n", { only: true }, { debounce: 10_000 }),
+  ];
+  await client.flush();
+  const answers = await Promise.all(sends);
+  assert.deepEqual(f.requests.map((r) => r.url).sort(), [
+    "http://edge.test/v1/topics/docs/events:batch",
+    "http://edge.test/v1/topics/notes/keys/n/events",
+  ]);
+  const batch = f.requests.find(isBatch);
+  assert.equal(batch.headers.authorization, "Bearer t");
+  assert.equal(batch.headers["idempotency-key"], undefined, "each item carries its own");
+  const items = itemsOf(batch);
+  assert.deepEqual(items.map((i) => [i.key, i.event]).sort(), [["a", { n: 2 }], ["b/1", [[1]]], ["c", "x"]]);
+  assert.equal(new Set(items.map((i) => i.idempotency_key)).size, 3);
+  for (const i of items) assert.match(i.idempotency_key, /^[0-9a-z]+\.\d+$/);
+  const byKey = Object.fromEntries(items.map((i, n) => [i.key, { ...i, seq: n + 1 }]));
+  assert.deepEqual(answers.slice(0, 4), [
+    { window: 1, seq: byKey.a.seq, idempotencyKey: byKey.a.idempotency_key, count: 2 },
+    { window: 1, seq: byKey.a.seq, idempotencyKey: byKey.a.idempotency_key, count: 2 },
+    { window: 1, seq: byKey["b/1"].seq, idempotencyKey: byKey["b/1"].idempotency_key, count: 1 },
+    { window: 1, seq: byKey.c.seq, idempotencyKey: byKey.c.idempotency_key, count: 1 },
+  ]);
+  assert.deepEqual(answers[4], { window: 4, seq: 9, idempotencyKey: f.requests.find((r) => !isBatch(r)).headers["idempotency-key"], count: 1 });
+});
+
+test("a batch's answer is read per item: an accepted item is not sent again; a 429 or 5xx item goes again with its idempotency key; another refusal is that item's EdgeError", async () => {
+  // First answer: a 202, b 429, c 503, d 400; second: b 202, c 500; third: c 202.
+  const plan = [{ a: 202, b: 429, c: 503, d: 400 }, { b: 202, c: 500 }, { c: 202 }];
+  const f = fakeFetch((r, i) => batchAnswer(r, (item) => plan[i][item.key]));
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const sends = ["a", "b", "c", "d"].map((key) => client.send("t", key, key, { debounce: 10_000 }).then((s) => s, (e) => e));
+  const failed = await client.flush("t").then(() => null, (e) => e);
+  const [a, b, c, d] = await Promise.all(sends);
+  assert.deepEqual(f.requests.map((r) => itemsOf(r).map((i) => i.key).sort()), [["a", "b", "c", "d"], ["b", "c"], ["c"]]);
+  const keys = f.requests.map((r) => Object.fromEntries(itemsOf(r).map((i) => [i.key, i.idempotency_key])));
+  assert.equal(keys[1].b, keys[0].b, "b went again with its idempotency key");
+  assert.equal(keys[2].c, keys[0].c, "c too, each time");
+  assert.deepEqual([a.idempotencyKey, b.idempotencyKey, c.idempotencyKey], [keys[0].a, keys[0].b, keys[0].c]);
+  assert.ok(d instanceof EdgeError);
+  assert.deepEqual([d.status, d.code], [400, "code_400"]);
+  assert.equal(failed, d, "flush rejects with the item's error");
+
+  // Retries run out per item as for one event: `retries: 1` is two tries.
+  const down = fakeFetch((r) => batchAnswer(r, (item) => (item.key === "x" ? 202 : 503)));
+  const bounded = edge({ url: "http://edge.test", token: "t", retries: 1, fetch: down.fetch });
+  const [x, y] = ["x", "y"].map((key) => bounded.send("t", key, 1, { debounce: 10_000 }).then((s) => s, (e) => e));
+  await bounded.flush("t").catch(() => {});
+  assert.equal((await x).seq, 1);
+  assert.equal((await y).status, 503);
+  assert.deepEqual(down.requests.map((r) => itemsOf(r).length), [2, 1]);
+});
+
+test("a batch refused as a whole for one named item (nothing stored) fails that item only: the others go again", async () => {
+  const f = fakeFetch((r) => {
+    const at = itemsOf(r).findIndex((i) => i.key === "other");
+    if (at >= 0) return [403, { error: { code: "forbidden", message: `events[${at}]: the token covers another key` } }];
+    return batchAnswer(r, () => 202);
+  });
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  const [mine, also, other] = ["doc-1", "doc-2", "other"].map((key) => client.send("t", key, 1, { debounce: 10_000 }).then((s) => s, (e) => e));
+  await client.flush("t").catch(() => {});
+  assert.deepEqual([(await mine).window, (await also).window], [1, 1]);
+  assert.deepEqual([(await other).status, (await other).code], [403, "forbidden"]);
+  assert.deepEqual(f.requests.map((r) => itemsOf(r).map((i) => i.key).sort()), [["doc-1", "doc-2", "other"], ["doc-1", "doc-2"]]);
+});
+
+test("windows handed over at once go in as few requests as 60 KiB bodies allow (largest first), each body within it", async () => {
+  const f = fakeFetch((r) => (isBatch(r) ? batchAnswer(r, () => 202) : accepted()));
+  const client = edge({ url: "http://edge.test", token: "t", fetch: f.fetch });
+  // 40, 30, 40, 30 KB: in order, no two neighbours fit one body (four requests); largest first, three.
+  const sizes = { a: 40_000, b: 30_000, c: 40_000, d: 30_000 };
+  const sends = Object.entries(sizes).map(([key, n]) => client.send("t", key, "x".repeat(n), { debounce: 10_000 }));
+  await client.flush();
+  await Promise.all(sends);
+  const bodies = f.requests.map((r) => new TextEncoder().encode(r.body).length);
+  assert.equal(f.requests.length, 3, `${bodies}`);
+  assert.ok(bodies.every((n) => n <= 60 * 1024), `${bodies}`);
+  const keys = f.requests.map((r) => (isBatch(r) ? itemsOf(r).map((i) => i.key).sort() : [r.url.split("/keys/")[1].split("/")[0]]));
+  assert.deepEqual(keys.map((k) => k.join()).sort(), ["a", "b,d", "c"], "a lone window keeps its key's route");
 });

@@ -19,7 +19,8 @@ export interface EdgeOptions {
   token: string | (() => string | Promise<string>);
   /**
    * Tries after `429` or `503` (after `Retry-After` or a jittered backoff), and for sends and reads
-   * also after a network error or another `5xx`. Default 4.
+   * also after a network error or another `5xx`. Default 4. In a batch, each event's own `429` or
+   * `5xx` counts the same way: only those events go again.
    */
   retries?: number;
   /** The `fetch` to use. Default `globalThis.fetch`. */
@@ -42,7 +43,7 @@ export interface Sent {
   window: number;
   /** The event's sequence number at the key. */
   seq: number;
-  /** The `Idempotency-Key` it was sent (and retried) with. */
+  /** The idempotency key it was sent (and retried) with: the `Idempotency-Key` header, or its `idempotency_key` in a batch. */
   idempotencyKey: string;
   /** How many `send` calls it carried. */
   count: number;
@@ -91,6 +92,9 @@ export interface EdgeClient {
 /**
  * A client of lull-edge. Sends held in the page are handed over (with
  * `fetch`'s `keepalive`, within its 64 KiB quota) when the page is hidden;
- * a key's sends reach the edge in order. `close()` when done with it.
+ * a key's sends reach the edge in order. Windows of several keys of a topic
+ * handed over at once (a flush, `close()`, the page being hidden) go in one
+ * `events:batch` request, or in as few as bodies of 60 KiB allow; a lone
+ * key's on its own route. `close()` when done with it.
  */
 export function edge(options: EdgeOptions): EdgeClient;

@@ -1,8 +1,9 @@
 // `lull-web/edge`: a browser client for lull-edge. `send` coalesces a burst
 // in the page first (lull's debounce, per topic and key), then hands the
-// window to the edge under the same key, with an `Idempotency-Key` the
-// retries repeat; what the page holds is sent with `keepalive` when it is
-// hidden. Its own entry: debounce-only apps don't pay for it.
+// window to the edge under the same key, with an idempotency key the
+// retries repeat; windows of several keys handed over at once (a flush, the
+// page being hidden) travel in one batch request, sent with `keepalive` when
+// the page is hidden. Its own entry: debounce-only apps don't pay for it.
 
 import { debounce } from './debounce.js';
 import { onHide, typeError } from './runtime.js';
@@ -17,8 +18,10 @@ export class EdgeError extends Error {
   }
 }
 
-// A body the browser still sends when the page goes: keepalive's quota is 64 KiB in flight.
+// A body the browser still sends when the page goes: keepalive's quota is 64 KiB
+// in flight. A batch holds at most this much, and at most 1,000 events (the edge's bound).
 const KEEPALIVE_BYTES = 60 * 1024;
+const BATCH_EVENTS = 1000;
 const isHidden = () => typeof document !== 'undefined' && document.visibilityState === 'hidden';
 const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
 const path = (topic, key) => `/v1/topics/${encodeURIComponent(topic)}/keys/${encodeURIComponent(key)}`;
@@ -68,16 +71,16 @@ function bearer(c, stale) {
 /**
  * One request. Retried after `Retry-After` or a jittered backoff: on `429`
  * and `503` (the edge changed nothing), and for a send or a read also on a
- * network error and any `5xx` (a send repeats its `Idempotency-Key`, so the
+ * network error and any `5xx` (a send repeats its idempotency keys, so the
  * edge stores it once); a flush or cancel whose answer was lost is not
  * repeated. A `401` with a token function fetches a token and tries once more;
- * a `403` is never retried.
+ * a `403` is never retried. `leaving`: read when the send started (the
+ * page-hide hook sets it only while it hands over).
  */
-async function call(c, method, route, body, headers = {}) {
-  // Read now: the page-hide hook sets `leaving` only while it starts its sends.
-  const leaving = c.leaving;
+async function call(c, method, route, body, headers = {}, leaving = c.leaving) {
   const init = { method, headers: { ...headers } };
-  const repeatable = method === 'GET' || headers['idempotency-key'] !== undefined;
+  // A read, or a send: only sends have a body (their events carry idempotency keys).
+  const repeatable = method === 'GET' || body !== undefined;
   let bytes = 0;
   if (body !== undefined) {
     init.body = body;
@@ -121,20 +124,31 @@ async function call(c, method, route, body, headers = {}) {
 }
 
 /**
- * Hand a page window to the edge: one event, one `Idempotency-Key` for all
+ * Hand a page window to the edge: one event, one idempotency key for all
  * its tries, after the key's previous hand-over settled (so a key's events
- * reach the edge in order; not when the page is going: then at once). The
- * promise resolves when it is stored, or to the error that stopped it.
+ * reach the edge in order; not when the page is going: then at once). It
+ * waits for the running task's microtasks, and goes with the other windows
+ * handed over in that task (`dispatch`). The promise resolves when it is
+ * stored, or to the error that stopped it.
  */
 function handOver(c, id, entry) {
   c.held.delete(id);
-  const body = JSON.stringify(entry.combine === 'all' ? entry.payloads : entry.payloads[entry.payloads.length - 1]);
+  const { topic, key, payloads } = entry;
+  const event = JSON.stringify(entry.combine === 'all' ? payloads : payloads[payloads.length - 1]);
   const idempotencyKey = `${c.producer}.${++c.sent}`;
-  const route = path(entry.topic, entry.key) + '/events';
+  const json = `{"key":${JSON.stringify(key)},"event":${event},"idempotency_key":"${idempotencyKey}"}`;
   const previous = c.leaving ? undefined : c.sending.get(id);
-  const send = () => call(c, 'POST', route, body, { 'idempotency-key': idempotencyKey });
+  const send = () =>
+    new Promise((ok, fail) => {
+      if (!c.out) {
+        c.out = [];
+        queueMicrotask(() => dispatch(c));
+      }
+      c.out.leaving ||= c.leaving;
+      c.out.push({ topic, key, event, idempotencyKey, json, bytes: new TextEncoder().encode(json).length + 1, ok, fail });
+    });
   const done = (previous ? previous.then(send) : send()).then(
-    (reply) => entry.waiters.forEach((w) => w.ok({ ...reply, idempotencyKey, count: entry.payloads.length })),
+    (reply) => entry.waiters.forEach((w) => w.ok({ ...reply, idempotencyKey, count: payloads.length })),
     (error) => {
       entry.waiters.forEach((w) => w.fail(error));
       return error;
@@ -143,6 +157,61 @@ function handOver(c, id, entry) {
   c.sending.set(id, done);
   done.then(() => c.sending.get(id) === done && c.sending.delete(id));
   return done;
+}
+
+/**
+ * Send the windows handed over in this task: a lone window of a topic on its
+ * key's route, several in batch requests (`events:batch`), as few as their
+ * bound forces (largest first, each into the first request with room).
+ */
+function dispatch(c) {
+  const { out } = c;
+  c.out = undefined;
+  const requests = [];
+  for (const item of out.sort((a, b) => b.bytes - a.bytes)) {
+    const fits = (q) => q.topic === item.topic && q.bytes + item.bytes <= KEEPALIVE_BYTES && q.length < BATCH_EVENTS;
+    let r = requests.find(fits);
+    if (!r) requests.push((r = Object.assign([], { topic: item.topic, bytes: 13 })));
+    r.push(item);
+    r.bytes += item.bytes;
+  }
+  for (const [item, ...more] of requests) {
+    if (more.length) batch(c, [item, ...more], out.leaving);
+    else {
+      const route = path(item.topic, item.key) + '/events';
+      call(c, 'POST', route, item.event, { 'idempotency-key': item.idempotencyKey }, out.leaving).then(item.ok, item.fail);
+    }
+  }
+}
+
+/**
+ * One batch request of `items` (windows of one topic), answered per item: a
+ * `202` is stored; a `429` or `5xx` goes again (alone with the others that
+ * got one, after a jittered backoff, up to `retries` times); another status
+ * is that item's `EdgeError`. A refusal of the whole request naming an item
+ * (`events[i]: …`, nothing stored) is that item's; the others go again.
+ */
+async function batch(c, items, leaving) {
+  const route = `/v1/topics/${encodeURIComponent(items[0].topic)}/events:batch`;
+  for (let attempt = 0; items.length; ) {
+    let results;
+    try {
+      ({ results } = await call(c, 'POST', route, `{"events":[${items.map((i) => i.json)}]}`, {}, leaving));
+    } catch (error) {
+      const named = error instanceof EdgeError && items[/ events\[(\d+)\]:/.exec(error.message)?.[1]];
+      if (!named) return items.forEach((i) => i.fail(error));
+      named.fail(error);
+      items = items.filter((i) => i !== named);
+      continue;
+    }
+    items = items.filter((item, n) => {
+      const { status, error, ...reply } = results[n] ?? {};
+      if (status === 202) item.ok(reply);
+      else if ((status === 429 || status >= 500) && attempt < c.retries) return true;
+      else item.fail(new EdgeError(status, error?.code ?? 'http_error', error?.message ?? 'no answer'));
+    });
+    if (items.length) await sleep(c.backoff(attempt++));
+  }
 }
 
 /** Hand over every window the page holds now (for `key`, or all); resolves to the errors of those that failed. */
