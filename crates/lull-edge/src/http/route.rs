@@ -325,9 +325,32 @@ impl Route {
     }
 }
 
+/// A URL's path (`/` if none) and query, read off the text as the runtime gave it.
+pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = url[after_scheme..].find('/').map_or("", |i| &url[after_scheme + i..]);
+    let rest = rest.split('#').next().unwrap_or_default();
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    (if path.is_empty() { "/" } else { path }, query)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_and_query_are_read_off_the_url_as_sent() {
+        assert_eq!(
+            path_and_query("https://h/v1/topics/t/keys/a%2Fb/events?x=1#f"),
+            ("/v1/topics/t/keys/a%2Fb/events", Some("x=1"))
+        );
+        assert_eq!(path_and_query("http://127.0.0.1:8787"), ("/", None));
+        assert_eq!(path_and_query("https://h/?"), ("/", Some("")));
+        assert_eq!(path_and_query("https://h/a#b?c"), ("/a", None));
+    }
 
     fn key_route(method: &str, path: &str) -> Result<KeyRequest, ApiError> {
         match Route::parse(method, path)? {

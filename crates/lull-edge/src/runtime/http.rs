@@ -5,6 +5,7 @@ use serde_json::json;
 use worker::{Headers, Response, console_log};
 
 use crate::http::ApiError;
+use crate::http::route::path_and_query;
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them.
@@ -64,5 +65,55 @@ pub fn respond_as(result: Result<Response, ApiError>, reveal: bool) -> worker::R
 impl From<worker::Error> for ApiError {
     fn from(error: worker::Error) -> Self {
         ApiError::Internal(error.to_string())
+    }
+}
+
+/// A request as the runtime hands it to the Worker, read through the
+/// runtime's own object: unlike `worker::Request`, which reads `cf` (an
+/// object the runtime builds on demand) on every request, it reads only what
+/// a route asks for.
+pub struct Incoming {
+    raw: worker::worker_sys::web_sys::Request,
+}
+
+impl Incoming {
+    /// The runtime's request.
+    pub fn new(raw: worker::worker_sys::web_sys::Request) -> Self {
+        Incoming { raw }
+    }
+
+    /// The method, upper case.
+    pub fn method(&self) -> String {
+        self.raw.method()
+    }
+
+    /// The URL's path, as the runtime gives it (percent-encoded).
+    pub fn path(&self) -> String {
+        path_and_query(&self.raw.url()).0.to_string()
+    }
+
+    /// The URL's query, if any.
+    pub fn query(&self) -> Option<String> {
+        path_and_query(&self.raw.url()).1.map(str::to_string)
+    }
+
+    /// A header's value, if present.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.raw.headers().get(name).ok().flatten()
+    }
+
+    /// The whole body.
+    pub async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
+        let buffer = self.raw.array_buffer().map_err(|e| ApiError::Internal(format!("{e:?}")))?;
+        let buffer = worker::wasm_bindgen_futures::JsFuture::from(buffer)
+            .await
+            .map_err(|e| ApiError::Internal(format!("{e:?}")))?;
+        Ok(worker::js_sys::Uint8Array::new(&buffer).to_vec())
+    }
+
+    /// As a `worker::Request`, for the routes that take one (the demo's).
+    #[cfg(feature = "demo")]
+    pub fn into_request(self) -> worker::Request {
+        worker::Request::from(self.raw)
     }
 }

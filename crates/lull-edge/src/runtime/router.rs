@@ -4,11 +4,12 @@
 use std::cell::RefCell;
 
 use serde_json::value::RawValue;
+use worker::worker_sys::web_sys;
 use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
-use super::config::{self, KEY_WINDOW_BINDING};
+use super::config;
 use super::headers::KEY_CALL_HEADER;
-use super::http;
+use super::http::{self, Incoming};
 use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
@@ -47,9 +48,10 @@ async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    let origin = req.headers().get("origin").ok().flatten();
-    let auth = req.headers().get("authorization").ok().flatten();
+async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let req = Incoming::new(req);
+    let origin = req.header("origin");
+    let auth = req.header("authorization");
     // Asked only where it matters (health, a private error): not on every event.
     let admin = || config::is_admin(&env, auth.as_deref());
     let result = handle(req, &env, origin.as_deref(), &admin).await;
@@ -69,12 +71,12 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 }
 
 async fn handle(
-    mut req: Request,
+    req: Incoming,
     env: &Env,
     origin: Option<&str>,
     admin: &dyn Fn() -> bool,
 ) -> Result<Response, ApiError> {
-    let route = Route::parse(req.method().as_ref(), &req.path())?;
+    let route = Route::parse(&req.method(), &req.path())?;
     if route == Route::Health {
         // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
         let config = config::load(env).map_err(|e| ApiError::Unhealthy(e.message()))?;
@@ -88,7 +90,7 @@ async fn handle(
     if route.demo_only() && !config.demo_sink {
         return Err(ApiError::NotFound(format!("route {:?}", req.path())));
     }
-    let auth = req.headers().get("authorization")?;
+    let auth = req.header("authorization");
     let tokens = &config.tokens;
     match route {
         Route::Preflight => {
@@ -100,7 +102,7 @@ async fn handle(
         }
         Route::Health => Err(ApiError::Internal("health is answered above".into())),
         #[cfg(feature = "demo")]
-        Route::Sink { post } => sink::handle(req, &config, post, tokens, auth.as_deref()).await,
+        Route::Sink { post } => sink::handle(req.into_request(), &config, post, tokens, auth.as_deref()).await,
         #[cfg(feature = "demo")]
         Route::SinkFailing { key, on } => sink::failing(&key, on, tokens, auth.as_deref()),
         Route::QueueStatus { topic } => {
@@ -118,7 +120,7 @@ async fn handle(
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            let query = req.url()?.query().map(str::to_string);
+            let query = req.query();
             let op = with_queue_page(op, query.as_deref())?;
             if !matches!(op, GateOp::DeadLetters { .. }) {
                 // Room may come back: this isolate asks again at the next event.
@@ -129,15 +131,15 @@ async fn handle(
             Ok(http::json_text(status, body)?)
         }
         #[cfg(feature = "demo")]
-        Route::Demo(page) => demo::handle(req, env, page).await,
+        Route::Demo(page) => demo::handle(req.into_request(), env, page).await,
         #[cfg(feature = "demo")]
-        Route::Panel(route) => panel::handle(req, env, &config, route).await,
+        Route::Panel(route) => panel::handle(req.into_request(), env, &config, route).await,
         Route::MintClientToken { topic } => {
             let now_s = http::now_ms() / 1000;
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), key: None, now_s })?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             let asked: MintRequest =
-                serde_json::from_slice(&body_within(&mut req, SMALL_BODY_BYTES).await?).map_err(|e| {
+                serde_json::from_slice(&body_within(&req, SMALL_BODY_BYTES).await?).map_err(|e| {
                     ApiError::BadRequest(format!(
                         "the body must be {{\"key\" | \"key_prefix\", \"ttl_s\"?, \"events_per_minute\"?}}: {e}"
                     ))
@@ -158,8 +160,7 @@ async fn handle(
             if config_topic.queue.is_some() {
                 refuse_when_full(env, config_topic).await?;
             }
-            let events =
-                batch::parse(&body_within(&mut req, batch::MAX_BATCH_BYTES).await?, config_topic.max_body_bytes)?;
+            let events = batch::parse(&body_within(&req, batch::MAX_BATCH_BYTES).await?, config_topic.max_body_bytes)?;
             let groups = batch::by_key(&events);
             // Every key is checked before any is stored.
             let mut calls = Vec::with_capacity(groups.len());
@@ -185,18 +186,18 @@ async fn handle(
             let caller = tokens.authorize(auth.as_deref(), request.access(), target)?;
             let events_per_minute = caller.events_per_minute();
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let producer = producer_key(req.headers().get("idempotency-key")?.as_deref())?;
+            let producer = producer_key(req.header("idempotency-key").as_deref())?;
             let request = match request {
                 KeyRequest::Event { .. } => {
                     if topic.queue.is_some() {
                         refuse_when_full(env, topic).await?;
                     }
-                    let body = event_body(&mut req, topic).await?;
+                    let body = event_body(&req, topic).await?;
                     KeyRequest::Event { body, idempotency_key: producer, events_per_minute }
                 }
                 other => other,
             };
-            let query = req.url()?.query().map(str::to_string);
+            let query = req.query();
             let request = with_page(request, query.as_deref())?;
             forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
         }
@@ -208,8 +209,8 @@ const SMALL_BODY_BYTES: usize = 4 * 1024;
 
 /// The request's body, `413` past `limit` bytes (refused by its declared
 /// `Content-Length` before it is read, where it has one).
-async fn body_within(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let declared = req.headers().get("content-length")?;
+async fn body_within(req: &Incoming, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let declared = req.header("content-length");
     if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
@@ -221,7 +222,7 @@ async fn body_within(req: &mut Request, limit: usize) -> Result<Vec<u8>, ApiErro
 }
 
 /// The event's JSON, checked for size and syntax.
-async fn event_body(req: &mut Request, topic: &Topic) -> Result<String, ApiError> {
+async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
     let bytes = body_within(req, topic.max_body_bytes).await?;
     let raw: &RawValue = serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     Ok(raw.get().to_string())
@@ -242,7 +243,7 @@ async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
 pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
-    let namespace = env.durable_object(KEY_WINDOW_BINDING)?;
+    let namespace = config::key_windows(env)?;
     let name = object_name(&call.topic, &call.key);
     let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub())?;
     let headers = worker::Headers::new();
