@@ -20,10 +20,11 @@
 //!   lane ([`Arrival::Past`]).
 //!
 //! Guarantees:
-//! - a waiting batch is held no longer than the flight ahead of it, and never
-//!   longer than [`TAKE_AFTER_MS`] after a member joined: then that member takes it
-//!   itself (its leader's request may have been cancelled); a flight older than
-//!   [`TAKE_AFTER_MS`] holds nothing back;
+//! - a waiting batch is held no longer than the flight ahead of it, and a flight
+//!   older than [`TAKE_AFTER_MS`] holds nothing back: so no batch waits longer than
+//!   that after a member joined (the flight began before); then any member that
+//!   asks takes it itself (its leader's request may have been cancelled, or the
+//!   flight's);
 //! - a member whose batch travelled waits for its answer at most
 //!   [`ANSWER_WITHIN_MS`] after it joined ([`Turn::GiveUp`]);
 //! - memory: a lane holds one waiting batch at most (so at most
@@ -48,8 +49,8 @@ use crate::http::ApiError;
 pub const MAX_COALESCED_EVENTS: usize = 256;
 /// Most bytes of events (and their idempotency keys) one coalesced batch holds: 1 MiB.
 pub const MAX_COALESCED_BYTES: usize = 1024 * 1024;
-/// A waiting batch goes at the latest this long after a member joined it (its
-/// member sends it), and a flight older than this no longer holds its lane: 2 s.
+/// A flight older than this no longer holds its lane, so a waiting batch goes at
+/// the latest this long after a member joined it (that member sends it): 2 s.
 pub const TAKE_AFTER_MS: u64 = 2_000;
 /// A member whose batch travelled gives up waiting for its answer this long after
 /// it joined (its sender's request was cancelled, or the object hangs): 30 s.
@@ -237,10 +238,9 @@ impl<W: Clone> Lanes<W> {
         };
         match &l.waiting {
             Some(w) if w.id == place.batch => {
-                let due = place.joined.saturating_add(TAKE_AFTER_MS);
-                if l.held(now) && now < due {
-                    let landing = l.flight.map_or(due, |(_, since)| since.saturating_add(TAKE_AFTER_MS));
-                    return Turn::Wait { until: due.min(landing) };
+                // The flight ahead began before any member joined: its bound is theirs too.
+                if let Some((_, since)) = l.flight.filter(|_| l.held(now)) {
+                    return Turn::Wait { until: since.saturating_add(TAKE_AFTER_MS) };
                 }
                 let Some(w) = l.waiting.take() else { return Turn::GiveUp };
                 let flight = Flight(w.id);
@@ -443,15 +443,16 @@ mod tests {
     }
 
     #[test]
-    fn each_wait_is_bounded_from_when_the_member_joined() {
+    fn a_member_that_joined_late_waits_no_longer_than_the_flight_ahead_is_bounded() {
         let mut lanes = Lanes::default();
         alone(lanes.arrive("k", member(1), 0));
-        let later = TAKE_AFTER_MS - 100;
-        // A fresher flight holds the lane, but not the batch longer than its member's bound.
-        let leader = joined(lanes.arrive("k", member(2), later));
-        assert_eq!(lanes.turn(&leader, later), Turn::Wait { until: TAKE_AFTER_MS });
-        let (_, members) = sent(lanes.turn(&leader, TAKE_AFTER_MS));
-        assert_eq!(members, [2]);
+        let early = joined(lanes.arrive("k", member(2), 10));
+        let late = joined(lanes.arrive("k", member(3), TAKE_AFTER_MS - 100));
+        // Both wait for the same bound: the flight's, reached before either member's own.
+        assert_eq!(lanes.turn(&early, 20), Turn::Wait { until: TAKE_AFTER_MS });
+        assert_eq!(lanes.turn(&late, TAKE_AFTER_MS - 1), Turn::Wait { until: TAKE_AFTER_MS });
+        let (_, members) = sent(lanes.turn(&late, TAKE_AFTER_MS));
+        assert_eq!(members, [2, 3]);
     }
 
     #[test]
