@@ -141,7 +141,9 @@ async function drive(total, per, clients, send) {
       for (let i = next; i < total; i = next) {
         next = Math.min(total, i + per);
         const t = performance.now();
-        errors += await send(i, next);
+        // Not `errors += await …`: that reads `errors` before the await and loses other producers' counts.
+        const refused = await send(i, next);
+        errors += refused;
         latencies.push(performance.now() - t);
       }
     }),

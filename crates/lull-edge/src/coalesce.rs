@@ -3,28 +3,34 @@
 //! previous object request is in flight travel together in the next one, as
 //! one batch request ([`crate::key::KeyRequest::Events`]: one transaction, all
 //! or nothing). Runtime-free: the router's shell (`runtime/coalesce.rs`) keeps
-//! the [`Lanes`] of its isolate, sends what they say and wakes the requests
-//! they name.
+//! the [`Lanes`] of its isolate, sends what they say and wakes each waiting
+//! request when they say.
 //!
 //! One *lane* per key (its object's name) holds at most one *flight* (the
 //! object request in flight) and at most one *waiting batch* behind it:
 //!
 //! - an event that finds nothing in flight goes alone, as today ([`Arrival::Alone`]);
-//! - one that finds a flight joins the waiting batch ([`Arrival::Joined`]); the
-//!   first to join is its *leader*;
-//! - when the flight lands ([`Lanes::landed`]) the leader is woken; it (or any
-//!   member, see below) takes the batch ([`Turn::Send`]), which becomes the
-//!   lane's flight, sends it and hands each member its own answer;
+//! - one that finds a flight joins the waiting batch ([`Arrival::Joined`]);
+//! - a member of the waiting batch that looks once the flight has landed
+//!   ([`Lanes::landed`]) takes the batch ([`Turn::Send`]): it becomes the lane's
+//!   flight, and that member sends it and leaves each member its own answer;
 //! - a full waiting batch ([`MAX_COALESCED_EVENTS`] events or
 //!   [`MAX_COALESCED_BYTES`]) takes no more: the next event goes alone, past the
 //!   lane ([`Arrival::Past`]).
 //!
+//! Nobody wakes a waiting request: each looks again at the time [`Turn::Wait`]
+//! names, on its own timer. (On workerd, a request woken from another request's
+//! context, even through a promise of its own, was seen to build its answer in
+//! that other context after some 16,000 such wakes in one isolate; a request's
+//! own timer always runs in its own context.) That time is when its flight is
+//! expected to land, from how long flights of this isolate took lately
+//! ([`Lanes::typical_ms`]), then every [`POLL_MS`] until it does.
+//!
 //! Guarantees:
-//! - a waiting batch is held no longer than the flight ahead of it, and a flight
-//!   older than [`TAKE_AFTER_MS`] holds nothing back: so no batch waits longer than
-//!   that after a member joined (the flight began before); then any member that
-//!   asks takes it itself (its leader's request may have been cancelled, or the
-//!   flight's);
+//! - a waiting batch is held no longer than the flight ahead of it (plus at most
+//!   [`POLL_MS`] and a timer's lateness), and a flight older than [`TAKE_AFTER_MS`]
+//!   holds nothing back: so no batch waits longer than that after a member joined
+//!   (the flight began before); then any member that looks takes it itself;
 //! - a member whose batch travelled waits for its answer at most
 //!   [`ANSWER_WITHIN_MS`] after it joined ([`Turn::GiveUp`]);
 //! - memory: a lane holds one waiting batch at most (so at most
@@ -57,20 +63,24 @@ pub const TAKE_AFTER_MS: u64 = 2_000;
 pub const ANSWER_WITHIN_MS: u64 = 30_000;
 /// Lanes are swept of stale ones when there are this many (then at twice as many as remain).
 pub const SWEEP_AT_LANES: usize = 64;
+/// A member whose flight is due but has not landed looks again this much later: 1 ms.
+pub const POLL_MS: u64 = 1;
+/// How long a flight is expected to take before any has landed: 5 ms.
+pub const FIRST_TYPICAL_MS: u64 = 5;
 
 /// One object request of a lane in flight (a lone event or a batch), as the lanes know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flight(u64);
 
-/// An event waiting in a lane, and how to wake the request that brought it (`W`).
+/// An event waiting in a lane, with its request's slot for the answer (`W`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Member<W> {
     /// The event's JSON.
     pub event: String,
     /// The producer's `Idempotency-Key`, if any.
     pub idempotency_key: Option<String>,
-    /// What wakes its request (the shell's handle on it).
-    pub waker: W,
+    /// Where its request finds its answer (the shell's handle on it).
+    pub slot: W,
 }
 
 impl<W> Member<W> {
@@ -96,11 +106,11 @@ pub enum Arrival<W> {
         /// The event, back.
         member: Member<W>,
     },
-    /// It waits in its key's next batch: ask [`Lanes::turn`] what to do, now and whenever woken.
+    /// It waits in its key's next batch: ask [`Lanes::turn`] what to do, now and each time it looks again.
     Joined(Place),
 }
 
-/// A member's place: its batch and when it joined.
+/// A member's place: its lane, its batch and when it joined.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Place {
     /// Its lane (the key's object name).
@@ -109,15 +119,13 @@ pub struct Place {
     batch: u64,
     /// When it joined (ms).
     joined: u64,
-    /// Whether it was the batch's first member (its leader).
-    pub leader: bool,
 }
 
 /// What a member does next.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Turn<W> {
     /// Send these members' events (its own among them) now, as `flight`: it is
-    /// their sender. Report the flight's end with [`Lanes::landed`], then hand
+    /// their sender. Report the flight's end with [`Lanes::landed`], and leave
     /// each member its answer.
     Send {
         /// The flight they are.
@@ -125,10 +133,9 @@ pub enum Turn<W> {
         /// The batch, in the order its members joined.
         members: Vec<Member<W>>,
     },
-    /// Wait to be woken, or until `until` (ms) at most, then ask again
-    /// (after looking for an answer).
+    /// Look for the answer, and ask again, at `until` (ms).
     Wait {
-        /// When to ask again at the latest.
+        /// When to look again.
         until: u64,
     },
     /// No answer came in time ([`ANSWER_WITHIN_MS`]): answer an error.
@@ -164,21 +171,22 @@ impl<W> Lane<W> {
     }
 }
 
-/// The lanes of one isolate, by key. `W` wakes a waiting request.
+/// The lanes of one isolate, by key. `W` is a waiting request's slot.
 #[derive(Debug)]
 pub struct Lanes<W> {
     lanes: HashMap<String, Lane<W>>,
     next: u64,
     sweep_at: usize,
+    typical: u64,
 }
 
 impl<W> Default for Lanes<W> {
     fn default() -> Self {
-        Lanes { lanes: HashMap::new(), next: 0, sweep_at: SWEEP_AT_LANES }
+        Lanes { lanes: HashMap::new(), next: 0, sweep_at: SWEEP_AT_LANES, typical: FIRST_TYPICAL_MS }
     }
 }
 
-impl<W: Clone> Lanes<W> {
+impl<W> Lanes<W> {
     /// Lanes held now.
     pub fn len(&self) -> usize {
         self.lanes.len()
@@ -187,6 +195,12 @@ impl<W: Clone> Lanes<W> {
     /// Whether no lane is held.
     pub fn is_empty(&self) -> bool {
         self.lanes.is_empty()
+    }
+
+    /// How long a flight of this isolate takes lately (ms, at least 1): a moving
+    /// average of the flights that landed, [`FIRST_TYPICAL_MS`] before any did.
+    pub fn typical_ms(&self) -> u64 {
+        self.typical
     }
 
     fn id(&mut self) -> u64 {
@@ -215,12 +229,12 @@ impl<W: Clone> Lanes<W> {
                 w.bytes += member.bytes();
                 w.members.push(member);
                 w.last_join = now;
-                Arrival::Joined(Place { lane: lane.to_string(), batch: w.id, joined: now, leader: false })
+                Arrival::Joined(Place { lane: lane.to_string(), batch: w.id, joined: now })
             }
             None if held => {
                 let bytes = member.bytes();
                 l.waiting = Some(Waiting { id, members: vec![member], bytes, last_join: now });
-                Arrival::Joined(Place { lane: lane.to_string(), batch: id, joined: now, leader: true })
+                Arrival::Joined(Place { lane: lane.to_string(), batch: id, joined: now })
             }
             None => {
                 // Nothing in flight, or a flight too old to hold the lane.
@@ -233,47 +247,63 @@ impl<W: Clone> Lanes<W> {
 
     /// What the member at `place` does at `now` (after it found no answer).
     pub fn turn(&mut self, place: &Place, now: u64) -> Turn<W> {
+        let typical = self.typical;
+        let give_up = place.joined.saturating_add(ANSWER_WITHIN_MS);
         let Some(l) = self.lanes.get_mut(&place.lane) else {
-            return self.answer_or_give_up(place, now);
+            return answer_or_give_up(now, place.joined, give_up);
         };
-        match &l.waiting {
-            Some(w) if w.id == place.batch => {
-                // The flight ahead began before any member joined: its bound is theirs too.
-                if let Some((_, since)) = l.flight.filter(|_| l.held(now)) {
-                    return Turn::Wait { until: since.saturating_add(TAKE_AFTER_MS) };
+        let held = l.held(now);
+        match (&l.waiting, l.flight) {
+            (Some(w), Some((_, since))) if w.id == place.batch && held => {
+                // The flight began before any member joined: its bound is theirs too.
+                let bound = since.saturating_add(TAKE_AFTER_MS);
+                Turn::Wait { until: next_look(now, since.saturating_add(typical)).min(bound) }
+            }
+            (Some(w), _) if w.id == place.batch => match l.waiting.take() {
+                Some(w) => {
+                    let flight = Flight(w.id);
+                    l.flight = Some((flight, now));
+                    Turn::Send { flight, members: w.members }
                 }
-                let Some(w) = l.waiting.take() else { return Turn::GiveUp };
-                let flight = Flight(w.id);
-                l.flight = Some((flight, now));
-                Turn::Send { flight, members: w.members }
+                None => Turn::GiveUp,
+            },
+            // Its batch is the flight: its answer is due when the flight lands.
+            (_, Some((Flight(id), since))) if id == place.batch && now < give_up => {
+                Turn::Wait { until: next_look(now, since.saturating_add(typical)).min(give_up) }
             }
-            _ => self.answer_or_give_up(place, now),
+            // Its batch landed (its answer was left with it), or was overtaken, or swept.
+            _ => answer_or_give_up(now, place.joined, give_up),
         }
     }
 
-    /// A member whose batch is no longer waiting: it travelled (or was swept).
-    fn answer_or_give_up(&self, place: &Place, now: u64) -> Turn<W> {
-        let until = place.joined.saturating_add(ANSWER_WITHIN_MS);
-        if now < until { Turn::Wait { until } } else { Turn::GiveUp }
-    }
-
-    /// `flight` of `lane` landed (answered or failed): the lane's waiting
-    /// batch's leader, to wake (it sends the batch), if there is one. A flight
-    /// that no longer holds its lane (it was overtaken) changes nothing.
-    pub fn landed(&mut self, lane: &str, flight: Flight) -> Option<W> {
-        let l = self.lanes.get_mut(lane)?;
-        if !l.flight.is_some_and(|(f, _)| f == flight) {
-            return None;
+    /// `flight` of `lane` landed at `now` (answered or failed). A flight that no
+    /// longer holds its lane (it was overtaken) frees nothing, but its time still counts.
+    pub fn landed(&mut self, lane: &str, flight: Flight, now: u64) {
+        let Some(l) = self.lanes.get_mut(lane) else { return };
+        let Some((current, since)) = l.flight else { return };
+        if current != flight {
+            return;
         }
+        // A moving average, a quarter weight to the newest.
+        let took = now.saturating_sub(since).clamp(1, TAKE_AFTER_MS);
+        self.typical = ((3 * self.typical + took) / 4).max(1);
         l.flight = None;
-        match &l.waiting {
-            Some(w) => w.members.first().map(|m| m.waker.clone()),
-            None => {
-                self.lanes.remove(lane);
-                None
-            }
+        if l.waiting.is_none() {
+            self.lanes.remove(lane);
         }
     }
+}
+
+/// When to look again at `now` for something `due` then: at `due`, and once it is
+/// overdue, after [`POLL_MS`] and then ever further apart (half the time overdue).
+fn next_look(now: u64, due: u64) -> u64 {
+    if now < due { due } else { now.saturating_add(POLL_MS.max(now.saturating_sub(due) / 2)) }
+}
+
+/// A member whose batch no longer waits in its lane and is not the lane's flight:
+/// it looks again (ever further apart since it joined), until `give_up`.
+fn answer_or_give_up<W>(now: u64, joined: u64, give_up: u64) -> Turn<W> {
+    if now >= give_up { Turn::GiveUp } else { Turn::Wait { until: next_look(now, joined).min(give_up) } }
 }
 
 /// A member's answer: what its own single-event request answers.
@@ -319,7 +349,7 @@ mod tests {
     use super::*;
 
     fn member(n: u32) -> Member<u32> {
-        Member { event: format!("{{\"n\":{n}}}"), idempotency_key: None, waker: n }
+        Member { event: format!("{{\"n\":{n}}}"), idempotency_key: None, slot: n }
     }
 
     fn joined(a: Arrival<u32>) -> Place {
@@ -338,7 +368,7 @@ mod tests {
 
     fn sent(t: Turn<u32>) -> (Flight, Vec<u32>) {
         match t {
-            Turn::Send { flight, members } => (flight, members.into_iter().map(|m| m.waker).collect()),
+            Turn::Send { flight, members } => (flight, members.into_iter().map(|m| m.slot).collect()),
             other => panic!("expected to send, got {other:?}"),
         }
     }
@@ -348,44 +378,63 @@ mod tests {
         let mut lanes = Lanes::default();
         let flight = alone(lanes.arrive("k", member(1), 0));
         assert_eq!(lanes.len(), 1);
-        assert_eq!(lanes.landed("k", flight), None, "nothing waits");
+        lanes.landed("k", flight, 3);
         assert!(lanes.is_empty(), "an idle lane is removed");
         alone(lanes.arrive("k", member(2), 5));
         alone(lanes.arrive("other", member(3), 5));
     }
 
     #[test]
-    fn events_behind_a_flight_wait_together_and_their_leader_sends_them_when_it_lands() {
+    fn events_behind_a_flight_wait_together_and_the_first_to_look_after_it_lands_sends_them() {
         let mut lanes = Lanes::default();
         let first = alone(lanes.arrive("k", member(1), 0));
-        let leader = joined(lanes.arrive("k", member(2), 1));
-        let other = joined(lanes.arrive("k", member(3), 2));
-        assert!(leader.leader && !other.leader);
-        assert_eq!(lanes.turn(&leader, 3), Turn::Wait { until: TAKE_AFTER_MS });
-        assert_eq!(lanes.turn(&other, 3), Turn::Wait { until: TAKE_AFTER_MS }, "bounded by the flight's age");
-        assert_eq!(lanes.landed("k", first), Some(2), "the leader is woken");
-        // Woken, the leader takes the batch: in the order its members joined.
-        let (batch, members) = sent(lanes.turn(&leader, 10));
+        let a = joined(lanes.arrive("k", member(2), 1));
+        let b = joined(lanes.arrive("k", member(3), 2));
+        // Both look again when the flight is expected to land, then every millisecond.
+        assert_eq!(lanes.turn(&a, 3), Turn::Wait { until: FIRST_TYPICAL_MS });
+        assert_eq!(lanes.turn(&b, 3), Turn::Wait { until: FIRST_TYPICAL_MS });
+        assert_eq!(lanes.turn(&a, FIRST_TYPICAL_MS), Turn::Wait { until: FIRST_TYPICAL_MS + POLL_MS });
+        lanes.landed("k", first, 8);
+        // Whoever looks first takes the batch: in the order its members joined.
+        let (batch, members) = sent(lanes.turn(&b, 9));
         assert_eq!(members, [2, 3]);
-        assert_eq!(lanes.turn(&other, 11), Turn::Wait { until: 2 + ANSWER_WITHIN_MS }, "it travelled");
+        let typical = lanes.typical_ms();
+        assert_eq!(lanes.turn(&a, 9), Turn::Wait { until: 9 + typical }, "its batch is the flight");
         // Events now wait behind the batch, and go once it lands.
-        let next = joined(lanes.arrive("k", member(4), 12));
-        assert!(next.leader);
-        assert_eq!(lanes.landed("k", batch), Some(4));
-        let (last, members) = sent(lanes.turn(&next, 13));
+        let next = joined(lanes.arrive("k", member(4), 10));
+        lanes.landed("k", batch, 20);
+        let (last, members) = sent(lanes.turn(&next, 21));
         assert_eq!(members, [4]);
-        assert_eq!(lanes.landed("k", last), None);
+        assert_eq!(lanes.turn(&a, 21), Turn::Wait { until: 21 + 10 }, "its batch landed: its answer is there");
+        lanes.landed("k", last, 22);
         assert!(lanes.is_empty());
     }
 
     #[test]
-    fn an_event_joins_a_batch_whose_leader_was_woken_but_has_not_taken_it_yet() {
+    fn an_event_that_finds_a_landed_flights_batch_not_yet_taken_joins_it_and_takes_it() {
         let mut lanes = Lanes::default();
         let first = alone(lanes.arrive("k", member(1), 0));
-        let leader = joined(lanes.arrive("k", member(2), 1));
-        assert_eq!(lanes.landed("k", first), Some(2));
-        joined(lanes.arrive("k", member(3), 2));
-        assert_eq!(sent(lanes.turn(&leader, 3)).1, [2, 3]);
+        joined(lanes.arrive("k", member(2), 1));
+        lanes.landed("k", first, 3);
+        let late = joined(lanes.arrive("k", member(3), 4));
+        assert_eq!(sent(lanes.turn(&late, 4)).1, [2, 3]);
+    }
+
+    #[test]
+    fn the_expected_flight_time_follows_the_flights_that_landed() {
+        let mut lanes = Lanes::default();
+        assert_eq!(lanes.typical_ms(), FIRST_TYPICAL_MS);
+        for n in 0..20 {
+            let flight = alone(lanes.arrive("k", member(n), 1_000 * u64::from(n)));
+            lanes.landed("k", flight, 1_000 * u64::from(n) + 40);
+        }
+        assert!((36..=40).contains(&lanes.typical_ms()), "{}", lanes.typical_ms());
+        let stuck = alone(lanes.arrive("k", member(1), 100_000));
+        let a = joined(lanes.arrive("k", member(2), 100_001));
+        assert_eq!(lanes.turn(&a, 100_001), Turn::Wait { until: 100_000 + lanes.typical_ms() });
+        // A flight that never lands counts as taking the bound, no more.
+        lanes.landed("k", stuck, 100_000 + 10 * TAKE_AFTER_MS);
+        assert!(lanes.typical_ms() <= 40 + TAKE_AFTER_MS / 4);
     }
 
     #[test]
@@ -395,10 +444,10 @@ mod tests {
         for n in 1..=MAX_COALESCED_EVENTS as u32 {
             joined(lanes.arrive("k", member(n), 1));
         }
-        assert!(matches!(lanes.arrive("k", member(999), 1), Arrival::Past { member } if member.waker == 999));
+        assert!(matches!(lanes.arrive("k", member(999), 1), Arrival::Past { member } if member.slot == 999));
         let mut lanes = Lanes::default();
         alone(lanes.arrive("k", member(0), 0));
-        let big = |n| Member { event: "x".repeat(MAX_COALESCED_BYTES / 2), idempotency_key: None, waker: n };
+        let big = |n| Member { event: "x".repeat(MAX_COALESCED_BYTES / 2), idempotency_key: None, slot: n };
         joined(lanes.arrive("k", big(1), 1));
         joined(lanes.arrive("k", Member { idempotency_key: Some("p".into()), ..member(2) }, 1));
         assert!(matches!(lanes.arrive("k", big(3), 1), Arrival::Past { .. }), "over 1 MiB with it");
@@ -406,40 +455,61 @@ mod tests {
     }
 
     #[test]
-    fn a_member_whose_leader_never_wakes_sends_the_batch_itself_after_the_bound() {
-        let mut lanes = Lanes::default();
-        let first = alone(lanes.arrive("k", member(1), 0));
-        let leader = joined(lanes.arrive("k", member(2), 100));
-        let other = joined(lanes.arrive("k", member(3), 500));
-        // The flight lands; its leader's request was cancelled and never asks.
-        assert_eq!(lanes.landed("k", first), Some(2));
-        assert_eq!(
-            lanes.turn(&other, 600),
-            Turn::Send { flight: Flight(leader.batch), members: vec![member(2), member(3)] }
-        );
-        // The leader, late, finds its batch gone: it waits for its answer, within the bound.
-        assert_eq!(lanes.turn(&leader, 700), Turn::Wait { until: 100 + ANSWER_WITHIN_MS });
-        assert_eq!(lanes.turn(&leader, 100 + ANSWER_WITHIN_MS), Turn::GiveUp);
-    }
-
-    #[test]
-    fn a_flight_that_never_lands_holds_its_lane_no_longer_than_the_bound() {
+    fn a_flight_that_never_lands_holds_its_lane_no_longer_than_the_bound_and_is_polled_ever_less_often() {
         let mut lanes = Lanes::default();
         let stuck = alone(lanes.arrive("k", member(1), 0));
-        let leader = joined(lanes.arrive("k", member(2), 10));
-        let other = joined(lanes.arrive("k", member(3), 1_500));
-        assert_eq!(lanes.turn(&leader, 1_000), Turn::Wait { until: TAKE_AFTER_MS });
-        // The flight is too old: the first member to ask sends the batch.
-        let (batch, members) = sent(lanes.turn(&other, TAKE_AFTER_MS));
+        let a = joined(lanes.arrive("k", member(2), 10));
+        let b = joined(lanes.arrive("k", member(3), 1_500));
+        // Overdue, the flight is looked at ever further apart, never past its bound.
+        let mut looks = 0;
+        let mut now = 10;
+        while let Turn::Wait { until } = lanes.turn(&a, now) {
+            assert!(until > now && until <= TAKE_AFTER_MS);
+            now = until;
+            looks += 1;
+            if now == TAKE_AFTER_MS {
+                break;
+            }
+        }
+        assert!(looks < 30, "{looks} looks in {TAKE_AFTER_MS} ms");
+        // The flight is too old: the first member to look sends the batch.
+        let (batch, members) = sent(lanes.turn(&b, TAKE_AFTER_MS));
         assert_eq!(members, [2, 3]);
-        // The stuck flight landing late wakes no one and does not free the lane.
-        assert_eq!(lanes.landed("k", stuck), None);
-        joined(lanes.arrive("k", member(4), TAKE_AFTER_MS + 1));
-        assert_eq!(lanes.landed("k", batch), Some(4));
+        // The stuck flight landing late does not free the lane.
+        lanes.landed("k", stuck, TAKE_AFTER_MS + 1);
+        let next = joined(lanes.arrive("k", member(4), TAKE_AFTER_MS + 1));
+        lanes.landed("k", batch, TAKE_AFTER_MS + 2);
+        assert_eq!(sent(lanes.turn(&next, TAKE_AFTER_MS + 3)).1, [4]);
         // A lane whose flight is too old and has no batch waiting takes the next event alone.
         let mut lanes = Lanes::default();
         alone(lanes.arrive("k", member(1), 0));
         alone(lanes.arrive("k", member(2), TAKE_AFTER_MS));
+    }
+
+    #[test]
+    fn a_member_whose_batch_never_answers_gives_up_after_the_bound_looking_ever_less_often() {
+        let mut lanes = Lanes::default();
+        let first = alone(lanes.arrive("k", member(1), 0));
+        let a = joined(lanes.arrive("k", member(2), 100));
+        let b = joined(lanes.arrive("k", member(3), 500));
+        lanes.landed("k", first, 600);
+        // One member sends the batch, and its request is cancelled: nobody leaves an answer.
+        sent(lanes.turn(&b, 600));
+        let mut looks = 0;
+        let mut now = 600;
+        loop {
+            match lanes.turn(&a, now) {
+                Turn::Wait { until } => {
+                    assert!(until > now && until <= 100 + ANSWER_WITHIN_MS);
+                    now = until;
+                    looks += 1;
+                }
+                Turn::GiveUp => break,
+                Turn::Send { .. } => panic!("its batch was sent"),
+            }
+        }
+        assert_eq!(now, 100 + ANSWER_WITHIN_MS);
+        assert!(looks < 40, "{looks} looks");
     }
 
     #[test]
@@ -449,7 +519,7 @@ mod tests {
         let early = joined(lanes.arrive("k", member(2), 10));
         let late = joined(lanes.arrive("k", member(3), TAKE_AFTER_MS - 100));
         // Both wait for the same bound: the flight's, reached before either member's own.
-        assert_eq!(lanes.turn(&early, 20), Turn::Wait { until: TAKE_AFTER_MS });
+        assert!(matches!(lanes.turn(&early, TAKE_AFTER_MS - 1), Turn::Wait { until } if until <= TAKE_AFTER_MS));
         assert_eq!(lanes.turn(&late, TAKE_AFTER_MS - 1), Turn::Wait { until: TAKE_AFTER_MS });
         let (_, members) = sent(lanes.turn(&late, TAKE_AFTER_MS));
         assert_eq!(members, [2, 3]);
@@ -469,7 +539,8 @@ mod tests {
         // The next arrival sweeps the stale lanes (flights too old, nothing waiting).
         alone(lanes.arrive("new", member(3), TAKE_AFTER_MS));
         assert_eq!(lanes.len(), 3, "live, other and new");
-        assert_eq!(lanes.landed("live", live), Some(2));
+        lanes.landed("live", live, TAKE_AFTER_MS);
+        assert_eq!(lanes.len(), 3, "its batch still waits");
         // A waiting batch is kept while a member may still ask for it, and swept after.
         let mut lanes = Lanes::default();
         alone(lanes.arrive("live", member(1), 0));

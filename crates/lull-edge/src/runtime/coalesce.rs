@@ -4,21 +4,25 @@
 //! workerd runs every request of an isolate on one thread, each in its own
 //! context: I/O begun in one request's context cannot be used from another's,
 //! and wasm-bindgen-futures runs every ready Rust task in one microtask of
-//! whichever context woke the first. So, here:
-//! - a waiting request is woken only through a JS promise it made itself, in
-//!   its own context ([`Slot::sleep`]); whoever wakes it leaves plain data in its
-//!   slot (status and JSON text, never a `Response`) and resolves that promise;
-//!   each request builds its own response;
+//! whichever context woke the first. So, here, no request ever wakes another:
+//! - a waiting request sleeps on a timer of its own (a promise it made, resolved
+//!   by its own `setTimeout`), then looks in its [`Slot`] for its answer, left
+//!   there as plain data (status and JSON text, never a `Response`) by its
+//!   batch's sender, and asks the lanes what to do next; it builds its own response;
 //! - a batch is sent by one of its own members, from its own task, inside its
-//!   `waitUntil` (a member whose client went away still finishes the send); the
-//!   sender hands the lane to the next batch by waking that batch's leader,
-//!   which sends it from its own context in turn.
+//!   `waitUntil` (a member whose client went away still finishes the send).
+//!
+//! (Waking a request by resolving a promise it made, from the sender's context,
+//! worked at first on workerd — its continuation ran in its own context — but
+//! after some 16,000 such wakes in one isolate every woken request built its
+//! response in another's context: "Cannot perform I/O on behalf of a different
+//! request". A request's own timer has no such limit.)
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde_json::json;
-use worker::js_sys::{self, Function, Promise};
+use worker::js_sys::{self, Promise};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::{JsFuture, future_to_promise};
 use worker::web_sys::WorkerGlobalScope;
@@ -38,46 +42,23 @@ thread_local! {
     static LANES: RefCell<Lanes<Rc<Slot>>> = RefCell::new(Lanes::default());
 }
 
-/// How a waiting request is woken, and where its answer is left for it.
+/// Where a waiting request finds its event's answer, once its batch was answered.
 #[derive(Default)]
 struct Slot {
-    /// Its event's answer, once its batch was answered.
     answer: RefCell<Option<Result<Answer, ApiError>>>,
-    /// Woken while it was not waiting: it looks again before it waits.
-    nudged: Cell<bool>,
-    /// Resolves the promise it waits on (made in its own context).
-    resolve: RefCell<Option<Function>>,
 }
 
-impl Slot {
-    /// Wake the request (its promise's continuation runs in its own context).
-    fn wake(&self) {
-        self.nudged.set(true);
-        let resolve = self.resolve.borrow_mut().take();
-        if let Some(resolve) = resolve {
-            let _ = resolve.call0(&JsValue::UNDEFINED);
-        }
+/// Sleep `ms` on a timer of the caller's own: a promise made here, resolved by its `setTimeout`.
+async fn sleep(ms: u64) {
+    let mut made = None;
+    let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
+    let Some(resolve) = made else { return };
+    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
+    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+    if global.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).is_err() {
+        return;
     }
-
-    /// Wait until woken, or `ms` at most: on a promise made here, in the caller's context.
-    async fn sleep(&self, ms: u64) {
-        if self.nudged.replace(false) {
-            return;
-        }
-        let mut made = None;
-        let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
-        let Some(resolve) = made else { return };
-        let global: WorkerGlobalScope = js_sys::global().unchecked_into();
-        let ms = i32::try_from(ms).unwrap_or(i32::MAX);
-        let timer = global.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).ok();
-        *self.resolve.borrow_mut() = Some(resolve);
-        let _ = JsFuture::from(promise).await;
-        self.resolve.borrow_mut().take();
-        self.nudged.set(false);
-        if let Some(timer) = timer {
-            global.clear_timeout_with_handle(timer);
-        }
-    }
+    let _ = JsFuture::from(promise).await;
 }
 
 /// Accept one single event of `topic` (which coalesces): alone when nothing of its
@@ -92,7 +73,7 @@ pub(crate) async fn event(
 ) -> Result<Response, ApiError> {
     let lane = object_name(&topic.name, &key);
     let slot = Rc::new(Slot::default());
-    let member = Member { event: body, idempotency_key, waker: Rc::clone(&slot) };
+    let member = Member { event: body, idempotency_key, slot: Rc::clone(&slot) };
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
     match arrival {
         Arrival::Alone { flight, member } => {
@@ -115,12 +96,10 @@ fn single(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
     KeyCall { topic: topic.to_string(), key, request }
 }
 
-/// `flight` of `lane` landed: wake the leader of the batch waiting behind it, if any.
+/// `flight` of `lane` landed.
 fn land(lane: &str, flight: Flight) {
-    let next = LANES.with_borrow_mut(|lanes| lanes.landed(lane, flight));
-    if let Some(leader) = next {
-        leader.wake();
-    }
+    let now = now_ms();
+    LANES.with_borrow_mut(|lanes| lanes.landed(lane, flight, now));
 }
 
 /// Wait at `place` for the event's answer, sending its batch if it falls to this request.
@@ -141,7 +120,7 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
                 // The send runs either way; `waitUntil` keeps it alive if this request's client goes away.
                 let _ = ctx.as_ref().wait_until(&promise);
             }
-            Turn::Wait { until } => slot.sleep(until.saturating_sub(now).max(1)).await,
+            Turn::Wait { until } => sleep(until.saturating_sub(now).max(1)).await,
             Turn::GiveUp => {
                 return Err(ApiError::Internal(format!(
                     "the request carrying this event to its key gave no answer within {ANSWER_WITHIN_MS} ms"
@@ -171,13 +150,13 @@ struct Sender {
 }
 
 impl Sender {
-    /// Send `members`' events as `flight` of `lane`, hand the lane on, then each member its answer.
+    /// Send `members`' events as `flight` of `lane`, then leave each member its answer.
     async fn send(self, lane: String, flight: Flight, members: Vec<Member<Rc<Slot>>>) {
         let count = members.len();
         let mut slots = Vec::with_capacity(count);
         let mut events = Vec::with_capacity(count);
         for member in members {
-            slots.push(member.waker);
+            slots.push(member.slot);
             events.push((member.event, member.idempotency_key));
         }
         let request = match events.pop() {
@@ -202,7 +181,6 @@ impl Sender {
         }
         for (slot, answer) in slots.into_iter().zip(answers) {
             *slot.answer.borrow_mut() = Some(answer);
-            slot.wake();
         }
     }
 }
