@@ -107,6 +107,11 @@ test("a refused batch fails exactly its own producers: its events are not stored
       Array.from({ length: count }, async (_, p) => answers.push({ key: k, p, res: await post(topic, k, { p }) }));
     // The jam key's events and other keys' at once (a free key of the topic holds 8 pending windows too).
     await Promise.all([...wave(key, "jam", 64), ...wave(`${key}-free`, "jam", 6), ...wave(`${key}-hot`, "hot", 32)]);
+    // Right after the wave (and any refusal in it), other keys still take events.
+    for (const [topic, other] of [["hot", `${key}-hot`], ["jam", `${key}-free`]]) {
+      const res = await post(topic, other, { after: true });
+      assert.equal(res.status, 202, `another key, after the wave: ${res.text}`);
+    }
     const mine = answers.filter((a) => a.key === key);
     const others = answers.filter((a) => a.key !== key);
     for (const a of others) assert.equal(a.res.status, 202, `another key's producer: ${a.res.text}`);
