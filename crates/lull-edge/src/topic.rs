@@ -115,6 +115,7 @@ struct TopicConfig {
     signing_secret_env: Option<String>,
     allow_http: bool,
     log_keys: bool,
+    coalesce: bool,
     // Queue dead letters: the bounds of what the topic's gate object keeps.
     max_queue_dead_letters: u64,
     max_queue_dead_letter_bytes: u64,
@@ -168,6 +169,9 @@ impl Default for TopicConfig {
             allow_http: false,
             // Log lines name a key by a short hash (keys can be emails).
             log_keys: false,
+            // A key's single events that arrive while its object request is in
+            // flight ride the next one (bounds: `crate::coalesce`).
+            coalesce: true,
             // Queue topics: 10,000 dead letters kept, and 256 MiB of them.
             max_queue_dead_letters: DEFAULT_MAX_QUEUE_DEAD_LETTERS,
             max_queue_dead_letter_bytes: DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES,
@@ -270,6 +274,9 @@ pub struct Topic {
     pub signing_secret_env: Option<String>,
     /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
     pub log_keys: bool,
+    /// Whether a key's single events that arrive while its object request is
+    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::coalesce`]).
+    pub coalesce: bool,
 }
 
 /// Whether `name` can name a Worker secret or var: 1 to 64 of `A-Z a-z 0-9 _`.
@@ -450,6 +457,7 @@ impl Topic {
             ingest_token_env: c.ingest_token_env,
             signing_secret_env: c.signing_secret_env,
             log_keys: c.log_keys,
+            coalesce: c.coalesce,
         })
     }
 }
@@ -649,6 +657,9 @@ mod tests {
         assert_eq!(policy.run_timeout, None, "deliveries are bounded by the call's own timeout");
         assert_eq!(orders.max_pending_windows, 10_000);
         assert_eq!((orders.payload, orders.max_body_bytes), (PayloadMode::All, 64 * 1024));
+        assert!(orders.coalesce, "coalescing is on by default");
+        let off = Topics::parse(r#"{"t": {"target": "https://a", "wait_ms": 1, "coalesce": false}}"#).unwrap();
+        assert!(!off.get("t").unwrap().coalesce);
         let exact = Topics::parse(
             r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"base_ms": 5, "cap_ms": 9, "jitter": "none"}}}"#,
         )
@@ -678,6 +689,10 @@ mod tests {
                 .contains("not LULL_…")
         );
         assert!(refused(r#"{"t": {"target": "https://a"}}"#).ends_with("wait_ms is required"));
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "coalesce": "no"}}"#)
+                .contains("invalid type: string \"no\", expected a boolean")
+        );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retry": {"tries": 1}}}"#).contains("unknown field")
         );

@@ -1,12 +1,14 @@
 //! The Worker itself (wasm32 only): shells and port implementations, no
 //! decisions. The fetch router ([`router`]) hands each key's request to its
-//! `KeyWindow` Durable Object ([`key_window`], a shell around
+//! `KeyWindow` Durable Object (a single event through [`coalesce`], the shell of
+//! [`crate::coalesce`]: same-key events in flight together) ([`key_window`], a shell around
 //! [`crate::key::KeyObject`] over SQLite ([`store`]), the alarm and `fetch`
 //! ([`outbound`])); a queue topic's windows are forwarded by the queue
 //! consumer ([`consumer`]) within the bound its `TopicGate` object keeps
 //! ([`topic_gate`]). Every timing decision is `lull-core`'s; every decision
 //! about what a key must do is [`crate::key`]'s.
 
+mod coalesce;
 pub(crate) mod config;
 pub(crate) mod consumer;
 pub(crate) mod http;

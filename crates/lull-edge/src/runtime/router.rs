@@ -1,5 +1,6 @@
 //! The fetch handler: route, authorise, validate, then hand the request to the
-//! key's Durable Object. Nothing is stored here; a rejected request reaches no object.
+//! key's Durable Object (a single event of a topic that coalesces through
+//! [`super::coalesce`]). Nothing is stored here; a rejected request reaches no object.
 
 use std::cell::RefCell;
 
@@ -7,6 +8,7 @@ use serde_json::value::RawValue;
 use worker::worker_sys::web_sys;
 use worker::{Context, Env, Method, Request, RequestInit, Response, event};
 
+use super::coalesce;
 use super::config;
 use super::headers::KEY_CALL_HEADER;
 use super::http::{self, Incoming};
@@ -48,13 +50,13 @@ async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
 }
 
 #[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let req = Incoming::new(req);
     let origin = req.header("origin");
     let auth = req.header("authorization");
     // Asked only where it matters (health, a private error): not on every event.
     let admin = || config::is_admin(&env, auth.as_deref());
-    let result = handle(req, &env, origin.as_deref(), &admin).await;
+    let result = handle(req, &env, &ctx, origin.as_deref(), &admin).await;
     // An admin sees a private error's detail (a broken configuration, say); anyone else a request id.
     let reveal = matches!(&result, Err(e) if e.is_private()) && admin();
     let response = http::respond_as(result, reveal)?;
@@ -73,6 +75,7 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result
 async fn handle(
     req: Incoming,
     env: &Env,
+    ctx: &Context,
     origin: Option<&str>,
     admin: &dyn Fn() -> bool,
 ) -> Result<Response, ApiError> {
@@ -193,6 +196,11 @@ async fn handle(
                         refuse_when_full(env, topic).await?;
                     }
                     let body = event_body(&req, topic).await?;
+                    // A client token's events are not coalesced: its per-minute budget
+                    // is spent event by event, not refused a whole batch at a time.
+                    if topic.coalesce && events_per_minute.is_none() {
+                        return coalesce::event(env, ctx, topic, key, body, producer).await;
+                    }
                     KeyRequest::Event { body, idempotency_key: producer, events_per_minute }
                 }
                 other => other,

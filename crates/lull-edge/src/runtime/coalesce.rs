@@ -1,0 +1,193 @@
+//! The shell of [`crate::coalesce`]: this isolate's lanes, the object requests
+//! they ask for, and the waits of the requests that joined a batch.
+//!
+//! workerd runs every request of an isolate on one thread, each in its own
+//! context: I/O begun in one request's context cannot be used from another's,
+//! and wasm-bindgen-futures runs every ready Rust task in one microtask of
+//! whichever context woke the first. So, here, no request ever wakes another:
+//! - a waiting request sleeps on a timer of its own (a promise it made, resolved
+//!   by its own `setTimeout`), then looks in its [`Slot`] for its answer, left
+//!   there as plain data (status and JSON text, never a `Response`) by its
+//!   batch's sender, and asks the lanes what to do next; it builds its own response;
+//! - a batch is sent by one of its own members, from its own task, inside its
+//!   `waitUntil` (a member whose client went away still finishes the send).
+//!
+//! (Waking a request by resolving a promise it made, from the sender's context,
+//! worked at first on workerd — its continuation ran in its own context — but
+//! after some 16,000 such wakes in one isolate every woken request built its
+//! response in another's context: "Cannot perform I/O on behalf of a different
+//! request". A request's own timer has no such limit.)
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::json;
+use worker::js_sys::{self, Promise};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::{JsFuture, future_to_promise};
+use worker::web_sys::WorkerGlobalScope;
+use worker::{Context, Env, Headers, Response, console_log};
+
+use super::http::now_ms;
+use super::router::forward;
+use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Turn, share};
+use crate::http::ApiError;
+use crate::key::{KeyCall, KeyRequest};
+use crate::log::Fact;
+use crate::names::{Key, key_label, object_name};
+use crate::topic::Topic;
+
+thread_local! {
+    /// The lanes of this isolate, by key.
+    static LANES: RefCell<Lanes<Rc<Slot>>> = RefCell::new(Lanes::default());
+}
+
+/// Where a waiting request finds its event's answer, once its batch was answered.
+#[derive(Default)]
+struct Slot {
+    answer: RefCell<Option<Result<Answer, ApiError>>>,
+}
+
+/// Sleep `ms` on a timer of the caller's own: a promise made here, resolved by its `setTimeout`.
+async fn sleep(ms: u64) {
+    let mut made = None;
+    let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
+    let Some(resolve) = made else { return };
+    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
+    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+    if global.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).is_err() {
+        return;
+    }
+    let _ = JsFuture::from(promise).await;
+}
+
+/// Accept one single event of `topic` (which coalesces): alone when nothing of its
+/// key is in flight, else in its key's next batch; answered as its own request would be.
+pub(crate) async fn event(
+    env: &Env,
+    ctx: &Context,
+    topic: &Topic,
+    key: Key,
+    body: String,
+    idempotency_key: Option<String>,
+) -> Result<Response, ApiError> {
+    let lane = object_name(&topic.name, &key);
+    let slot = Rc::new(Slot::default());
+    let member = Member { event: body, idempotency_key, slot: Rc::clone(&slot) };
+    let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
+    match arrival {
+        Arrival::Alone { flight, member } => {
+            let answer = forward(env, single(&topic.name, key, member)).await;
+            land(&lane, flight);
+            answer
+        }
+        Arrival::Past { member } => forward(env, single(&topic.name, key, member)).await,
+        Arrival::Joined(place) => {
+            let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
+            wait(ctx, sender, &place, &slot).await
+        }
+    }
+}
+
+/// One event's own request.
+fn single(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
+    let request =
+        KeyRequest::Event { body: member.event, idempotency_key: member.idempotency_key, events_per_minute: None };
+    KeyCall { topic: topic.to_string(), key, request }
+}
+
+/// `flight` of `lane` landed.
+fn land(lane: &str, flight: Flight) {
+    let now = now_ms();
+    LANES.with_borrow_mut(|lanes| lanes.landed(lane, flight, now));
+}
+
+/// Wait at `place` for the event's answer, sending its batch if it falls to this request.
+async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Result<Response, ApiError> {
+    loop {
+        let answer = slot.answer.borrow_mut().take();
+        if let Some(answer) = answer {
+            return respond(answer?);
+        }
+        let now = now_ms();
+        match LANES.with_borrow_mut(|lanes| lanes.turn(place, now)) {
+            Turn::Send { flight, members } => {
+                let send = sender.clone().send(place.lane.clone(), flight, members);
+                let promise = future_to_promise(async move {
+                    send.await;
+                    Ok(JsValue::UNDEFINED)
+                });
+                // The send runs either way; `waitUntil` keeps it alive if this request's client goes away.
+                let _ = ctx.as_ref().wait_until(&promise);
+            }
+            Turn::Wait { until } => sleep(until.saturating_sub(now).max(1)).await,
+            Turn::GiveUp => {
+                return Err(ApiError::Internal(format!(
+                    "the request carrying this event to its key gave no answer within {ANSWER_WITHIN_MS} ms"
+                )));
+            }
+        }
+    }
+}
+
+/// The event's own answer, as its single-event request would have had it.
+fn respond(answer: Answer) -> Result<Response, ApiError> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    if let Some(secs) = &answer.retry_after {
+        headers.set("retry-after", secs)?;
+    }
+    Ok(Response::ok(answer.body)?.with_status(answer.status).with_headers(headers))
+}
+
+/// What sends a batch of one key.
+#[derive(Clone)]
+struct Sender {
+    env: Env,
+    topic: String,
+    key: Key,
+    log_keys: bool,
+}
+
+impl Sender {
+    /// Send `members`' events as `flight` of `lane`, then leave each member its answer.
+    async fn send(self, lane: String, flight: Flight, members: Vec<Member<Rc<Slot>>>) {
+        let count = members.len();
+        let mut slots = Vec::with_capacity(count);
+        let mut events = Vec::with_capacity(count);
+        for member in members {
+            slots.push(member.slot);
+            events.push((member.event, member.idempotency_key));
+        }
+        let request = match events.pop() {
+            Some((body, idempotency_key)) if events.is_empty() => {
+                KeyRequest::Event { body, idempotency_key, events_per_minute: None }
+            }
+            last => {
+                events.extend(last);
+                KeyRequest::Events { events, events_per_minute: None }
+            }
+        };
+        let label = key_label(self.key.as_str(), self.log_keys);
+        let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
+        let (answers, status) = match reply(&self.env, call).await {
+            Ok((status, body, retry_after)) => (share(count, status, &body, retry_after.as_deref()), Some(status)),
+            Err(e) => ((0..count).map(|_| Err(e.clone())).collect(), None),
+        };
+        land(&lane, flight);
+        if count > 1 {
+            let fact = Fact::new("coalesced", json!({"events": count, "status": status}));
+            console_log!("{}", fact.line(&[("topic", &self.topic), ("key", &label)]));
+        }
+        for (slot, answer) in slots.into_iter().zip(answers) {
+            *slot.answer.borrow_mut() = Some(answer);
+        }
+    }
+}
+
+/// The object's answer to `call`: status, JSON text and `Retry-After`.
+async fn reply(env: &Env, call: KeyCall) -> Result<(u16, String, Option<String>), ApiError> {
+    let mut res = forward(env, call).await?;
+    let retry_after = res.headers().get("retry-after")?;
+    Ok((res.status_code(), res.text().await?, retry_after))
+}
