@@ -145,8 +145,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if migrating {
                 batch.logs.push(Fact::new("migrated", json!({"from_schema": restored.schema})));
             }
-            let lines: Vec<(String, bool)> = batch.logs.iter().map(|f| (loaded.line(f), f.logged())).collect();
-            self.committed(&lines);
+            self.committed(&loaded.lines(&batch.logs));
         }
         *self.loaded.borrow_mut() = Some(loaded);
         Ok(true)

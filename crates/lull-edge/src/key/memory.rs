@@ -92,6 +92,11 @@ impl Loaded {
         fact.line(&[("topic", &self.topic), ("key", &key_label(self.key.as_str(), self.log_keys))])
     }
 
+    /// Facts as this key's lines, each with whether the log gets it ([`Fact::logged`]).
+    pub(super) fn lines(&self, facts: &[Fact]) -> Vec<(String, bool)> {
+        facts.iter().map(|f| (self.line(f), f.logged())).collect()
+    }
+
     /// Turn effects into rows (backlog rows, reusable event rows) and log lines.
     pub(super) fn apply(&mut self, effects: Vec<Effect>, batch: &mut Batch) -> Result<(), ApiError> {
         for effect in effects {

@@ -140,7 +140,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 l.snapshot(&mut batch)?;
             }
             let alarm = l.arm_earlier(now).or(batch.alarm);
-            batch.lines = batch.logs.iter().map(|f| (l.line(f), f.logged())).collect();
+            batch.lines = l.lines(&batch.logs);
             Ok((result, batch, alarm))
         });
         let (result, batch, alarm) = match outcome {

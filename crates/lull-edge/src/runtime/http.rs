@@ -74,12 +74,15 @@ impl From<worker::Error> for ApiError {
 /// a route asks for.
 pub struct Incoming {
     raw: worker::worker_sys::web_sys::Request,
+    /// The URL, read from the runtime once.
+    url: String,
 }
 
 impl Incoming {
     /// The runtime's request.
     pub fn new(raw: worker::worker_sys::web_sys::Request) -> Self {
-        Incoming { raw }
+        let url = raw.url();
+        Incoming { raw, url }
     }
 
     /// The method, upper case.
@@ -89,12 +92,12 @@ impl Incoming {
 
     /// The URL's path, as the runtime gives it (percent-encoded).
     pub fn path(&self) -> String {
-        path_and_query(&self.raw.url()).0.to_string()
+        path_and_query(&self.url).0.to_string()
     }
 
     /// The URL's query, if any.
     pub fn query(&self) -> Option<String> {
-        path_and_query(&self.raw.url()).1.map(str::to_string)
+        path_and_query(&self.url).1.map(str::to_string)
     }
 
     /// A header's value, if present.

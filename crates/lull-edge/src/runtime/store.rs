@@ -212,25 +212,18 @@ fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
             let insert = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?)";
             let (body, sizes) = RowFormat::pack(&bodies);
             let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
-            let row = vec![int(first.0), int(at), int(body.len() as u64), int(bodies.len() as u64)];
-            let values = |body: String, sizes: SqlStorageValue| {
-                let mut values = row.clone();
-                values.insert(2, body.into());
-                values.push(sizes);
-                values
-            };
+            let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
+            let values = vec![int(first.0), int(at), body.into(), bytes, n, sizes];
             match reuse {
                 Some(old) => {
                     let update =
                         "UPDATE events SET seq = ?, at = ?, body = ?, bytes = ?, n = ?, sizes = ? WHERE seq = ?";
-                    let mut set = values(body.clone(), sizes.clone());
-                    set.push(int(old.0));
-                    let updated = sql.exec(update, set)?;
+                    let updated = sql.exec(update, [values.clone(), vec![int(old.0)]].concat())?;
                     // A row already reused (freed twice across a payload change) is not
                     // there to update: the events get a row of their own, never none.
-                    if updated.rows_written() > 0 { updated } else { sql.exec(insert, values(body, sizes))? }
+                    if updated.rows_written() > 0 { updated } else { sql.exec(insert, values)? }
                 }
-                None => sql.exec(insert, values(body, sizes))?,
+                None => sql.exec(insert, values)?,
             }
         }
         Write::Snapshot(json) => sql.exec(
