@@ -126,7 +126,7 @@ impl RowFormat {
     }
 
     /// The bodies the row from `first` holds of the events `from..=to`, in order.
-    pub fn bodies(
+    fn bodies(
         first: Seq,
         n: u64,
         text: &str,
@@ -147,6 +147,61 @@ impl RowFormat {
         }
         Ok(bodies)
     }
+
+    /// Events `from..=to` out of the `rows` that hold them (in seq order):
+    /// their bodies if they come to at most `limit` bytes, else how many bytes
+    /// they are. Only a row's lengths are needed to say it is too large, so a
+    /// store may leave out the texts of rows past a bound ([`Store::bodies`]).
+    pub fn read<'a>(
+        rows: impl IntoIterator<Item = RowRead<'a>>,
+        from: Seq,
+        to: Seq,
+        limit: u64,
+    ) -> Result<Bodies, StoreError> {
+        let rows: Vec<RowRead<'a>> = rows.into_iter().collect();
+        let mut bytes = 0;
+        for r in &rows {
+            let lengths = Self::lengths(r.first, r.n, r.bytes, r.sizes)?;
+            bytes += (r.first.0..)
+                .zip(lengths)
+                .filter(|(seq, _)| (from.0..=to.0).contains(seq))
+                .map(|(_, l)| l)
+                .sum::<u64>();
+        }
+        if bytes > limit {
+            return Ok(Bodies::TooLarge(bytes));
+        }
+        let mut bodies = Vec::new();
+        for r in rows {
+            let text = r.text.ok_or_else(|| StoreError(format!("event row {}: its text was not read", r.first.0)))?;
+            bodies.extend(Self::bodies(r.first, r.n, text, r.sizes, from, to)?);
+        }
+        Ok(Bodies::Read(bodies))
+    }
+}
+
+/// One stored row of events as a store read it for [`RowFormat::read`].
+#[derive(Clone, Copy, Debug)]
+pub struct RowRead<'a> {
+    /// The row's first seq.
+    pub first: Seq,
+    /// How many events it holds.
+    pub n: u64,
+    /// Its text's length in bytes.
+    pub bytes: u64,
+    /// Each event's length (rows of more than one event), as [`RowFormat::pack`] wrote them.
+    pub sizes: Option<&'a str>,
+    /// Its text, unless the store left it out (the span is past its bound).
+    pub text: Option<&'a str>,
+}
+
+/// A window's bodies as [`Store::bodies`] reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bodies {
+    /// Each event's body, in seq order.
+    Read(Vec<String>),
+    /// Over the limit asked for: the bytes they come to (no body was built).
+    TooLarge(u64),
 }
 
 /// Everything stored for a key, as read when its object starts.
@@ -175,11 +230,12 @@ pub trait Store {
     fn load(&self) -> Result<Stored, StoreError>;
     /// Apply `writes` all-or-nothing; returns the rows written, as storage counts them.
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError>;
-    /// The bodies of the stored events `first..=last`, in seq order (a row
-    /// holds at most [`crate::key::MAX_ROW_EVENTS`]: rows from before `first` may hold some).
-    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError>;
-    /// The bytes of those bodies, summed (read before building a delivery).
-    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError>;
+    /// The bodies of the stored events `first..=last`, in seq order, if they
+    /// come to at most `limit` bytes, in one read (a row holds at most
+    /// [`crate::key::MAX_ROW_EVENTS`]: rows from before `first` may hold some).
+    /// Past `limit` it answers their bytes and reads no more texts than rows
+    /// of [`crate::key::MAX_ROW_BYTES`] at each end of the span could add.
+    fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError>;
     /// How many event rows are stored, as storage counts them.
     fn event_rows(&self) -> Result<u64, StoreError>;
     /// The database's size in bytes, as storage reports it.
@@ -383,5 +439,28 @@ mod tests {
             RowFormat::bodies(Seq(5), 3, &text, Some("9,2,2"), Seq(5), Seq(7)).is_err(),
             "a cut inside a character"
         );
+    }
+
+    #[test]
+    fn a_span_is_read_whole_under_its_limit_and_only_weighed_past_it() {
+        let bodies: Vec<String> = ["aaaa", "bb", "cccccc", "d"].iter().map(|b| b.to_string()).collect();
+        let (text, sizes) = RowFormat::pack(&bodies[..3]);
+        let (last, _) = RowFormat::pack(&bodies[3..]);
+        let rows = |texts: bool| {
+            [
+                RowRead {
+                    first: Seq(1),
+                    n: 3,
+                    bytes: 12,
+                    sizes: sizes.as_deref(),
+                    text: texts.then_some(text.as_str()),
+                },
+                RowRead { first: Seq(4), n: 1, bytes: 1, sizes: None, text: texts.then_some(last.as_str()) },
+            ]
+        };
+        // Events 2..=4: the first row holds one event before the span.
+        assert_eq!(RowFormat::read(rows(true), Seq(2), Seq(4), 9).unwrap(), Bodies::Read(bodies[1..].to_vec()));
+        assert_eq!(RowFormat::read(rows(false), Seq(2), Seq(4), 8).unwrap(), Bodies::TooLarge(9), "no text needed");
+        assert!(RowFormat::read(rows(false), Seq(2), Seq(4), 9).is_err(), "a text left out under the limit");
     }
 }

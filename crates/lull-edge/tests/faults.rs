@@ -26,7 +26,9 @@ use lull_core::Seq;
 use lull_edge::http::ApiError;
 use lull_edge::key::{KeyObject, KeyReply, KeyRequest, MAX_ROW_EVENTS};
 use lull_edge::names::Key;
-use lull_edge::ports::{Host, Outbound, Outcome, Outgoing, RowFormat, Store, StoreError, Stored, Write};
+use lull_edge::ports::{
+    Bodies, Host, Outbound, Outcome, Outgoing, RowFormat, RowRead, Store, StoreError, Stored, Write,
+};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
@@ -194,17 +196,20 @@ impl Store for FakeStore {
         Ok(rows)
     }
 
-    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
+    fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError> {
         let w = self.0.borrow();
-        let rows = w
-            .rows_over(first, last)
-            .map(|(seq, r)| RowFormat::bodies(seq, r.n, &r.text, r.sizes.as_deref(), first, last));
-        Ok(rows.collect::<Result<Vec<_>, _>>()?.concat())
-    }
-
-    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
-        let bytes = self.bodies(first, last)?.iter().map(|b| b.len() as u64).sum::<u64>();
-        Ok(bytes + self.0.borrow().extra_body_bytes)
+        let rows = w.rows_over(first, last).map(|(seq, r)| RowRead {
+            first: seq,
+            n: r.n,
+            bytes: r.text.len() as u64,
+            sizes: r.sizes.as_deref(),
+            text: Some(&r.text),
+        });
+        // Storage that reports more bytes than it holds: a window from before the byte bound.
+        Ok(match RowFormat::read(rows, first, last, limit.saturating_sub(w.extra_body_bytes))? {
+            Bodies::TooLarge(bytes) => Bodies::TooLarge(bytes + w.extra_body_bytes),
+            read => read,
+        })
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {

@@ -13,7 +13,7 @@ use crate::delivery::body::{Delivery, Payload, idempotency_key};
 use crate::delivery::queue_message;
 use crate::http::ApiError;
 use crate::log::Fact;
-use crate::ports::{Host, Outbound, Outcome, Outgoing, Store, ToQueue};
+use crate::ports::{Bodies, Host, Outbound, Outcome, Outgoing, Store, ToQueue};
 use crate::topic::{MAX_WINDOW_BYTES, PayloadMode, Topic, Topics};
 
 impl Loaded {
@@ -30,14 +30,16 @@ impl Loaded {
         // A body too large to build is a failed attempt (retried, then a dead
         // letter), never a stuck key: windows are bounded by `max_window_bytes`,
         // but one formed before that bound existed may not be.
-        let bytes = store.body_bytes(first, last).map_err(unavailable)?;
-        if bytes > MAX_WINDOW_BYTES {
-            let why = format!("the window's events are {bytes} bytes, over the {MAX_WINDOW_BYTES} a delivery carries");
-            return Ok(Job { fire, out: Err(why) });
-        }
         // Every row of the span, except under `all` for a window formed under
         // `last` or `first` (the topic changed): it carries the events it kept.
-        let rows = store.bodies(first, last).map_err(unavailable)?;
+        let rows = match store.bodies(first, last, MAX_WINDOW_BYTES).map_err(unavailable)? {
+            Bodies::Read(rows) => rows,
+            Bodies::TooLarge(bytes) => {
+                let why =
+                    format!("the window's events are {bytes} bytes, over the {MAX_WINDOW_BYTES} a delivery carries");
+                return Ok(Job { fire, out: Err(why) });
+            }
+        };
         let raws =
             rows.into_iter().map(|r| RawValue::from_string(r).map_err(json_error)).collect::<Result<Vec<_>, _>>()?;
         let payload = match (topic.payload, raws.first()) {

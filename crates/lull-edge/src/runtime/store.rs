@@ -13,8 +13,8 @@ use worker::{SqlStorage, SqlStorageValue, State};
 
 use super::sys::StateExt;
 
-use crate::key::MAX_ROW_EVENTS;
-use crate::ports::{DedupeRow, RowFormat, Store, StoreError, Stored, WindowRow, Write};
+use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
+use crate::ports::{Bodies, DedupeRow, RowFormat, RowRead, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
 
 const TABLES: &str = "
@@ -78,16 +78,9 @@ struct Count {
 struct BodySql {
     seq: i64,
     n: i64,
-    body: String,
-    sizes: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct BytesSql {
-    seq: i64,
-    n: i64,
     bytes: i64,
     sizes: Option<String>,
+    body: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +102,11 @@ struct DedupeSql {
     key: String,
     at: i64,
     reply: String,
+}
+
+#[derive(Deserialize)]
+struct Column {
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -140,36 +138,51 @@ impl SqlStore {
         rows.map(|n| n as u64).map_err(error)
     }
 
-    /// Make the tables; migrate schema-1 storage (its event rows carry a `state` column).
+    /// Make the tables; migrate older storage (schema 1: event rows carry a
+    /// `state` column; later rows lack `bytes`, or `n` and `sizes`). One read
+    /// of the events table's columns tells them apart, so a current key's load
+    /// runs no schema statement.
     fn prepare(&self) -> Result<(), StoreError> {
-        let legacy = self.sql().exec("SELECT state FROM events LIMIT 0", None).is_ok();
-        if !legacy {
-            self.sql().exec(TABLES, None).map_err(error)?;
-            // Event rows written before `bytes` existed: the column, filled once,
-            // so a load never reads a body to learn its length.
-            if self.sql().exec("SELECT bytes FROM events LIMIT 0", None).is_err() {
-                self.transaction(|sql| {
-                    sql.exec(
-                        "ALTER TABLE events ADD COLUMN bytes INTEGER;
-                         UPDATE events SET bytes = length(CAST(body AS BLOB));",
-                        None,
-                    )?;
-                    Ok(0)
-                })?;
-            }
-            // Rows written before events shared rows hold one event each.
-            if self.sql().exec("SELECT n FROM events LIMIT 0", None).is_err() {
-                self.transaction(|sql| {
-                    sql.exec(
-                        "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
-                         ALTER TABLE events ADD COLUMN sizes TEXT;",
-                        None,
-                    )?;
-                    Ok(0)
-                })?;
-            }
+        let columns: Vec<Column> =
+            self.sql().exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
+        let has = |name: &str| columns.iter().any(|c| c.name == name);
+        if has("state") {
+            return self.migrate_schema_1();
+        }
+        // `n` came last, with the tables as they are now.
+        if has("n") {
             return Ok(());
         }
+        self.sql().exec(TABLES, None).map_err(error)?;
+        // Event rows written before `bytes` existed: the column, filled once,
+        // so a load never reads a body to learn its length.
+        if !columns.is_empty() && !has("bytes") {
+            self.transaction(|sql| {
+                sql.exec(
+                    "ALTER TABLE events ADD COLUMN bytes INTEGER;
+                     UPDATE events SET bytes = length(CAST(body AS BLOB));",
+                    None,
+                )?;
+                Ok(0)
+            })?;
+        }
+        // Rows written before events shared rows hold one event each.
+        if !columns.is_empty() {
+            self.transaction(|sql| {
+                sql.exec(
+                    "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
+                     ALTER TABLE events ADD COLUMN sizes TEXT;",
+                    None,
+                )?;
+                Ok(0)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Schema 1 (every event row carried the key's state): the newest state
+    /// becomes the snapshot, the rows keep only their events.
+    fn migrate_schema_1(&self) -> Result<(), StoreError> {
         self.transaction(|sql| {
             let mut newest: Vec<LegacyState> =
                 sql.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
@@ -294,31 +307,26 @@ impl Store for SqlStore {
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
 
-    fn bodies(&self, first: Seq, last: Seq) -> Result<Vec<String>, StoreError> {
-        let query = "SELECT seq, n, body, sizes FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
-        let rows: Vec<BodySql> =
-            self.sql().exec(query, overlapping(first, last)).and_then(|c| c.to_array()).map_err(error)?;
-        let mut bodies = Vec::new();
-        for r in rows {
-            let (row, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
-            bodies.extend(RowFormat::bodies(row, n, &r.body, r.sizes.as_deref(), first, last)?);
-        }
-        Ok(bodies)
-    }
-
-    fn body_bytes(&self, first: Seq, last: Seq) -> Result<u64, StoreError> {
-        let query =
-            "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ?";
-        let rows: Vec<BytesSql> =
-            self.sql().exec(query, overlapping(first, last)).and_then(|c| c.to_array()).map_err(error)?;
-        let mut bytes = 0;
-        for r in rows {
-            let (row, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
-            let lengths = RowFormat::lengths(row, n, unsigned(r.bytes), r.sizes.as_deref())?;
-            bytes +=
-                (row.0..).zip(lengths).filter(|(seq, _)| (first.0..=last.0).contains(seq)).map(|(_, l)| l).sum::<u64>();
-        }
-        Ok(bytes)
+    fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError> {
+        // One read: SQLite sums the rows' bytes and leaves the texts out past
+        // the bound (rows at either end may hold events outside the span, each
+        // under MAX_ROW_BYTES), so an oversized window is never read into memory.
+        let query = "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes,
+                       CASE WHEN (SELECT coalesce(sum(bytes), 0) FROM events
+                                  WHERE seq BETWEEN ? AND ? AND seq + n > ?) <= ? THEN body END AS body
+                     FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
+        let span = overlapping(first, last);
+        let guard = int(limit.saturating_add(2 * MAX_ROW_BYTES as u64));
+        let bindings = [span.clone(), vec![guard], span].concat();
+        let rows: Vec<BodySql> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        let rows = rows.iter().map(|r| RowRead {
+            first: Seq(unsigned(r.seq)),
+            n: unsigned(r.n),
+            bytes: unsigned(r.bytes),
+            sizes: r.sizes.as_deref(),
+            text: r.body.as_deref(),
+        });
+        RowFormat::read(rows, first, last, limit)
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
