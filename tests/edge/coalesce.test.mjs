@@ -3,7 +3,8 @@
 // transaction). Each producer still gets its own answer (its own event's seq
 // and window, or the error its batch got), every accepted event is delivered
 // exactly once, and a topic with `coalesce: false` sends one object request
-// per event. The worker logs one `coalesced` line per batch it sends (events,
+// per event. Batches' shares of a key ride the same way, each whole. The worker
+// logs one `coalesced` line per batch it sends (events, producer requests,
 // status): how the tests count object requests.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -95,6 +96,58 @@ test("concurrent producers on one key: each gets its own event's seq and window;
   console.log(`# ${events} events in ${requests} object requests (${sent.length} coalesced batches, largest ${Math.max(...sent.map((b) => b.events))})`);
 });
 
+test("batches' shares of one key ride together with single events, each share whole: every item its own seq, contiguous within its share; each event delivered once", async () => {
+  const key = "shares";
+  const batchers = 48;
+  const rounds = 4;
+  const per = 10;
+  const singles = 32;
+  const items = [];
+  const answers = [];
+  await Promise.all([
+    ...Array.from({ length: batchers }, async (_, b) => {
+      for (let r = 0; r < rounds; r++) {
+        const events = Array.from({ length: per }, (_, i) => ({ key, event: { id: `b${b}/${r}/${i}` } }));
+        const res = await api.call("POST", "/v1/topics/hot/events:batch", { events });
+        assert.equal(res.status, 207, res.text);
+        const results = res.json.results;
+        assert.equal(results.length, per);
+        for (const [i, x] of results.entries()) {
+          assert.equal(x.status, 202, JSON.stringify(x));
+          answers.push({ id: `b${b}/${r}/${i}`, seq: x.seq, window: x.window });
+        }
+        const seqs = results.map((x) => x.seq);
+        assert.deepEqual(seqs, seqs.map((_, i) => seqs[0] + i), `a share is never split: ${seqs}`);
+        items.push(...events);
+      }
+    }),
+    ...Array.from({ length: singles }, async (_, p) => {
+      for (let r = 0; r < rounds; r++) {
+        const res = await post("hot", key, { id: `s${p}/${r}` });
+        assert.equal(res.status, 202, res.text);
+        assert.match(res.text, /^\{"seq":\d+,"window":\d+\}$/, "the single-event answer, byte for byte");
+        answers.push({ id: `s${p}/${r}`, ...res.json });
+      }
+    }),
+  ]);
+  const events = batchers * rounds * per + singles * rounds;
+  await until(async () => windowsOf(key).reduce((n, d) => n + d.body.count, 0) >= events, 30_000, "every window delivered");
+  const delivered = windowsOf(key).flatMap((d) => d.body.events.map((e) => ({ id: e.id, window: d.body.window })));
+  assert.equal(delivered.length, events, "every accepted event delivered, none twice");
+  const at = new Map(delivered.map((e, n) => [e.id, { seq: n + 1, window: e.window }]));
+  assert.equal(at.size, events, "no event in two windows");
+  for (const a of answers) assert.deepEqual({ seq: a.seq, window: a.window }, at.get(a.id), `${a.id}'s answer is its own event's`);
+  // Object requests: one per coalesced batch the worker logged, one per producer request that went alone.
+  const requests = batchers * rounds + singles * rounds;
+  const sent = batches("hot", key);
+  const served = requests - sent.reduce((n, b) => n + b.requests - 1, 0);
+  assert.ok(sent.some((b) => b.requests >= 2 && b.events > b.requests), `shares rode together: ${JSON.stringify(sent.slice(0, 5))}`);
+  assert.ok(served < requests / 2, `${served} object requests for ${requests} producer requests`);
+  // The object served no more than that (its own count, alarms and this status read included).
+  assert.ok((await api.status("hot", key)).json.io.requests - 1 >= served);
+  console.log(`# ${events} events from ${requests} producer requests in ${served} object requests`);
+});
+
 test("a refused batch fails exactly its own producers: its events are not stored, others' are, on its key and on others", async () => {
   // Try a fresh jam key until a coalesced batch of it was refused (the arrivals' timing decides).
   for (let attempt = 1; ; attempt++) {
@@ -157,6 +210,51 @@ test("a refused batch fails exactly its own producers: its events are not stored
       accepted.map((a) => a.p).sort((a, b) => a - b),
       "delivered = the producers told 202",
     );
+    return;
+  }
+});
+
+test("a refused coalesced batch fails exactly its members' shares, each whole; the shares accepted are stored and delivered", async () => {
+  for (let attempt = 1; ; attempt++) {
+    const key = `jam-shares-${attempt}`;
+    refusing.add(key);
+    assert.equal((await post("jam", key, { n: "first" })).status, 202); // fires, fails, retries every 2 s
+    await until(async () => (await api.status("jam", key)).json.run?.retry_at, 10_000, "the run waits to retry");
+    // 24 shares of 3 at once: 7 pending windows are left (one event each), so most are refused.
+    const shares = await Promise.all(
+      Array.from({ length: 24 }, async (_, s) => {
+        const events = Array.from({ length: 3 }, (_, i) => ({ key, event: { s, i } }));
+        const res = await api.call("POST", "/v1/topics/jam/events:batch", { events });
+        assert.equal(res.status, 207, res.text);
+        return { s, results: res.json.results };
+      }),
+    );
+    for (const { s, results } of shares) {
+      const statuses = new Set(results.map((r) => r.status));
+      assert.equal(statuses.size, 1, `share ${s} is all or nothing: ${JSON.stringify(results)}`);
+      if (!statuses.has(202)) {
+        assert.equal(results[0].status, 429);
+        assert.equal(results[0].error.code, "too_many_pending");
+      }
+    }
+    const accepted = shares.filter((x) => x.results[0].status === 202);
+    const refusedTogether = batches("jam", key).filter((b) => b.status === 429 && b.requests >= 2);
+    if (refusedTogether.length === 0 || accepted.length === 0) {
+      assert.ok(attempt < 5, `no refused coalesced batch beside an accepted share in ${attempt} tries`);
+      refusing.delete(key);
+      continue;
+    }
+    console.log(`# try ${attempt}: ${accepted.length} shares accepted, ${24 - accepted.length} refused (${refusedTogether.length} refused coalesced batches)`);
+    const stored = (await api.status("jam", key)).json.stats.events;
+    assert.equal(stored, 1 + 3 * accepted.length, "exactly the accepted shares' events were stored");
+    refusing.delete(key);
+    await until(async () => {
+      const st = (await api.status("jam", key)).json;
+      return st.state === "idle" && st.stored_events === 0;
+    }, 30_000, "the jam cleared");
+    const delivered = windowsOf(key).flatMap((d) => d.body.events.filter((e) => e.s !== undefined).map((e) => `${e.s}/${e.i}`));
+    const expected = accepted.flatMap((x) => [0, 1, 2].map((i) => `${x.s}/${i}`));
+    assert.deepEqual(delivered.sort(), expected.sort(), "delivered = the items told 202");
     return;
   }
 });

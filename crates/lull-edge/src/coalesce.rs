@@ -1,22 +1,25 @@
 //! Coalescing before the object: within one Worker isolate, single events
-//! (`POST …/keys/{key}/events`) for the same key that arrive while that key's
-//! previous object request is in flight travel together in the next one, as
-//! one batch request ([`crate::key::KeyRequest::Events`]: one transaction, all
-//! or nothing). Runtime-free: the router's shell (`runtime/coalesce.rs`) keeps
+//! (`POST …/keys/{key}/events`) and batches' shares (`events:batch`, one key's
+//! items of a batch) for the same key that arrive while that key's previous
+//! object request is in flight travel together in the next one, as one batch
+//! request ([`crate::key::KeyRequest::Events`]: one transaction, all or
+//! nothing). A share travels whole: its items are never split between requests. Runtime-free: the router's shell (`runtime/coalesce.rs`) keeps
 //! the [`Lanes`] of its isolate, sends what they say and wakes each waiting
 //! request when they say.
 //!
 //! One *lane* per key (its object's name) holds at most one *flight* (the
 //! object request in flight) and at most one *waiting batch* behind it:
 //!
-//! - an event that finds nothing in flight goes alone, as today ([`Arrival::Alone`]);
+//! - a *member* (an event, or a share) that finds nothing in flight goes alone,
+//!   as its own request ([`Arrival::Alone`]);
 //! - one that finds a flight joins the waiting batch ([`Arrival::Joined`]);
 //! - a member of the waiting batch that looks once the flight has landed
 //!   ([`Lanes::landed`]) takes the batch ([`Turn::Send`]): it becomes the lane's
 //!   flight, and that member sends it and leaves each member its own answer;
-//! - a full waiting batch ([`MAX_COALESCED_EVENTS`] events or
-//!   [`MAX_COALESCED_BYTES`]) takes no more: the next event goes alone, past the
-//!   lane ([`Arrival::Past`]).
+//! - a waiting batch takes no member that would take it past
+//!   [`MAX_COALESCED_EVENTS`] events or [`MAX_COALESCED_BYTES`]: that member goes
+//!   alone, past the lane ([`Arrival::Past`]), as does a share too large to
+//!   wait in any batch.
 //!
 //! Nobody wakes a waiting request: each looks again at the time [`Turn::Wait`]
 //! names, on its own timer. (On workerd, a request woken from another request's
@@ -38,15 +41,16 @@
 //!   when it is idle (nothing in flight, nothing waiting), and lanes left behind
 //!   by cancelled requests are swept once stale ([`Lanes::len`] stays within
 //!   twice the live lanes, at least [`SWEEP_AT_LANES`]);
-//! - each member's answer is its own event's ([`share`]): the batch's `accepted`
-//!   entry at its place, or the error the whole batch got.
+//! - each member's answer is what its own request would have had ([`share`]):
+//!   an event, the batch's `accepted` entry at its place; a share, its entries
+//!   as `{"accepted": […]}`; or, for every member, the error the whole batch got.
 //!
 //! Not guaranteed: coalescing across isolates (each isolate has its own lanes);
 //! an order between events of different producers beyond the order they joined.
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::http::ApiError;
@@ -72,21 +76,57 @@ pub const FIRST_TYPICAL_MS: u64 = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flight(u64);
 
-/// An event waiting in a lane, with its request's slot for the answer (`W`).
+/// What waits in a lane for one producer request: a single event, or a
+/// batch's share of the key; with the request's slot for its answer (`W`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Member<W> {
-    /// The event's JSON.
-    pub event: String,
-    /// The producer's `Idempotency-Key`, if any.
-    pub idempotency_key: Option<String>,
+    /// Its events: each one's JSON and the producer's `Idempotency-Key`, if any.
+    pub events: Vec<(String, Option<String>)>,
+    /// How its request is answered.
+    pub shape: Shape,
     /// Where its request finds its answer (the shell's handle on it).
     pub slot: W,
 }
 
+/// How a member's request is answered: as the single-event route answers, or
+/// as a batch's share is (`{"accepted": […]}`, an entry per event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One event (`POST …/keys/{key}/events`): its entry.
+    Single,
+    /// A batch's share of the key, of this many events.
+    Share(usize),
+}
+
+impl Shape {
+    /// How many events it answers for.
+    fn events(self) -> usize {
+        match self {
+            Shape::Single => 1,
+            Shape::Share(n) => n,
+        }
+    }
+}
+
 impl<W> Member<W> {
-    /// Bytes it takes in a batch: its event and its idempotency key.
+    /// One event's member.
+    pub fn single(event: String, idempotency_key: Option<String>, slot: W) -> Member<W> {
+        Member { events: vec![(event, idempotency_key)], shape: Shape::Single, slot }
+    }
+
+    /// A batch's share of one key.
+    pub fn share(events: Vec<(String, Option<String>)>, slot: W) -> Member<W> {
+        Member { shape: Shape::Share(events.len()), events, slot }
+    }
+
+    /// Bytes it takes in a batch: its events and their idempotency keys.
     fn bytes(&self) -> usize {
-        self.event.len() + self.idempotency_key.as_ref().map_or(0, String::len)
+        self.events.iter().map(|(event, key)| event.len() + key.as_ref().map_or(0, String::len)).sum()
+    }
+
+    /// Whether it fits in a batch that holds `events` events and `bytes` bytes.
+    fn fits(&self, events: usize, bytes: usize) -> bool {
+        events + self.events.len() <= MAX_COALESCED_EVENTS && bytes + self.bytes() <= MAX_COALESCED_BYTES
     }
 }
 
@@ -98,12 +138,13 @@ pub enum Arrival<W> {
     Alone {
         /// The flight it is.
         flight: Flight,
-        /// The event, back.
+        /// The member, back.
         member: Member<W>,
     },
-    /// The batch waiting behind its key's flight is full: send it alone, outside the lane.
+    /// The batch waiting behind its key's flight has no room for it (or it is
+    /// too large for any): send it alone, outside the lane.
     Past {
-        /// The event, back.
+        /// The member, back.
         member: Member<W>,
     },
     /// It waits in its key's next batch: ask [`Lanes::turn`] what to do, now and each time it looks again.
@@ -146,6 +187,7 @@ pub enum Turn<W> {
 struct Waiting<W> {
     id: u64,
     members: Vec<Member<W>>,
+    events: usize,
     bytes: usize,
     /// When its last member joined.
     last_join: u64,
@@ -208,7 +250,7 @@ impl<W> Lanes<W> {
         self.next
     }
 
-    /// An event for `lane` arrives at `now`.
+    /// A member for `lane` arrives at `now`.
     pub fn arrive(&mut self, lane: &str, member: Member<W>, now: u64) -> Arrival<W> {
         if self.lanes.len() >= self.sweep_at {
             self.lanes.retain(|_, l| !l.stale(now));
@@ -222,18 +264,18 @@ impl<W> Lanes<W> {
         };
         let held = l.held(now);
         match &mut l.waiting {
-            Some(w) if w.members.len() >= MAX_COALESCED_EVENTS || w.bytes + member.bytes() > MAX_COALESCED_BYTES => {
-                Arrival::Past { member }
-            }
+            Some(w) if !member.fits(w.events, w.bytes) => Arrival::Past { member },
             Some(w) => {
+                w.events += member.events.len();
                 w.bytes += member.bytes();
                 w.members.push(member);
                 w.last_join = now;
                 Arrival::Joined(Place { lane: lane.to_string(), batch: w.id, joined: now })
             }
+            None if held && !member.fits(0, 0) => Arrival::Past { member },
             None if held => {
-                let bytes = member.bytes();
-                l.waiting = Some(Waiting { id, members: vec![member], bytes, last_join: now });
+                let (events, bytes) = (member.events.len(), member.bytes());
+                l.waiting = Some(Waiting { id, members: vec![member], events, bytes, last_join: now });
                 Arrival::Joined(Place { lane: lane.to_string(), batch: id, joined: now })
             }
             None => {
@@ -306,7 +348,7 @@ fn answer_or_give_up<W>(now: u64, joined: u64, give_up: u64) -> Turn<W> {
     if now >= give_up { Turn::GiveUp } else { Turn::Wait { until: next_look(now, joined).min(give_up) } }
 }
 
-/// A member's answer: what its own single-event request answers.
+/// A member's answer: what its own request would have had.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     /// The HTTP status.
@@ -317,29 +359,44 @@ pub struct Answer {
     pub retry_after: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct Accepted<'a> {
     #[serde(borrow)]
     accepted: Vec<&'a RawValue>,
 }
 
-/// Each of `members` members' answers, in order, from the object's answer to
-/// their request (`status`, `body`, `retry_after`): one member's request was
-/// a single event, whose answer is its own; a batch's `202 {"accepted": […]}`
-/// gives each member its entry, byte for byte; any other answer is every member's.
-pub fn share(members: usize, status: u16, body: &str, retry_after: Option<&str>) -> Vec<Result<Answer, ApiError>> {
+/// Each member's answer, in order (`shapes`), from the object's answer to
+/// their request (`status`, `body`, `retry_after`): a lone member's request went
+/// as it came, so the answer is its own; a batch's `202 {"accepted": […]}`
+/// gives each member its entries, byte for byte (an event its entry, a share
+/// `{"accepted": […]}` of its own); any other answer is every member's.
+pub fn share(shapes: &[Shape], status: u16, body: &str, retry_after: Option<&str>) -> Vec<Result<Answer, ApiError>> {
     let whole = || Answer { status, body: body.to_string(), retry_after: retry_after.map(str::to_string) };
-    if members == 1 || status != 202 {
-        return (0..members).map(|_| Ok(whole())).collect();
+    if shapes.len() == 1 || status != 202 {
+        return shapes.iter().map(|_| Ok(whole())).collect();
     }
+    let events = shapes.iter().map(|s| s.events()).sum::<usize>();
     match serde_json::from_str::<Accepted>(body) {
-        Ok(Accepted { accepted }) if accepted.len() == members => accepted
-            .into_iter()
-            .map(|raw| Ok(Answer { status, body: raw.get().to_string(), retry_after: None }))
-            .collect(),
+        Ok(Accepted { accepted }) if accepted.len() == events => {
+            let mut entries = accepted.into_iter();
+            let mut answers = Vec::with_capacity(shapes.len());
+            for shape in shapes {
+                let body = match shape {
+                    Shape::Single => entries.next().map(|raw| raw.get().to_string()),
+                    Shape::Share(n) => {
+                        serde_json::to_string(&Accepted { accepted: entries.by_ref().take(*n).collect() }).ok()
+                    }
+                };
+                answers
+                    .push(body.map(|body| Answer { status, body, retry_after: None }).ok_or_else(|| {
+                        ApiError::Internal("a coalesced batch's answer could not be shared out".into())
+                    }));
+            }
+            answers
+        }
         _ => {
-            let e = ApiError::Internal(format!("a coalesced batch of {members} events was answered {body:.200}"));
-            (0..members).map(|_| Err(e.clone())).collect()
+            let e = ApiError::Internal(format!("a coalesced batch of {events} events was answered {body:.200}"));
+            shapes.iter().map(|_| Err(e.clone())).collect()
         }
     }
 }
@@ -349,7 +406,7 @@ mod tests {
     use super::*;
 
     fn member(n: u32) -> Member<u32> {
-        Member { event: format!("{{\"n\":{n}}}"), idempotency_key: None, slot: n }
+        Member::single(format!("{{\"n\":{n}}}"), None, n)
     }
 
     fn joined(a: Arrival<u32>) -> Place {
@@ -447,9 +504,9 @@ mod tests {
         assert!(matches!(lanes.arrive("k", member(999), 1), Arrival::Past { member } if member.slot == 999));
         let mut lanes = Lanes::default();
         alone(lanes.arrive("k", member(0), 0));
-        let big = |n| Member { event: "x".repeat(MAX_COALESCED_BYTES / 2), idempotency_key: None, slot: n };
+        let big = |n| Member::single("x".repeat(MAX_COALESCED_BYTES / 2), None, n);
         joined(lanes.arrive("k", big(1), 1));
-        joined(lanes.arrive("k", Member { idempotency_key: Some("p".into()), ..member(2) }, 1));
+        joined(lanes.arrive("k", Member::single("{}".into(), Some("p".into()), 2), 1));
         assert!(matches!(lanes.arrive("k", big(3), 1), Arrival::Past { .. }), "over 1 MiB with it");
         joined(lanes.arrive("k", member(4), 1));
     }
@@ -562,25 +619,72 @@ mod tests {
     #[test]
     fn each_member_gets_its_own_entry_or_the_batchs_error() {
         let body = r#"{"accepted":[{"seq":7,"window":2},{"seq":8,"window":2},{"seq":7,"window":2}]}"#;
-        let answers: Vec<_> = share(3, 202, body, None).into_iter().map(Result::unwrap).collect();
+        let answers: Vec<_> = share(&[Shape::Single; 3], 202, body, None).into_iter().map(Result::unwrap).collect();
         assert_eq!(
             answers.iter().map(|a| (a.status, a.body.as_str())).collect::<Vec<_>>(),
             [(202, r#"{"seq":7,"window":2}"#), (202, r#"{"seq":8,"window":2}"#), (202, r#"{"seq":7,"window":2}"#)]
         );
         let refused = r#"{"error":{"code":"too_many_pending","message":"m","request_id":"r"}}"#;
-        let answers = share(2, 429, refused, Some("60"));
+        let answers = share(&[Shape::Single, Shape::Share(4)], 429, refused, Some("60"));
         assert!(
             answers
                 .iter()
                 .all(|a| a == &Ok(Answer { status: 429, body: refused.into(), retry_after: Some("60".into()) }))
         );
         // One member's request was a single event: its answer, as it came.
-        let one = share(1, 202, r#"{"seq":1,"window":1}"#, None);
+        let one = share(&[Shape::Single], 202, r#"{"seq":1,"window":1}"#, None);
         assert_eq!(one, [Ok(Answer { status: 202, body: r#"{"seq":1,"window":1}"#.into(), retry_after: None })]);
         // An answer that does not fit its batch fails every member, none gets another's entry.
         for bad in [r#"{"accepted":[{"seq":1,"window":1}]}"#, "{}", "not json"] {
-            let answers = share(2, 202, bad, None);
+            let answers = share(&[Shape::Single; 2], 202, bad, None);
             assert!(answers.iter().all(|a| matches!(a, Err(ApiError::Internal(_)))), "{bad}");
         }
+    }
+
+    fn share_of(n: usize, slot: u32) -> Member<u32> {
+        Member::share((0..n).map(|i| (format!("{{\"i\":{i}}}"), None)).collect(), slot)
+    }
+
+    #[test]
+    fn a_batchs_share_waits_whole_or_goes_past_the_lane() {
+        let mut lanes = Lanes::default();
+        // Nothing in flight: a share of any size goes alone, as its own request.
+        let flight = alone(lanes.arrive("k", share_of(MAX_COALESCED_EVENTS + 1, 1), 0));
+        // Behind the flight: too large for any batch, it goes past; one that fits waits with events.
+        assert!(matches!(lanes.arrive("k", share_of(MAX_COALESCED_EVENTS + 1, 2), 1), Arrival::Past { .. }));
+        let a = joined(lanes.arrive("k", share_of(20, 3), 1));
+        joined(lanes.arrive("k", member(4), 1));
+        joined(lanes.arrive("k", share_of(MAX_COALESCED_EVENTS - 22, 5), 1));
+        // 255 events wait: a share of two has no room (it is never split), one event has.
+        assert!(matches!(lanes.arrive("k", share_of(2, 6), 1), Arrival::Past { member } if member.slot == 6));
+        joined(lanes.arrive("k", member(7), 1));
+        lanes.landed("k", flight, 2);
+        let Turn::Send { members, .. } = lanes.turn(&a, 3) else { panic!("a member sends the batch") };
+        assert_eq!(members.iter().map(|m| m.slot).collect::<Vec<_>>(), [3, 4, 5, 7]);
+        assert_eq!(members.iter().map(|m| m.events.len()).sum::<usize>(), MAX_COALESCED_EVENTS);
+        assert_eq!(members[0].shape, Shape::Share(20));
+    }
+
+    #[test]
+    fn a_share_gets_its_own_entries_as_its_own_batch_request_would() {
+        let body =
+            r#"{"accepted":[{"seq":1,"window":1},{"seq":2,"window":1},{"seq":3,"window":1},{"seq":4,"window":1}]}"#;
+        let shapes = [Shape::Single, Shape::Share(2), Shape::Single];
+        let answers: Vec<_> = share(&shapes, 202, body, None).into_iter().map(|a| a.unwrap().body).collect();
+        assert_eq!(
+            answers,
+            [
+                r#"{"seq":1,"window":1}"#,
+                r#"{"accepted":[{"seq":2,"window":1},{"seq":3,"window":1}]}"#,
+                r#"{"seq":4,"window":1}"#
+            ]
+        );
+        // A lone share's request went as it came: the answer is its own.
+        assert_eq!(
+            share(&[Shape::Share(4)], 202, body, None),
+            [Ok(Answer { status: 202, body: body.into(), retry_after: None })]
+        );
+        // Entries that do not add up to the members' events fail them all.
+        assert!(share(&[Shape::Single, Shape::Share(2)], 202, body, None).iter().all(Result::is_err));
     }
 }

@@ -100,6 +100,21 @@ pub fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
 /// the status and error every one of them got (nothing of that key was stored).
 pub type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 
+/// One key's answer read from its object's (`status`, JSON `body`): `202
+/// {"accepted": […]}` is its events' entries; anything else is every event's error.
+pub fn key_answer(status: u16, body: &str) -> KeyAnswer {
+    let body: Value = serde_json::from_str(body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
+    match body.get("accepted").and_then(Value::as_array) {
+        Some(accepted) if status == 202 => Ok(accepted.clone()),
+        _ => Err((status, body)),
+    }
+}
+
+/// What every event of a key gets when its share failed with `error` before its object answered.
+pub fn key_failed(error: &ApiError) -> (u16, Value) {
+    (error.status(), serde_json::from_str(&error.to_public_json("-", false)).unwrap_or_default())
+}
+
 /// The batch's answer, `{"results": […]}`, one per event in the batch's
 /// order: `{"status": 202, "window", "seq"}` or `{"status", "error"}`.
 pub fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> Value {

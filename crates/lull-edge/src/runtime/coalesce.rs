@@ -1,5 +1,6 @@
 //! The shell of [`crate::coalesce`]: this isolate's lanes, the object requests
-//! they ask for, and the waits of the requests that joined a batch.
+//! they ask for, and the waits of the requests (single events and batches'
+//! shares) that joined a batch.
 //!
 //! workerd runs every request of an isolate on one thread, each in its own
 //! context: I/O begun in one request's context cannot be used from another's,
@@ -29,9 +30,10 @@ use worker::web_sys::WorkerGlobalScope;
 use worker::{Context, Env, Headers, Response, console_log};
 
 use super::http::now_ms;
-use super::router::forward;
-use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Turn, share};
+use super::router::{forward, key_answer};
+use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, share};
 use crate::http::ApiError;
+use crate::http::batch::{self, KeyAnswer};
 use crate::key::{KeyCall, KeyRequest};
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};
@@ -73,27 +75,69 @@ pub(crate) async fn event(
 ) -> Result<Response, ApiError> {
     let lane = object_name(&topic.name, &key);
     let slot = Rc::new(Slot::default());
-    let member = Member { event: body, idempotency_key, slot: Rc::clone(&slot) };
+    let member = Member::single(body, idempotency_key, Rc::clone(&slot));
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
     match arrival {
         Arrival::Alone { flight, member } => {
-            let answer = forward(env, single(&topic.name, key, member)).await;
+            let answer = forward(env, own_call(&topic.name, key, member)).await;
             land(&lane, flight);
             answer
         }
-        Arrival::Past { member } => forward(env, single(&topic.name, key, member)).await,
+        Arrival::Past { member } => forward(env, own_call(&topic.name, key, member)).await,
         Arrival::Joined(place) => {
             let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
-            wait(ctx, sender, &place, &slot).await
+            respond(wait(ctx, sender, &place, &slot).await?)
         }
     }
 }
 
-/// One event's own request.
-fn single(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
-    let request =
-        KeyRequest::Event { body: member.event, idempotency_key: member.idempotency_key, events_per_minute: None };
-    KeyCall { topic: topic.to_string(), key, request }
+/// Accept one key's share of a batch of `topic` (which coalesces): alone when
+/// nothing of its key is in flight, else whole in its key's next batch;
+/// answered as its own share's request would be.
+pub(crate) async fn batch_share(
+    env: &Env,
+    ctx: &Context,
+    topic: &Topic,
+    key: Key,
+    events: Vec<(String, Option<String>)>,
+) -> KeyAnswer {
+    let lane = object_name(&topic.name, &key);
+    let slot = Rc::new(Slot::default());
+    let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, Member::share(events, Rc::clone(&slot)), now_ms()));
+    match arrival {
+        Arrival::Alone { flight, member } => {
+            let answer = key_answer(env, own_call(&topic.name, key, member)).await;
+            land(&lane, flight);
+            answer
+        }
+        Arrival::Past { member } => key_answer(env, own_call(&topic.name, key, member)).await,
+        Arrival::Joined(place) => {
+            let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
+            match wait(ctx, sender, &place, &slot).await {
+                Ok(answer) => batch::key_answer(answer.status, &answer.body),
+                Err(e) => Err(batch::key_failed(&e)),
+            }
+        }
+    }
+}
+
+/// A member's own request, as it came: one event, or a share.
+fn own_call(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
+    KeyCall { topic: topic.to_string(), key, request: request(member.shape, member.events) }
+}
+
+/// The object request for `events` of members shaped `shape`: one event as the
+/// single-event route sends it, anything else as a batch (one transaction).
+fn request(shape: Shape, mut events: Vec<(String, Option<String>)>) -> KeyRequest {
+    match events.pop() {
+        Some((body, idempotency_key)) if shape == Shape::Single && events.is_empty() => {
+            KeyRequest::Event { body, idempotency_key, events_per_minute: None }
+        }
+        last => {
+            events.extend(last);
+            KeyRequest::Events { events, events_per_minute: None }
+        }
+    }
 }
 
 /// `flight` of `lane` landed.
@@ -102,12 +146,12 @@ fn land(lane: &str, flight: Flight) {
     LANES.with_borrow_mut(|lanes| lanes.landed(lane, flight, now));
 }
 
-/// Wait at `place` for the event's answer, sending its batch if it falls to this request.
-async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Result<Response, ApiError> {
+/// Wait at `place` for the member's answer, sending its batch if it falls to this request.
+async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Result<Answer, ApiError> {
     loop {
         let answer = slot.answer.borrow_mut().take();
         if let Some(answer) = answer {
-            return respond(answer?);
+            return answer;
         }
         let now = now_ms();
         match LANES.with_borrow_mut(|lanes| lanes.turn(place, now)) {
@@ -152,31 +196,27 @@ struct Sender {
 impl Sender {
     /// Send `members`' events as `flight` of `lane`, then leave each member its answer.
     async fn send(self, lane: String, flight: Flight, members: Vec<Member<Rc<Slot>>>) {
-        let count = members.len();
-        let mut slots = Vec::with_capacity(count);
-        let mut events = Vec::with_capacity(count);
+        let shapes: Vec<Shape> = members.iter().map(|m| m.shape).collect();
+        let mut slots = Vec::with_capacity(members.len());
+        let mut events = Vec::with_capacity(members.len());
         for member in members {
             slots.push(member.slot);
-            events.push((member.event, member.idempotency_key));
+            events.extend(member.events);
         }
-        let request = match events.pop() {
-            Some((body, idempotency_key)) if events.is_empty() => {
-                KeyRequest::Event { body, idempotency_key, events_per_minute: None }
-            }
-            last => {
-                events.extend(last);
-                KeyRequest::Events { events, events_per_minute: None }
-            }
+        let count = events.len();
+        let request = match shapes.as_slice() {
+            [one] => request(*one, events),
+            _ => KeyRequest::Events { events, events_per_minute: None },
         };
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
         let (answers, status) = match reply(&self.env, call).await {
-            Ok((status, body, retry_after)) => (share(count, status, &body, retry_after.as_deref()), Some(status)),
-            Err(e) => ((0..count).map(|_| Err(e.clone())).collect(), None),
+            Ok((status, body, retry_after)) => (share(&shapes, status, &body, retry_after.as_deref()), Some(status)),
+            Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };
         land(&lane, flight);
-        if count > 1 {
-            let fact = Fact::new("coalesced", json!({"events": count, "status": status}));
+        if shapes.len() > 1 {
+            let fact = Fact::new("coalesced", json!({"events": count, "requests": shapes.len(), "status": status}));
             console_log!("{}", fact.line(&[("topic", &self.topic), ("key", &label)]));
         }
         for (slot, answer) in slots.into_iter().zip(answers) {

@@ -175,10 +175,18 @@ async fn handle(
                 let events_per_minute = caller.events_per_minute();
                 let batch_events =
                     places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
-                let request = KeyRequest::Events { events: batch_events, events_per_minute };
-                calls.push(KeyCall { topic: topic.clone(), key: key.clone(), request });
+                calls.push((key.clone(), batch_events, events_per_minute));
             }
-            let answers = futures::future::join_all(calls.into_iter().map(|call| key_answer(env, call))).await;
+            let answers =
+                futures::future::join_all(calls.into_iter().map(|(key, events, events_per_minute)| async move {
+                    // As for single events: a client token's shares are not coalesced.
+                    if config_topic.coalesce && events_per_minute.is_none() {
+                        return coalesce::batch_share(env, ctx, config_topic, key, events).await;
+                    }
+                    let request = KeyRequest::Events { events, events_per_minute };
+                    key_answer(env, KeyCall { topic: config_topic.name.clone(), key, request }).await
+                }))
+                .await;
             let places = groups.into_iter().map(|(_, places)| places);
             let body = batch::results(events.len(), places.zip(answers).collect());
             Ok(http::json(207, &body)?)
@@ -238,15 +246,10 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
-async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let failed = |e: ApiError| (e.status(), serde_json::from_str(&e.to_public_json("-", false)).unwrap_or_default());
-    let mut res = forward(env, call).await.map_err(failed)?;
-    let status = res.status_code();
-    let body: serde_json::Value = res.json().await.map_err(|e| failed(ApiError::from(e)))?;
-    match body.get("accepted").and_then(serde_json::Value::as_array) {
-        Some(accepted) if status == 202 => Ok(accepted.clone()),
-        _ => Err((status, body)),
-    }
+pub(crate) async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
+    let mut res = forward(env, call).await.map_err(|e| batch::key_failed(&e))?;
+    let body = res.text().await.map_err(|e| batch::key_failed(&ApiError::from(e)))?;
+    batch::key_answer(res.status_code(), &body)
 }
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
