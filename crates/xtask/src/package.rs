@@ -124,7 +124,7 @@ fn without_linker_exports(wasm: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The package's entry points (`exports`): each has `NAME.js` (ES module),
 /// `NAME.d.ts`, `cjs/NAME.js` and `node/NAME.js`.
-const ENTRIES: [&str; 2] = ["index", "edge"];
+const ENTRIES: [&str; 3] = ["index", "edge", "react"];
 
 /// esbuild, as installed in `tests/web`.
 fn esbuild(root: &Path) -> Command {

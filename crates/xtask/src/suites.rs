@@ -59,6 +59,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let packed = tarball.clone();
     let for_fake_timers = tarball.clone();
     let for_commonjs = tarball.clone();
+    let for_react = tarball.clone();
     let for_browser = tarball.clone();
     let for_edge = tarball.clone();
     let for_demo = tarball.clone();
@@ -152,6 +153,21 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
                 jest.arg("--experimental-vm-modules").arg(modules.join("jest/bin/jest.js"));
                 jest.env("LULL_WEB_PKG", &package);
                 run("fake timers (Jest)", &dir, &mut jest)
+            }),
+        },
+        Suite {
+            id: "react",
+            name: "lull-web/react (Vitest, jsdom, use-debounce; Chromium)",
+            run: Box::new(move || {
+                let package = built(&for_react)?.with_file_name("lull-web");
+                let dir = root.join("tests/web/react");
+                crate::package::install(&package, &dir)?;
+                let mut vitest = Command::new(&tools.node22);
+                vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
+                run("lull-web/react (Vitest: lockstep with use-debounce, hooks, server rendering)", root, &mut vitest)?;
+                let mut page = Command::new(&tools.node22);
+                page.arg(dir.join("page.mjs")).arg(root.join("target"));
+                run("lull-web/react (useSearch in a Vite page, Chromium)", root, &mut page)
             }),
         },
         Suite {

@@ -9,6 +9,7 @@ const { test } = require('node:test');
 const ENTRIES = {
   'lull-web': ['bindSearch', 'debounce', 'debounceAsync', 'debounceKeyed', 'default', 'init', 'liveObjects', 'throttle'],
   'lull-web/edge': ['EdgeError', 'edge'],
+  'lull-web/react': ['useDebouncedAsync', 'useDebouncedCallback', 'useDebouncedValue', 'useEdge', 'useSearch', 'useThrottledCallback'],
 };
 
 for (const [entry, names] of Object.entries(ENTRIES)) {
@@ -37,6 +38,14 @@ test('lull-web/edge shares lull-web\'s engine: one debounce module, one live cou
   assert.equal(liveObjects(), before + 1);
   void client.cancel('t', 'k').catch(() => {});
   assert.equal(typeof debounce, 'function');
+});
+
+test('lull-web/react renders with the React that requires it: a hook on the server', () => {
+  const { createElement } = require('react');
+  const { renderToString } = require('react-dom/server');
+  const { useDebouncedValue } = require('lull-web/react');
+  const Echo = () => createElement('p', null, useDebouncedValue('hello', 100)[0]);
+  assert.equal(renderToString(createElement(Echo)), '<p>hello</p>');
 });
 
 test('a required debounce runs, with the last call\'s argument, once', async () => {
