@@ -195,6 +195,9 @@ describe('useDebouncedAsync', () => {
     advance(50); // 'ab' runs, superseding 'a'
     expect(requests.map((r) => [r.q, r.signal.aborted])).toEqual([['a', true], ['ab', false]]);
     await expect(first).rejects.toMatchObject({ name: 'AbortError' });
+    await settle();
+    // A superseded run is no failure: nothing to show yet, still pending.
+    expect([result.current.data, result.current.error, result.current.pending]).toEqual([undefined, undefined, true]);
     requests[1].resolve('AB');
     requests[0].resolve('A (late)'); // the stale answer arrives last: never shown
     await settle();
@@ -226,6 +229,12 @@ describe('useDebouncedAsync', () => {
     rerender({ tag: 'v2' });
     advance(10);
     await expect(p).resolves.toBe('v2:1');
+    rerender({ tag: 'v3' });
+    act(() => {
+      p = result.current.run(1);
+    });
+    advance(10);
+    await expect(p).resolves.toBe('v3:1');
     act(() => {
       p = result.current.run(2);
     });
@@ -252,10 +261,11 @@ describe('useDebouncedAsync', () => {
     await expect(run(3)).rejects.toMatchObject({ name: 'AbortError' });
   });
 
-  test('StrictMode: the double effects abort nothing', async () => {
-    let signal;
+  test('StrictMode: the double effects abort nothing (a leading run in flight at the simulated unmount goes on)', async () => {
+    const signals = [];
     function Search() {
-      const { run, data } = useDebouncedAsync((q, s) => ((signal = s), Promise.resolve(q.toUpperCase())), 10);
+      // leading: the run starts in the first effect, before StrictMode's simulated unmount; queue: none supersedes another
+      const { run, data } = useDebouncedAsync((q, s) => (signals.push(s), Promise.resolve(q.toUpperCase())), 10, { leading: true, mode: 'queue' });
       useEffect(() => void run('x'), [run]);
       return h('p', null, data ?? '-');
     }
@@ -263,7 +273,8 @@ describe('useDebouncedAsync', () => {
     await settle();
     advance(10);
     await settle();
-    expect(signal.aborted).toBe(false);
+    expect(signals.length).toBeGreaterThan(0);
+    expect(signals.map((s) => s.aborted)).toEqual(signals.map(() => false));
     expect(screen.getByText('X')).toBeTruthy();
   });
 });
