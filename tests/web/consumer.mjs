@@ -29,6 +29,7 @@ const run = (cmd, args) => {
 run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error']);
 run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error', tarball]);
 run(join(app, 'node_modules/.bin/tsc'), ['-p', '.']);
+run(join(app, 'node_modules/.bin/tsc'), ['-p', 'require']); // the `require` condition's types
 run(join(app, 'node_modules/.bin/vite'), ['build', '--logLevel', 'warn']);
 
 const server = await serve(join(app, 'dist'));
