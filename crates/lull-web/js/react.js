@@ -82,7 +82,6 @@ function store(initial) {
   const listeners = new Set();
   const s = {
     snapshot: initial,
-    initial,
     subscribe: (listener) => {
       listeners.add(listener);
       return () => listeners.delete(listener);
