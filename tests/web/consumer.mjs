@@ -1,12 +1,13 @@
 // Consumer test: the packed lull-web tarball as a real dependency of a fresh
-// Vite + TypeScript app; type-checked, built, and run in headless Chromium —
-// with a plain import, no `init()`. Two more apps (debounce + throttle, and
-// every export) through Vite, webpack 5 and esbuild (no configuration) in
-// Chromium, and the package imported by Node with no DOM (the shape of
-// server-side rendering).
+// Vite + TypeScript app; type-checked (lull-web/react's types too), built, and
+// run in headless Chromium — with a plain import, no `init()`. Three more apps
+// (debounce + throttle, every export, and the React hooks) through Vite,
+// webpack 5 and esbuild (no configuration) in Chromium, the package imported
+// by Node with no DOM (the shape of server-side rendering), and the tarball
+// installed alone in an app without React.
 // usage: node consumer.mjs <lull-web.tgz> <scratch dir>
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -28,6 +29,7 @@ const run = (cmd, args) => {
 run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error']);
 run('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error', tarball]);
 run(join(app, 'node_modules/.bin/tsc'), ['-p', '.']);
+run(join(app, 'node_modules/.bin/tsc'), ['-p', 'require']); // the `require` condition's types
 run(join(app, 'node_modules/.bin/vite'), ['build', '--logLevel', 'warn']);
 
 const server = await serve(join(app, 'dist'));
@@ -133,6 +135,10 @@ try {
       'every export runs (debounceAsync, debounceKeyed, bindSearch too)',
       '{"runs":["t1",2],"ok":{"debounceAsync":true,"debounceKeyed":true,"bindSearch":true,"liveObjects":true},"done":true}',
     ],
+    react: [
+      'lull-web/react: every hook runs, once per burst',
+      '{"saved":[2],"ticks":[1],"values":["a","ab"],"shouted":["AB"],"found":[["abc",3]],"sent":["{\\"text\\":\\"hi\\"}"],"done":true}',
+    ],
   };
   for (const [bundler, build] of Object.entries(builds)) {
     for (const [entry, [claim, expected]] of Object.entries(apps)) {
@@ -182,6 +188,37 @@ const early = `
 `;
 const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', early], { cwd: app, timeout: 60_000 }).toString();
 check('init(), as earlier releases needed: resolves, and the package runs after it', loaded.trim() === '{"ready":true,"runs":[7]}', loaded);
+
+// React is an optional peer: the tarball alone installs into an empty app (no React
+// brought in), and lull-web and lull-web/edge run there, imported and required.
+const bare = join(scratch, 'consumer-no-react');
+rmSync(bare, { recursive: true, force: true });
+mkdirSync(bare);
+writeFileSync(join(bare, 'package.json'), '{ "name": "no-react", "private": true, "type": "module" }\n');
+execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: bare, stdio: 'inherit', timeout: 300_000 });
+const noReact = `
+  import { createRequire } from 'node:module';
+  import { debounce } from 'lull-web';
+  import { edge } from 'lull-web/edge';
+  const runs = [];
+  const save = createRequire(import.meta.url)('lull-web').debounce((x) => runs.push(x), 5);
+  save(1);
+  debounce((x) => runs.push(x), 5)(2);
+  setTimeout(() => console.log(JSON.stringify({ runs, edge: typeof edge })), 100);
+`;
+const bareRun = execFileSync(process.execPath, ['--input-type=module', '-e', noReact], { cwd: bare, timeout: 60_000 }).toString();
+let hooks;
+try {
+  execFileSync(process.execPath, ['--input-type=module', '-e', "await import('lull-web/react')"], { cwd: bare, timeout: 60_000, stdio: 'pipe' });
+  hooks = 'loaded';
+} catch (e) {
+  hooks = String(e.stderr).match(/Cannot find module '[^']+'/)?.[0];
+}
+check(
+  "without React: installs alone (no react in node_modules); lull-web and lull-web/edge run; lull-web/react says what is missing",
+  !existsSync(join(bare, 'node_modules/react')) && bareRun.trim() === '{"runs":[1,2],"edge":"function"}' && hooks === "Cannot find module 'react'",
+  { bareRun, hooks },
+);
 
 console.log(`consumer: ${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

@@ -1,4 +1,5 @@
-// A static file server on 127.0.0.1 and a free port, for built pages.
+// A static file server on 127.0.0.1 and a free port, for built pages; with
+// `handle(req, res)`, a page's own endpoints too (it returns true for a request it answers).
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { extname, join, normalize } from 'node:path';
@@ -12,8 +13,9 @@ const TYPES = {
   '.css': 'text/css',
 };
 
-export async function serve(root) {
+export async function serve(root, handle) {
   const server = createServer(async (req, res) => {
+    if (handle?.(req, res)) return;
     const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^(\.\.[/\\])+/, '');
     const file = join(root, path.endsWith('/') ? `${path}index.html` : path);
     try {

@@ -1,6 +1,14 @@
 //! The npm package `lull-web`: the two engines (lull-web's wasm, lite and
 //! full) built and shrunk with `wasm-opt -Oz`, embedded in the package's JS
 //! drivers (`crates/lull-web/js`), with the types and README, then `npm pack`.
+//!
+//! The drivers are ES modules. Their CommonJS build is generated here, one
+//! file per module (esbuild, no bundling) into `cjs/`, so `lull-web`,
+//! `lull-web/edge` and `lull-web/react` share their modules when required as
+//! they do when imported. In Node both `import` and `require()` load that
+//! build (`node/` holds an ES module wrapper per entry), so a process that
+//! does both holds one instance; bundlers take the ES modules either way (the
+//! `module` condition), so tree-shaking is as before.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,6 +122,66 @@ fn without_linker_exports(wasm: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The package's entry points (`exports`): each has `NAME.js` (ES module),
+/// `NAME.d.ts`, `cjs/NAME.js` and `node/NAME.js`.
+const ENTRIES: [&str; 3] = ["index", "edge", "react"];
+
+/// esbuild, as installed in `tests/web`.
+fn esbuild(root: &Path) -> Command {
+    Command::new(root.join("tests/web/node_modules/.bin/esbuild"))
+}
+
+/// The CommonJS build of the package's ES modules in `out`: each module into
+/// `out/cjs` as it is (its `require`s name the same files there), a
+/// `package.json` saying so, the types beside them, and for each entry an ES
+/// module wrapper in `out/node` that re-exports it (what Node's `import` loads).
+fn commonjs(root: &Path, out: &Path, modules: &[PathBuf]) -> Result<(), String> {
+    let cjs = out.join("cjs");
+    let node = out.join("node");
+    for dir in [&cjs, &node] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut build = esbuild(root);
+    // `--platform=node`: esbuild annotates each file's export names for Node's `import` of CommonJS.
+    build
+        .args(modules)
+        .args(["--format=cjs", "--platform=node", "--log-level=warning"])
+        .arg(format!("--outdir={}", cjs.display()));
+    cmd::run("the CommonJS build (esbuild)", root, &mut build)?;
+    let write = |path: PathBuf, text: &str| std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()));
+    write(cjs.join("package.json"), "{ \"type\": \"commonjs\" }\n")?;
+    for entry in ENTRIES {
+        let types = out.join(format!("{entry}.d.ts"));
+        std::fs::copy(&types, cjs.join(format!("{entry}.d.ts"))).map_err(|e| format!("{}: {e}", types.display()))?;
+        let file = cjs.join(format!("{entry}.js"));
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        write(node.join(format!("{entry}.js")), &node_wrapper(entry, &text)?)?;
+    }
+    Ok(())
+}
+
+/// The ES module Node's `import` of entry `name` loads: the CommonJS build of
+/// the entry (`cjs`, its text) re-exported by name, its default export too.
+fn node_wrapper(name: &str, cjs: &str) -> Result<String, String> {
+    // esbuild ends a CommonJS file with its export names (for Node's cjs-module-lexer):
+    // `0 && (module.exports = {\n  a,\n  b\n});`. A default export is listed only in `__export`.
+    let names = cjs
+        .split_once("0 && (module.exports = {")
+        .and_then(|(_, rest)| rest.split_once("});"))
+        .map(|(list, _)| list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect::<Vec<_>>())
+        .ok_or(format!("cjs/{name}.js: esbuild did not list its exports"))?;
+    let mut text = format!(
+        "// lull-web's `{name}` entry for Node's `import`: its CommonJS build, re-exported,\n\
+         // so that `import` and `require()` of lull-web share one instance.\n\
+         import cjs from '../cjs/{name}.js';\n\nexport const {{ {} }} = cjs;\n",
+        names.join(", ")
+    );
+    if cjs.contains("\n  default: () =>") {
+        text.push_str("export default cjs.default;\n");
+    }
+    Ok(text)
+}
+
 /// Build and pack; returns the tarball.
 pub fn web(root: &Path) -> Result<PathBuf, String> {
     let krate = root.join("crates/lull-web");
@@ -123,13 +191,20 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     let path = std::env::var("PATH").unwrap_or_default();
     let js = krate.join("js");
     let sources = std::fs::read_dir(&js).map_err(|e| format!("{}: {e}", js.display()))?;
+    // The drivers (ES modules) and their types, by their source names.
+    let mut modules = Vec::new();
     for entry in sources {
         let from = entry.map_err(|e| e.to_string())?.path();
-        if from.extension().is_some_and(|x| x == "js") {
-            let name = from.file_name().ok_or("a file with no name")?;
+        let name = from.file_name().ok_or("a file with no name")?;
+        let module = name.to_string_lossy().ends_with(".js");
+        if module || name.to_string_lossy().ends_with(".d.ts") {
             std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
         }
+        if module {
+            modules.push(out.join(name));
+        }
     }
+    modules.sort();
     for build in &ENGINES {
         let encoded: String = engine(root, build, &path)?.iter().map(|b| format!("{b:02x}")).collect();
         let file = out.join(build.file);
@@ -139,14 +214,10 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
         }
         std::fs::write(&file, text.replace(build.marker, &encoded)).map_err(|e| format!("{}: {e}", file.display()))?;
     }
-    for (from, name) in [
-        (js.join("package.json"), "package.json"),
-        (js.join("lull-web.d.ts"), "index.d.ts"),
-        (js.join("edge.d.ts"), "edge.d.ts"),
-        (krate.join("README.md"), "README.md"),
-    ] {
+    for (from, name) in [(js.join("package.json"), "package.json"), (krate.join("README.md"), "README.md")] {
         std::fs::copy(&from, out.join(name)).map_err(|e| format!("{}: {e}", from.display()))?;
     }
+    commonjs(root, &out, &modules)?;
     let version = env!("CARGO_PKG_VERSION");
     let manifest = std::fs::read_to_string(out.join("package.json")).map_err(|e| e.to_string())?;
     if !manifest.contains(&format!("\"version\": \"{version}\"")) {
@@ -158,13 +229,36 @@ pub fn web(root: &Path) -> Result<PathBuf, String> {
     Ok(root.join(format!("target/npm/lull-web-{version}.tgz")))
 }
 
+/// Put the built package (`package`, e.g. `target/npm/lull-web`) into
+/// `dir/node_modules/lull-web`, as `npm install` of its tarball would (a copy:
+/// its own `require`s and `import`s then find `dir`'s tooling, e.g. React,
+/// walking up from there). Replaces what an earlier run put there.
+pub fn install(package: &Path, dir: &Path) -> Result<(), String> {
+    fn copy(from: &Path, to: &Path) -> Result<(), String> {
+        std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            let target = to.join(path.file_name().ok_or("a file with no name")?);
+            if path.is_dir() {
+                copy(&path, &target)?;
+            } else {
+                std::fs::copy(&path, &target).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+    let installed = dir.join("node_modules/lull-web");
+    let _ = std::fs::remove_dir_all(&installed);
+    copy(package, &installed)
+}
+
 /// The built package bundled into one module, `crates/lull-web/tests/pkg/lull.js`
 /// (not committed), where lull-web's browser tests import it: the test
 /// runner's server serves the crate's directory beside its own files. One
 /// file, not the package's nine: loading the module graph file by file from
 /// that server stalled now and then.
 pub fn for_browser_tests(root: &Path, package: &Path) -> Result<(), String> {
-    let mut esbuild = Command::new(root.join("tests/web/node_modules/.bin/esbuild"));
+    let mut esbuild = esbuild(root);
     esbuild
         .arg(package.join("index.js"))
         .args(["--bundle", "--format=esm", "--log-level=warning"])

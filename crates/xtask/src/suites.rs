@@ -58,6 +58,8 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let tarball = Rc::new(OnceCell::new());
     let packed = tarball.clone();
     let for_fake_timers = tarball.clone();
+    let for_commonjs = tarball.clone();
+    let for_react = tarball.clone();
     let for_browser = tarball.clone();
     let for_edge = tarball.clone();
     let for_demo = tarball.clone();
@@ -154,6 +156,45 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             }),
         },
         Suite {
+            id: "react",
+            name: "lull-web/react (Vitest, jsdom, use-debounce; Chromium)",
+            run: Box::new(move || {
+                let package = built(&for_react)?.with_file_name("lull-web");
+                let dir = root.join("tests/web/react");
+                crate::package::install(&package, &dir)?;
+                let mut vitest = Command::new(&tools.node22);
+                vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
+                run("lull-web/react (Vitest: lockstep with use-debounce, hooks, server rendering)", root, &mut vitest)?;
+                let mut page = Command::new(&tools.node22);
+                page.arg(dir.join("page.mjs")).arg(root.join("target"));
+                run("lull-web/react (useSearch in a Vite page, Chromium)", root, &mut page)
+            }),
+        },
+        Suite {
+            id: "commonjs",
+            name: "CommonJS (require() on Node 20 and 22; Jest's CommonJS mode)",
+            run: Box::new(move || {
+                let package = built(&for_commonjs)?.with_file_name("lull-web");
+                let dir = root.join("tests/web/commonjs");
+                crate::package::install(&package, &dir)?;
+                // Without require(esm) (Node >= 20.19 has it): the `require` condition must be CommonJS itself.
+                for node in [&tools.node20, &tools.node22] {
+                    let mut require = Command::new(node);
+                    require.args([
+                        "--no-experimental-require-module",
+                        "--test",
+                        "--test-reporter=spec",
+                        "require.test.cjs",
+                    ]);
+                    run("require() of every entry", &dir, &mut require)?;
+                }
+                // Jest with its defaults (babel-jest, CommonJS), from the folder with its config.
+                let mut jest = Command::new(&tools.node22);
+                jest.arg(root.join("tests/web/node_modules/jest/bin/jest.js"));
+                run("Jest, CommonJS mode", &dir, &mut jest)
+            }),
+        },
+        Suite {
             id: "edge",
             name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
             // wrangler dev (one of these tests) serves the demo page's assets too;
@@ -185,7 +226,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
 /// `--repeat` and the usage message). Listing the suites runs nothing: the
 /// paths are placeholders.
 pub fn suite_ids() -> Vec<&'static str> {
-    let tools = Tools { node: PathBuf::new(), node22: PathBuf::new() };
+    let tools = Tools { node: PathBuf::new(), node22: PathBuf::new(), node20: PathBuf::new() };
     suites(Path::new(""), &tools).iter().map(|s| s.id).collect()
 }
 
