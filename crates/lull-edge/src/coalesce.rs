@@ -3,7 +3,8 @@
 //! items of a batch) for the same key that arrive while that key's previous
 //! object request is in flight travel together in the next one, as one batch
 //! request ([`crate::key::KeyRequest::Events`]: one transaction, all or
-//! nothing). A share travels whole: its items are never split between requests. Runtime-free: the router's shell (`runtime/coalesce.rs`) keeps
+//! nothing). A share travels whole: its items are never split between
+//! requests. Runtime-free: the router's shell (`runtime/coalesce.rs`) keeps
 //! the [`Lanes`] of its isolate, sends what they say and wakes each waiting
 //! request when they say.
 //!
@@ -54,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::http::ApiError;
+use crate::key::KeyRequest;
 
 /// Most events one coalesced batch holds: the next arrival goes alone.
 pub const MAX_COALESCED_EVENTS: usize = 256;
@@ -81,9 +83,9 @@ pub struct Flight(u64);
 #[derive(Debug, PartialEq, Eq)]
 pub struct Member<W> {
     /// Its events: each one's JSON and the producer's `Idempotency-Key`, if any.
-    pub events: Vec<(String, Option<String>)>,
-    /// How its request is answered.
-    pub shape: Shape,
+    events: Vec<(String, Option<String>)>,
+    /// How its request is answered (a share's count is its events').
+    shape: Shape,
     /// Where its request finds its answer (the shell's handle on it).
     pub slot: W,
 }
@@ -100,7 +102,7 @@ pub enum Shape {
 
 impl Shape {
     /// How many events it answers for.
-    fn events(self) -> usize {
+    pub fn events(self) -> usize {
         match self {
             Shape::Single => 1,
             Shape::Share(n) => n,
@@ -119,6 +121,22 @@ impl<W> Member<W> {
         Member { shape: Shape::Share(events.len()), events, slot }
     }
 
+    /// How its request is answered.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Its events, and its slot.
+    pub fn into_parts(self) -> (Vec<(String, Option<String>)>, W) {
+        (self.events, self.slot)
+    }
+
+    /// Its own request, as it came: one event as the single-event route sends
+    /// it, a share as a batch (one transaction).
+    pub fn request(self) -> KeyRequest {
+        request(&[self.shape], self.events)
+    }
+
     /// Bytes it takes in a batch: its events and their idempotency keys.
     fn bytes(&self) -> usize {
         self.events.iter().map(|(event, key)| event.len() + key.as_ref().map_or(0, String::len)).sum()
@@ -130,11 +148,11 @@ impl<W> Member<W> {
     }
 }
 
-/// Where an arriving event goes.
+/// Where an arriving member goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Arrival<W> {
-    /// Nothing of its key is in flight: send it alone (a single-event request)
-    /// now, as `flight`, and report its end with [`Lanes::landed`].
+    /// Nothing of its key is in flight: send it alone, as its own request
+    /// ([`Member::request`]), now, as `flight`, and report its end with [`Lanes::landed`].
     Alone {
         /// The flight it is.
         flight: Flight,
@@ -346,6 +364,21 @@ fn next_look(now: u64, due: u64) -> u64 {
 /// it looks again (ever further apart since it joined), until `give_up`.
 fn answer_or_give_up<W>(now: u64, joined: u64, give_up: u64) -> Turn<W> {
     if now >= give_up { Turn::GiveUp } else { Turn::Wait { until: next_look(now, joined).min(give_up) } }
+}
+
+/// The object request for the events of members shaped `shapes`, in order: a
+/// lone single event as the single-event route sends it, anything else as a
+/// batch (one transaction, all or nothing).
+pub fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)>) -> KeyRequest {
+    match events.pop() {
+        Some((body, idempotency_key)) if shapes == [Shape::Single] && events.is_empty() => {
+            KeyRequest::Event { body, idempotency_key, events_per_minute: None }
+        }
+        last => {
+            events.extend(last);
+            KeyRequest::Events { events, events_per_minute: None }
+        }
+    }
 }
 
 /// A member's answer: what its own request would have had.
@@ -661,8 +694,16 @@ mod tests {
         lanes.landed("k", flight, 2);
         let Turn::Send { members, .. } = lanes.turn(&a, 3) else { panic!("a member sends the batch") };
         assert_eq!(members.iter().map(|m| m.slot).collect::<Vec<_>>(), [3, 4, 5, 7]);
-        assert_eq!(members.iter().map(|m| m.events.len()).sum::<usize>(), MAX_COALESCED_EVENTS);
-        assert_eq!(members[0].shape, Shape::Share(20));
+        assert_eq!(members.iter().map(|m| m.shape().events()).sum::<usize>(), MAX_COALESCED_EVENTS);
+        assert_eq!(members[0].shape(), Shape::Share(20));
+        // Bytes bound a share as they bound events: some 768 KiB wait; half a MiB more goes past.
+        let mut lanes = Lanes::default();
+        alone(lanes.arrive("k", member(0), 0));
+        let half = |slot| Member::share(vec![("x".repeat(MAX_COALESCED_BYTES / 4), None); 2], slot);
+        joined(lanes.arrive("k", half(1), 1));
+        let over = Member::share(vec![("x".repeat(MAX_COALESCED_BYTES / 4), None), ("y".into(), Some("k".into()))], 2);
+        joined(lanes.arrive("k", over, 1));
+        assert!(matches!(lanes.arrive("k", half(3), 1), Arrival::Past { member } if member.slot == 3));
     }
 
     #[test]

@@ -151,13 +151,14 @@ impl RowFormat {
     /// Events `from..=to` out of the `rows` that hold them (in seq order):
     /// their bodies if they come to at most `limit` bytes, else how many bytes
     /// they are. Only a row's lengths are needed to say it is too large, so a
-    /// store may leave out the texts of rows past a bound ([`Store::bodies`]).
+    /// store may leave out the texts of rows past a bound ([`Store::bodies`]);
+    /// `None` if it left out one that is needed (read those rows again, whole).
     pub fn read<'a>(
         rows: impl IntoIterator<Item = RowRead<'a>>,
         from: Seq,
         to: Seq,
         limit: u64,
-    ) -> Result<Bodies, StoreError> {
+    ) -> Result<Option<Bodies>, StoreError> {
         let rows: Vec<RowRead<'a>> = rows.into_iter().collect();
         let mut bytes = 0;
         for r in &rows {
@@ -169,14 +170,14 @@ impl RowFormat {
                 .sum::<u64>();
         }
         if bytes > limit {
-            return Ok(Bodies::TooLarge(bytes));
+            return Ok(Some(Bodies::TooLarge(bytes)));
         }
         let mut bodies = Vec::new();
         for r in rows {
-            let text = r.text.ok_or_else(|| StoreError(format!("event row {}: its text was not read", r.first.0)))?;
+            let Some(text) = r.text else { return Ok(None) };
             bodies.extend(Self::bodies(r.first, r.n, text, r.sizes, from, to)?);
         }
-        Ok(Bodies::Read(bodies))
+        Ok(Some(Bodies::Read(bodies)))
     }
 }
 
@@ -233,8 +234,8 @@ pub trait Store {
     /// The bodies of the stored events `first..=last`, in seq order, if they
     /// come to at most `limit` bytes, in one read (a row holds at most
     /// [`crate::key::MAX_ROW_EVENTS`]: rows from before `first` may hold some).
-    /// Past `limit` it answers their bytes and reads no more texts than rows
-    /// of [`crate::key::MAX_ROW_BYTES`] at each end of the span could add.
+    /// Past `limit` it answers their bytes, having read at most `limit` plus
+    /// what a row of [`crate::key::MAX_ROW_BYTES`] at each end of the span adds.
     fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError>;
     /// How many event rows are stored, as storage counts them.
     fn event_rows(&self) -> Result<u64, StoreError>;
@@ -459,8 +460,12 @@ mod tests {
             ]
         };
         // Events 2..=4: the first row holds one event before the span.
-        assert_eq!(RowFormat::read(rows(true), Seq(2), Seq(4), 9).unwrap(), Bodies::Read(bodies[1..].to_vec()));
-        assert_eq!(RowFormat::read(rows(false), Seq(2), Seq(4), 8).unwrap(), Bodies::TooLarge(9), "no text needed");
-        assert!(RowFormat::read(rows(false), Seq(2), Seq(4), 9).is_err(), "a text left out under the limit");
+        assert_eq!(RowFormat::read(rows(true), Seq(2), Seq(4), 9).unwrap(), Some(Bodies::Read(bodies[1..].to_vec())));
+        assert_eq!(
+            RowFormat::read(rows(false), Seq(2), Seq(4), 8).unwrap(),
+            Some(Bodies::TooLarge(9)),
+            "no text needed"
+        );
+        assert_eq!(RowFormat::read(rows(false), Seq(2), Seq(4), 9).unwrap(), None, "a text left out under the limit");
     }
 }

@@ -206,7 +206,8 @@ impl Store for FakeStore {
             text: Some(&r.text),
         });
         // Storage that reports more bytes than it holds: a window from before the byte bound.
-        Ok(match RowFormat::read(rows, first, last, limit.saturating_sub(w.extra_body_bytes))? {
+        let read = RowFormat::read(rows, first, last, limit.saturating_sub(w.extra_body_bytes))?;
+        Ok(match read.ok_or_else(|| StoreError("every text was given".into()))? {
             Bodies::TooLarge(bytes) => Bodies::TooLarge(bytes + w.extra_body_bytes),
             read => read,
         })

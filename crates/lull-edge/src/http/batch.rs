@@ -102,7 +102,7 @@ pub type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 
 /// One key's answer read from its object's (`status`, JSON `body`): `202
 /// {"accepted": […]}` is its events' entries; anything else is every event's error.
-pub fn key_answer(status: u16, body: &str) -> KeyAnswer {
+pub fn read_key_answer(status: u16, body: &str) -> KeyAnswer {
     let body: Value = serde_json::from_str(body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
     match body.get("accepted").and_then(Value::as_array) {
         Some(accepted) if status == 202 => Ok(accepted.clone()),

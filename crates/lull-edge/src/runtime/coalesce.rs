@@ -31,10 +31,10 @@ use worker::{Context, Env, Headers, Response, console_log};
 
 use super::http::now_ms;
 use super::router::{forward, key_answer};
-use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, share};
+use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::ApiError;
 use crate::http::batch::{self, KeyAnswer};
-use crate::key::{KeyCall, KeyRequest};
+use crate::key::KeyCall;
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};
 use crate::topic::Topic;
@@ -44,7 +44,7 @@ thread_local! {
     static LANES: RefCell<Lanes<Rc<Slot>>> = RefCell::new(Lanes::default());
 }
 
-/// Where a waiting request finds its event's answer, once its batch was answered.
+/// Where a waiting request finds its answer (its event's, or its share's), once its batch was answered.
 #[derive(Default)]
 struct Slot {
     answer: RefCell<Option<Result<Answer, ApiError>>>,
@@ -114,7 +114,7 @@ pub(crate) async fn batch_share(
         Arrival::Joined(place) => {
             let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
             match wait(ctx, sender, &place, &slot).await {
-                Ok(answer) => batch::key_answer(answer.status, &answer.body),
+                Ok(answer) => batch::read_key_answer(answer.status, &answer.body),
                 Err(e) => Err(batch::key_failed(&e)),
             }
         }
@@ -123,21 +123,7 @@ pub(crate) async fn batch_share(
 
 /// A member's own request, as it came: one event, or a share.
 fn own_call(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
-    KeyCall { topic: topic.to_string(), key, request: request(member.shape, member.events) }
-}
-
-/// The object request for `events` of members shaped `shape`: one event as the
-/// single-event route sends it, anything else as a batch (one transaction).
-fn request(shape: Shape, mut events: Vec<(String, Option<String>)>) -> KeyRequest {
-    match events.pop() {
-        Some((body, idempotency_key)) if shape == Shape::Single && events.is_empty() => {
-            KeyRequest::Event { body, idempotency_key, events_per_minute: None }
-        }
-        last => {
-            events.extend(last);
-            KeyRequest::Events { events, events_per_minute: None }
-        }
-    }
+    KeyCall { topic: topic.to_string(), key, request: member.request() }
 }
 
 /// `flight` of `lane` landed.
@@ -167,7 +153,7 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
             Turn::Wait { until } => sleep(until.saturating_sub(now).max(1)).await,
             Turn::GiveUp => {
                 return Err(ApiError::Internal(format!(
-                    "the request carrying this event to its key gave no answer within {ANSWER_WITHIN_MS} ms"
+                    "the request carrying these events to their key gave no answer within {ANSWER_WITHIN_MS} ms"
                 )));
             }
         }
@@ -196,18 +182,17 @@ struct Sender {
 impl Sender {
     /// Send `members`' events as `flight` of `lane`, then leave each member its answer.
     async fn send(self, lane: String, flight: Flight, members: Vec<Member<Rc<Slot>>>) {
-        let shapes: Vec<Shape> = members.iter().map(|m| m.shape).collect();
+        let shapes: Vec<Shape> = members.iter().map(Member::shape).collect();
         let mut slots = Vec::with_capacity(members.len());
         let mut events = Vec::with_capacity(members.len());
         for member in members {
-            slots.push(member.slot);
-            events.extend(member.events);
+            let (mine, slot) = member.into_parts();
+            slots.push(slot);
+            events.extend(mine);
         }
         let count = events.len();
-        let request = match shapes.as_slice() {
-            [one] => request(*one, events),
-            _ => KeyRequest::Events { events, events_per_minute: None },
-        };
+        let singles = shapes.iter().filter(|s| **s == Shape::Single).count();
+        let request = request(&shapes, events);
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
         let (answers, status) = match reply(&self.env, call).await {
@@ -216,7 +201,10 @@ impl Sender {
         };
         land(&lane, flight);
         if shapes.len() > 1 {
-            let fact = Fact::new("coalesced", json!({"events": count, "requests": shapes.len(), "status": status}));
+            let fact = Fact::new(
+                "coalesced",
+                json!({"events": count, "requests": shapes.len(), "singles": singles, "status": status}),
+            );
             console_log!("{}", fact.line(&[("topic", &self.topic), ("key", &label)]));
         }
         for (slot, answer) in slots.into_iter().zip(answers) {

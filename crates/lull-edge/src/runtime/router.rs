@@ -249,7 +249,7 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 pub(crate) async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
     let mut res = forward(env, call).await.map_err(|e| batch::key_failed(&e))?;
     let body = res.text().await.map_err(|e| batch::key_failed(&ApiError::from(e)))?;
-    batch::key_answer(res.status_code(), &body)
+    batch::read_key_answer(res.status_code(), &body)
 }
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.

@@ -43,6 +43,11 @@ CREATE TABLE IF NOT EXISTS dedupe (
   reply TEXT    NOT NULL
 );";
 
+/// The `events` column added last: a table that has it is current, and
+/// [`TABLES`] made every other table with it. A schema change adds its own
+/// column or table here, and a step in [`SqlStore::prepare`].
+const NEWEST_COLUMN: &str = "n";
+
 /// The object's SQLite, and its state for transactions and `deleteAll`.
 pub struct SqlStore {
     state: State,
@@ -138,6 +143,27 @@ impl SqlStore {
         rows.map(|n| n as u64).map_err(error)
     }
 
+    /// The rows holding events `first..=last`, read in one query: SQLite sums
+    /// their bytes and leaves out the texts if that passes `guard`, so a window
+    /// too large to deliver is never read into memory; then [`RowFormat::read`].
+    fn span(&self, first: Seq, last: Seq, limit: u64, guard: u64) -> Result<Option<Bodies>, StoreError> {
+        let query = "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes,
+                       CASE WHEN (SELECT coalesce(sum(bytes), 0) FROM events
+                                  WHERE seq BETWEEN ? AND ? AND seq + n > ?) <= ? THEN body END AS body
+                     FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
+        let span = overlapping(first, last);
+        let bindings = [span.clone(), vec![int(guard)], span].concat();
+        let rows: Vec<BodySql> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        let rows = rows.iter().map(|r| RowRead {
+            first: Seq(unsigned(r.seq)),
+            n: unsigned(r.n),
+            bytes: unsigned(r.bytes),
+            sizes: r.sizes.as_deref(),
+            text: r.body.as_deref(),
+        });
+        RowFormat::read(rows, first, last, limit)
+    }
+
     /// Make the tables; migrate older storage (schema 1: event rows carry a
     /// `state` column; later rows lack `bytes`, or `n` and `sizes`). One read
     /// of the events table's columns tells them apart, so a current key's load
@@ -149,35 +175,33 @@ impl SqlStore {
         if has("state") {
             return self.migrate_schema_1();
         }
-        // `n` came last, with the tables as they are now.
-        if has("n") {
+        if has(NEWEST_COLUMN) {
             return Ok(());
         }
         self.sql().exec(TABLES, None).map_err(error)?;
-        // Event rows written before `bytes` existed: the column, filled once,
-        // so a load never reads a body to learn its length.
-        if !columns.is_empty() && !has("bytes") {
-            self.transaction(|sql| {
+        if columns.is_empty() {
+            return Ok(());
+        }
+        // Event rows written before `bytes` existed get the column, filled once
+        // (a load never reads a body to learn its length); rows written before
+        // events shared rows hold one event each. One transaction: all or none.
+        let bytes = !has("bytes");
+        self.transaction(move |sql| {
+            if bytes {
                 sql.exec(
                     "ALTER TABLE events ADD COLUMN bytes INTEGER;
                      UPDATE events SET bytes = length(CAST(body AS BLOB));",
                     None,
                 )?;
-                Ok(0)
-            })?;
-        }
-        // Rows written before events shared rows hold one event each.
-        if !columns.is_empty() {
-            self.transaction(|sql| {
-                sql.exec(
-                    "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
-                     ALTER TABLE events ADD COLUMN sizes TEXT;",
-                    None,
-                )?;
-                Ok(0)
-            })?;
-        }
-        Ok(())
+            }
+            sql.exec(
+                "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
+                 ALTER TABLE events ADD COLUMN sizes TEXT;",
+                None,
+            )?;
+            Ok(0)
+        })
+        .map(drop)
     }
 
     /// Schema 1 (every event row carried the key's state): the newest state
@@ -308,25 +332,13 @@ impl Store for SqlStore {
     }
 
     fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError> {
-        // One read: SQLite sums the rows' bytes and leaves the texts out past
-        // the bound (rows at either end may hold events outside the span, each
-        // under MAX_ROW_BYTES), so an oversized window is never read into memory.
-        let query = "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes,
-                       CASE WHEN (SELECT coalesce(sum(bytes), 0) FROM events
-                                  WHERE seq BETWEEN ? AND ? AND seq + n > ?) <= ? THEN body END AS body
-                     FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
-        let span = overlapping(first, last);
-        let guard = int(limit.saturating_add(2 * MAX_ROW_BYTES as u64));
-        let bindings = [span.clone(), vec![guard], span].concat();
-        let rows: Vec<BodySql> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
-        let rows = rows.iter().map(|r| RowRead {
-            first: Seq(unsigned(r.seq)),
-            n: unsigned(r.n),
-            bytes: unsigned(r.bytes),
-            sizes: r.sizes.as_deref(),
-            text: r.body.as_deref(),
-        });
-        RowFormat::read(rows, first, last, limit)
+        // Rows at either end may hold events outside the span, each less than
+        // MAX_ROW_BYTES of them; rows written before any bound held one event.
+        match self.span(first, last, limit, limit.saturating_add(2 * MAX_ROW_BYTES as u64))? {
+            Some(bodies) => Ok(bodies),
+            // Not reached while that holds; if it did not, the rows are read whole.
+            None => self.span(first, last, limit, u64::MAX)?.ok_or_else(|| error("event rows without their text")),
+        }
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
