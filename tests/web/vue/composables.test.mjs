@@ -445,7 +445,7 @@ describe('useSearch', () => {
     expect(requests).toHaveLength(1);
   });
 
-  test('the latest `search` is called; a change of wait (a ref) binds again once idle', async () => {
+  test('the latest `search` is called; a change of wait (a ref) binds again once idle (at once when it is idle)', async () => {
     const calls = [];
     const tag = ref('v1');
     const wait = ref(100);
@@ -465,7 +465,12 @@ describe('useSearch', () => {
     await settle();
     await input.setValue('ab');
     advance(20);
-    expect(calls).toEqual([[100, 'v2', 'a'], [120, 'v2', 'ab']]);
+    await settle();
+    wait.value = 50; // while idle: bound again at once
+    await nextTick();
+    await input.setValue('abc');
+    advance(50);
+    expect(calls).toEqual([[100, 'v2', 'a'], [120, 'v2', 'ab'], [170, 'v2', 'abc']]);
   });
 
   test('bad input: clear TypeErrors', () => {
@@ -493,7 +498,10 @@ describe('useEdge', () => {
     let mints = 0;
     const prefix = ref('stale');
     // The first token the edge refuses (401); the next is minted by the latest function.
-    const options = computed(() => ({ url: 'https://edge.example', token: () => (mints++ === 0 ? 'expired-token' : `${prefix.value}-token-0123456789`), fetch }));
+    const options = computed(() => {
+      const minted = `${prefix.value}-token-0123456789`; // each function mints its own: only the latest has the fresh one
+      return { url: 'https://edge.example', token: () => (mints++ === 0 ? 'expired-token' : minted), fetch };
+    });
     const { result: api } = setup(() => useEdge(options));
     prefix.value = 'fresh';
     api.send('docs', 'd1', { v: 1 }, { debounce: 100 });
