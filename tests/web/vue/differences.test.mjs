@@ -1,9 +1,9 @@
 // Where lull-web/vue differs from @vueuse/core on purpose, each with why.
 // The same calls go to both composables, set up side by side under fake timers.
-import { refDebounced, useDebounceFn } from '@vueuse/core';
+import { refDebounced, useDebounceFn, useThrottleFn } from '@vueuse/core';
 import { isRef, nextTick, ref } from 'vue';
 import { afterEach, beforeEach, expect, test, vi } from 'vitest';
-import { useDebouncedAsync, useDebouncedFn, useDebouncedRef } from 'lull-web/vue';
+import { useDebouncedAsync, useDebouncedFn, useDebouncedRef, useThrottledFn } from 'lull-web/vue';
 import { withSetup } from './lockstep.mjs';
 
 beforeEach(() => vi.useFakeTimers({ now: 0 }));
@@ -120,4 +120,23 @@ test("pending() is a function that reads the debouncer now, as lodash's (VueUse'
   expect(isRef(d.vueuse.isPending) && d.vueuse.isPending.value).toBe(true);
   vi.advanceTimersByTime(100);
   expect([d.lull.pending(), d.vueuse.isPending.value]).toEqual([false, false]);
+});
+
+test("throttle: a call a whole wait after the burst's last call starts a new burst and runs at once, as lodash's (VueUse's useThrottleFn times it from its last run, so it waits)", () => {
+  vi.setSystemTime(1_000_000); // (VueUse's throttle counts from its last run, first taken as the clock's 0)
+  const runs = { lull: [], vueuse: [] };
+  const at = (name) => (x) => runs[name].push([Date.now() - 1_000_000, x]);
+  let d;
+  withSetup(() => {
+    d = { lull: useThrottledFn(at('lull'), 100), vueuse: useThrottleFn(at('vueuse'), 100) };
+  });
+  const both = (x) => ['lull', 'vueuse'].forEach((name) => d[name](x));
+  both(1); // leading, at 0
+  vi.advanceTimersByTime(10);
+  both(2); // trailing, at 100
+  vi.advanceTimersByTime(140);
+  both(3); // at 150: 140 ms after the last call
+  vi.advanceTimersByTime(300);
+  expect(runs.lull).toEqual([[0, 1], [100, 2], [150, 3]]);
+  expect(runs.vueuse).toEqual([[0, 1], [100, 2], [200, 3]]);
 });
