@@ -1,10 +1,11 @@
 // Consumer test: the packed lull-web tarball as a real dependency of a fresh
-// Vite + TypeScript app; type-checked (lull-web/react's types too), built, and
-// run in headless Chromium — with a plain import, no `init()`. Three more apps
-// (debounce + throttle, every export, and the React hooks) through Vite,
-// webpack 5 and esbuild (no configuration) in Chromium, the package imported
-// by Node with no DOM (the shape of server-side rendering), and the tarball
-// installed alone in an app without React.
+// Vite + TypeScript app; type-checked (lull-web/react's and lull-web/vue's
+// types too), built, and run in headless Chromium — with a plain import, no
+// `init()`. Four more apps (debounce + throttle, every export, the React
+// hooks and the Vue composables) through Vite, webpack 5 and esbuild (no
+// configuration) in Chromium, the package imported by Node with no DOM (the
+// shape of server-side rendering), and the tarball installed alone in an app
+// without React or Vue.
 // usage: node consumer.mjs <lull-web.tgz> <scratch dir>
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -139,6 +140,10 @@ try {
       'lull-web/react: every hook runs, once per burst',
       '{"saved":[2],"ticks":[1],"values":["a","ab"],"shouted":["AB"],"found":[["abc",3]],"sent":["{\\"text\\":\\"hi\\"}"],"done":true}',
     ],
+    vue: [
+      'lull-web/vue: every composable runs, once per burst',
+      '{"saved":[2],"ticks":[1],"values":["a","ab"],"shouted":["AB"],"found":[["abc",3]],"sent":["{\\"text\\":\\"hi\\"}"],"done":true}',
+    ],
   };
   for (const [bundler, build] of Object.entries(builds)) {
     for (const [entry, [claim, expected]] of Object.entries(apps)) {
@@ -189,14 +194,15 @@ const early = `
 const loaded = execFileSync(process.execPath, ['--input-type=module', '-e', early], { cwd: app, timeout: 60_000 }).toString();
 check('init(), as earlier releases needed: resolves, and the package runs after it', loaded.trim() === '{"ready":true,"runs":[7]}', loaded);
 
-// React is an optional peer: the tarball alone installs into an empty app (no React
-// brought in), and lull-web and lull-web/edge run there, imported and required.
-const bare = join(scratch, 'consumer-no-react');
+// React and Vue are optional peers: the tarball alone installs into an empty app
+// (neither brought in), and lull-web and lull-web/edge run there, imported and
+// required; lull-web/react and lull-web/vue say what is missing.
+const bare = join(scratch, 'consumer-no-peers');
 rmSync(bare, { recursive: true, force: true });
 mkdirSync(bare);
-writeFileSync(join(bare, 'package.json'), '{ "name": "no-react", "private": true, "type": "module" }\n');
+writeFileSync(join(bare, 'package.json'), '{ "name": "no-peers", "private": true, "type": "module" }\n');
 execFileSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: bare, stdio: 'inherit', timeout: 300_000 });
-const noReact = `
+const noPeers = `
   import { createRequire } from 'node:module';
   import { debounce } from 'lull-web';
   import { edge } from 'lull-web/edge';
@@ -206,18 +212,26 @@ const noReact = `
   debounce((x) => runs.push(x), 5)(2);
   setTimeout(() => console.log(JSON.stringify({ runs, edge: typeof edge })), 100);
 `;
-const bareRun = execFileSync(process.execPath, ['--input-type=module', '-e', noReact], { cwd: bare, timeout: 60_000 }).toString();
-let hooks;
-try {
-  execFileSync(process.execPath, ['--input-type=module', '-e', "await import('lull-web/react')"], { cwd: bare, timeout: 60_000, stdio: 'pipe' });
-  hooks = 'loaded';
-} catch (e) {
-  hooks = String(e.stderr).match(/Cannot find module '[^']+'/)?.[0];
-}
+const bareRun = execFileSync(process.execPath, ['--input-type=module', '-e', noPeers], { cwd: bare, timeout: 60_000 }).toString();
+/** What loading `entry` in the bare app says: `loaded`, or the module it cannot find. */
+const missing = (entry) => {
+  try {
+    execFileSync(process.execPath, ['--input-type=module', '-e', `await import('${entry}')`], { cwd: bare, timeout: 60_000, stdio: 'pipe' });
+    return 'loaded';
+  } catch (e) {
+    return String(e.stderr).match(/Cannot find module '[^']+'/)?.[0];
+  }
+};
+const hooks = missing('lull-web/react');
+const composables = missing('lull-web/vue');
 check(
-  "without React: installs alone (no react in node_modules); lull-web and lull-web/edge run; lull-web/react says what is missing",
-  !existsSync(join(bare, 'node_modules/react')) && bareRun.trim() === '{"runs":[1,2],"edge":"function"}' && hooks === "Cannot find module 'react'",
-  { bareRun, hooks },
+  'without React or Vue: installs alone (neither in node_modules); lull-web and lull-web/edge run; lull-web/react and lull-web/vue say what is missing',
+  !existsSync(join(bare, 'node_modules/react')) &&
+    !existsSync(join(bare, 'node_modules/vue')) &&
+    bareRun.trim() === '{"runs":[1,2],"edge":"function"}' &&
+    hooks === "Cannot find module 'react'" &&
+    composables === "Cannot find module 'vue'",
+  { bareRun, hooks, composables },
 );
 
 console.log(`consumer: ${checks - failures} passed, ${failures} failed`);

@@ -11,34 +11,12 @@
 // StrictMode's simulated unmount and remount changes nothing.
 
 import { useEffect, useInsertionEffect, useRef, useState, useSyncExternalStore } from 'react';
-import { debounceAsync } from './async.js';
+import { asyncCallback, edgeClient, needEdgeOptions, needFunction, needOptions, needWait, searchBox, timedCallback } from './adapter.js';
 import { debounce, throttle } from './debounce.js';
-import { edge } from './edge.js';
 import { get } from './options.js';
-import { domError, needFunction, typeError } from './runtime.js';
-import { bindSearch } from './search.js';
 
-// Reading the hooks' arguments. The hooks are lull's own API, so they refuse
-// what lull-web's lodash-compatible drivers would quietly read as 0.
-
-/** Refuse a `wait` that is not milliseconds (or `"auto"` where `auto`). */
-function needWait(wait, auto) {
-  if (wait === undefined || (typeof wait === 'number' && wait >= 0 && wait <= Number.MAX_SAFE_INTEGER)) return;
-  if (auto && wait === 'auto') return;
-  throw typeError('`wait` must be a number of milliseconds from 0 to 9007199254740991' + (auto ? ' or "auto"' : ''));
-}
-
-/** Refuse options that are not an object (absent is fine unless `required`). */
-function needOptions(options, required) {
-  if ((options === undefined || options === null) && !required) return;
-  if (typeof options !== 'object' || options === null) throw typeError('options must be an object');
-}
-
-/** Whether two lists of settings are the same, item by item (`Object.is`). */
-const same = (a, b) => a !== undefined && a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
-
-// What every hook shares: a state object made once per hook instance, the
-// latest committed props, the unmount decision and a small store.
+// What every hook shares: a controller made once per hook instance (see
+// adapter.js), the latest committed props, the unmount decision and a small store.
 
 /** A value kept for the hook's lifetime, made by `make()` on the first render (a discarded render's is dropped). */
 function useOnce(make) {
@@ -102,53 +80,14 @@ function store(initial) {
 /** Read `store` in render; the server and hydration read its initial snapshot. */
 const useStore = (s) => useSyncExternalStore(s.subscribe, s.get, s.getInitial);
 
-/**
- * The driver of hook state `h`: the one it has, or a new one made by
- * `make(call)` when there is none, or when `settings()` changed and the one
- * it has is idle (a change applies from the next burst: a burst in progress
- * ends under the settings it began with). `call` calls the latest function.
- */
-function driverOf(h) {
-  const settings = h.settings();
-  if (h.driver === undefined || (!same(h.key, settings) && !h.driver.pending())) {
-    h.key = settings;
-    h.driver = h.make(h.call);
-  }
-  return h.driver;
-}
-
-/** The timing settings of lull-web's debounce options, which a new driver applies. */
-const timing = (wait, options) => [wait, ...['leading', 'trailing', 'maxWait', 'flushOnHide'].map((k) => get(options, k))];
-
 /** What `useDebouncedCallback` and `useThrottledCallback` share; `make(fn, wait, options)` is lull-web's driver. */
 function useTimedCallback(make, fn, wait, options, auto) {
   needFunction(fn, 'fn');
   needWait(wait, auto);
   needOptions(options);
   const latest = useLatest({ fn, wait, options });
-  const h = useOnce(() => {
-    const h = {
-      mounted: false,
-      gone: false,
-      driver: undefined,
-      key: undefined,
-      settings: () => timing(latest.current.wait, latest.current.options),
-      make: (call) => make(call, latest.current.wait, latest.current.options),
-      call(...args) {
-        return latest.current.fn.apply(this, args);
-      },
-    };
-    const debounced = function (...args) {
-      if (h.gone) return undefined; // unmounted: nothing would cancel it
-      return driverOf(h).apply(this, args);
-    };
-    debounced.flush = () => h.driver?.flush();
-    debounced.cancel = () => h.driver?.cancel();
-    debounced.pending = () => h.driver?.pending() ?? false;
-    h.debounced = debounced;
-    return h;
-  });
-  useLife(h, () => (get(latest.current.options, 'flushOnUnmount') ? h.debounced.flush() : h.debounced.cancel()));
+  const h = useOnce(() => timedCallback(make, () => latest.current));
+  useLife(h, () => h.end(get(latest.current.options, 'flushOnUnmount')));
   return h.debounced;
 }
 
@@ -187,8 +126,6 @@ export function useDebouncedValue(value, wait, options) {
   return [debounced, h.controls];
 }
 
-const isAbort = (error) => error?.name === 'AbortError';
-
 /**
  * lull-web's `debounceAsync` as a hook: `{ run, data, error, pending, flush,
  * cancel }`. `run(...args)` (stable) returns its window's promise; `fn` gets
@@ -204,67 +141,10 @@ export function useDebouncedAsync(fn, wait, options) {
   needOptions(options);
   const latest = useLatest({ fn, wait, options });
   const h = useOnce(() => {
-    const h = {
-      mounted: false,
-      gone: false,
-      driver: undefined,
-      key: undefined,
-      // The controllers of the runs in flight, aborted at unmount.
-      runs: new Set(),
-      store: store({ data: undefined, error: undefined, pending: false }),
-      settings: () => [...timing(latest.current.wait, latest.current.options), ...['mode', 'timeout', 'signal'].map((k) => get(latest.current.options, k))],
-      make: (call) => debounceAsync(call, latest.current.wait, latest.current.options),
-      // `fn` gets a signal that aborts with the driver's (a newer run superseded it) or at unmount.
-      call(...args) {
-        const controller = new AbortController();
-        if (typeof AbortSignal === 'function' && args.at(-1) instanceof AbortSignal) {
-          const signal = args.pop();
-          signal.addEventListener('abort', () => controller.abort(signal.reason), { once: true });
-        }
-        args.push(controller.signal);
-        h.runs.add(controller);
-        const done = () => h.runs.delete(controller);
-        try {
-          const result = latest.current.fn.apply(this, args);
-          Promise.resolve(result).then(done, done);
-          return result;
-        } catch (error) {
-          done();
-          throw error;
-        }
-      },
-    };
-    /** A caller's promise settled: publish its window's outcome (an aborted run changes only `pending`). */
-    const settled = (driver, ok, value) => {
-      const change = { pending: driver.pending() };
-      if (ok) Object.assign(change, { data: value, error: undefined });
-      else if (!isAbort(value)) change.error = value;
-      h.store.set(change);
-    };
-    h.run = function (...args) {
-      if (h.gone) return Promise.reject(domError('the component unmounted', 'AbortError'));
-      const driver = driverOf(h);
-      const promise = driver.apply(this, args);
-      h.store.set({ pending: true });
-      promise.then(
-        (value) => settled(driver, true, value),
-        (error) => settled(driver, false, error),
-      );
-      return promise;
-    };
-    h.flush = () => h.driver?.flush();
-    h.cancel = () => h.driver?.cancel();
-    return h;
+    const s = store({ data: undefined, error: undefined, pending: false });
+    return Object.assign(asyncCallback(() => latest.current, s.set), { store: s });
   });
-  useLife(h, () => {
-    if (get(latest.current.options, 'flushOnUnmount')) {
-      h.flush();
-      return;
-    }
-    h.cancel();
-    const error = domError('the component unmounted', 'AbortError');
-    h.runs.forEach((controller) => controller.abort(error));
-  });
+  useLife(h, () => h.end(get(latest.current.options, 'flushOnUnmount')));
   const { data, error, pending } = useStore(h.store);
   return { run: h.run, data, error, pending, flush: h.flush, cancel: h.cancel };
 }
@@ -288,63 +168,8 @@ export function useSearch(options) {
   needWait(options.wait, true);
   const latest = useLatest(options);
   const h = useOnce(() => {
-    const h = {
-      input: null,
-      binding: undefined,
-      key: undefined,
-      store: store({ query: '', results: undefined, error: undefined, pending: false }),
-      settings: () => ['wait', 'maxWait', 'minLength', 'cache'].map((k) => latest.current[k]),
-    };
-    const user = (name, ...args) => latest.current[name]?.apply(latest.current, args);
-    // The binding's options: fixed for its life; each calls what the latest render passed.
-    const bound = () => {
-      const o = latest.current;
-      return {
-        wait: o.wait,
-        maxWait: o.maxWait,
-        minLength: o.minLength,
-        cache: o.cache,
-        search: (query, signal) => latest.current.search.call(latest.current, query, signal),
-        onResults: (results, query) => {
-          h.store.set({ query, results, error: undefined });
-          user('onResults', results, query);
-        },
-        onError: (error, query) => {
-          h.store.set({ query, error });
-          user('onError', error, query);
-        },
-        onPending: (pending) => {
-          h.store.set({ pending });
-          user('onPending', pending);
-          if (!pending) rebindIfChanged();
-        },
-      };
-    };
-    const unbind = () => {
-      h.binding?.destroy();
-      h.binding = undefined;
-      h.store.set({ pending: false });
-    };
-    const bind = () => {
-      h.key = h.settings();
-      h.binding = bindSearch(h.input, bound());
-    };
-    // New settings apply once the binding is idle (a query in progress keeps the ones it began with).
-    const rebindIfChanged = () => {
-      if (!h.binding || same(h.key, h.settings()) || h.binding.pending()) return;
-      unbind();
-      bind();
-    };
-    h.rebindIfChanged = rebindIfChanged;
-    h.ref = (input) => {
-      if (input === h.input) return;
-      unbind();
-      h.input = input;
-      if (input) bind();
-    };
-    h.flush = () => h.binding?.flush();
-    h.cancel = () => h.binding?.cancel();
-    return h;
+    const s = store({ query: '', results: undefined, error: undefined, pending: false });
+    return Object.assign(searchBox(() => latest.current, s.set), { store: s });
   });
   useEffect(() => h.rebindIfChanged());
   const { query, results, error, pending } = useStore(h.store);
@@ -361,45 +186,9 @@ export function useSearch(options) {
  * Unmounting hands over what the page holds, as when the page is hidden.
  */
 export function useEdge(options) {
-  needOptions(options, true);
-  if (typeof options.url !== 'string' || options.url === '') throw typeError('`url` must be a non-empty string');
-  if (typeof options.token !== 'function' && typeof options.token !== 'string') {
-    throw typeError('`token` must be a string or a function returning one');
-  }
+  needEdgeOptions(options);
   const latest = useLatest(options);
-  const h = useOnce(() => {
-    const h = { mounted: false, gone: false, client: undefined, key: undefined };
-    // A token function is one setting however often it is made anew; the latest is called.
-    const settings = () => {
-      const { url, token, retries } = latest.current;
-      return [url, typeof token === 'function' ? mint : token, retries];
-    };
-    const mint = () => latest.current.token();
-    const client = () => {
-      const key = settings();
-      if (h.client === undefined || !same(h.key, key)) {
-        h.client?.close();
-        const { url, token, retries } = latest.current;
-        const fetch = (...args) => (latest.current.fetch ?? globalThis.fetch)(...args);
-        h.client = edge({ url, token: typeof token === 'function' ? mint : token, retries, fetch });
-        h.key = key;
-      }
-      return h.client;
-    };
-    h.close = () => {
-      h.client?.close();
-      h.client = undefined;
-    };
-    h.api = {
-      send: (...args) => client().send(...args),
-      flush: (...args) => client().flush(...args),
-      cancel: (...args) => client().cancel(...args),
-      status: (...args) => client().status(...args),
-      timeline: (...args) => client().timeline(...args),
-      pending: (...args) => h.client?.pending(...args) ?? false,
-    };
-    return h;
-  });
+  const h = useOnce(() => ({ mounted: false, gone: false, ...edgeClient(() => latest.current) }));
   useLife(h, h.close);
   return h.api;
 }

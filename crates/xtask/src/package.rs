@@ -4,11 +4,11 @@
 //!
 //! The drivers are ES modules. Their CommonJS build is generated here, one
 //! file per module (esbuild, no bundling) into `cjs/`, so `lull-web`,
-//! `lull-web/edge` and `lull-web/react` share their modules when required as
-//! they do when imported. In Node both `import` and `require()` load that
-//! build (`node/` holds an ES module wrapper per entry), so a process that
-//! does both holds one instance; bundlers take the ES modules either way (the
-//! `module` condition), so tree-shaking is as before.
+//! `lull-web/edge`, `lull-web/react` and `lull-web/vue` share their modules
+//! when required as they do when imported. In Node both `import` and
+//! `require()` load that build (`node/` holds an ES module wrapper per
+//! entry), so a process that does both holds one instance; bundlers take the
+//! ES modules either way (the `module` condition), so tree-shaking is as before.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,7 +124,7 @@ fn without_linker_exports(wasm: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The package's entry points (`exports`): each has `NAME.js` (ES module),
 /// `NAME.d.ts`, `cjs/NAME.js` and `node/NAME.js`.
-const ENTRIES: [&str; 3] = ["index", "edge", "react"];
+const ENTRIES: [&str; 4] = ["index", "edge", "react", "vue"];
 
 /// esbuild, as installed in `tests/web`.
 fn esbuild(root: &Path) -> Command {

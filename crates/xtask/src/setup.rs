@@ -36,7 +36,7 @@ pub fn all(root: &Path) -> Result<Tools, String> {
     npm(
         root,
         "tests/web",
-        "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest, React, Node 20)",
+        "web tooling (wasm-opt, playwright, peers, bundlers, Vitest, Jest, React, Vue, Node 20)",
         Npm::Install,
     )?;
     npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;

@@ -19,6 +19,21 @@ fn browser_tests(root: &Path) -> Command {
     cmd
 }
 
+/// A framework adapter's suite (`tests/web/<name>`, `name` being `react` or
+/// `vue`): the built package installed there; Vitest over it (jsdom, fake
+/// timers, `lockstep` with the framework's usual peer, server rendering);
+/// then its `useSearch` page built by Vite and typed into in Chromium.
+fn adapter(root: &Path, tools: &Tools, package: &Path, name: &str, lockstep: &str) -> Result<(), String> {
+    let dir = root.join("tests/web").join(name);
+    crate::package::install(package, &dir)?;
+    let mut vitest = Command::new(&tools.node22);
+    vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
+    run(&format!("lull-web/{name} (Vitest: {lockstep}, server rendering)"), root, &mut vitest)?;
+    let mut page = Command::new(&tools.node22);
+    page.arg(dir.join("page.mjs")).arg(root.join("target"));
+    run(&format!("lull-web/{name} (useSearch in a Vite page, Chromium)"), root, &mut page)
+}
+
 /// A suite: a short id (for `cargo xtask test <id>`), a name, and what runs it.
 struct Suite<'a> {
     id: &'static str,
@@ -60,6 +75,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
     let for_fake_timers = tarball.clone();
     let for_commonjs = tarball.clone();
     let for_react = tarball.clone();
+    let for_vue = tarball.clone();
     let for_browser = tarball.clone();
     let for_edge = tarball.clone();
     let for_demo = tarball.clone();
@@ -160,14 +176,15 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             name: "lull-web/react (Vitest, jsdom, use-debounce; Chromium)",
             run: Box::new(move || {
                 let package = built(&for_react)?.with_file_name("lull-web");
-                let dir = root.join("tests/web/react");
-                crate::package::install(&package, &dir)?;
-                let mut vitest = Command::new(&tools.node22);
-                vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
-                run("lull-web/react (Vitest: lockstep with use-debounce, hooks, server rendering)", root, &mut vitest)?;
-                let mut page = Command::new(&tools.node22);
-                page.arg(dir.join("page.mjs")).arg(root.join("target"));
-                run("lull-web/react (useSearch in a Vite page, Chromium)", root, &mut page)
+                adapter(root, tools, &package, "react", "lockstep with use-debounce")
+            }),
+        },
+        Suite {
+            id: "vue",
+            name: "lull-web/vue (Vitest, jsdom, @vueuse/core; Chromium)",
+            run: Box::new(move || {
+                let package = built(&for_vue)?.with_file_name("lull-web");
+                adapter(root, tools, &package, "vue", "lockstep with @vueuse/core")
             }),
         },
         Suite {

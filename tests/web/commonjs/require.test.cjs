@@ -10,6 +10,7 @@ const ENTRIES = {
   'lull-web': ['bindSearch', 'debounce', 'debounceAsync', 'debounceKeyed', 'default', 'init', 'liveObjects', 'throttle'],
   'lull-web/edge': ['EdgeError', 'edge'],
   'lull-web/react': ['useDebouncedAsync', 'useDebouncedCallback', 'useDebouncedValue', 'useEdge', 'useSearch', 'useThrottledCallback'],
+  'lull-web/vue': ['useDebouncedAsync', 'useDebouncedFn', 'useDebouncedRef', 'useEdge', 'useSearch', 'useThrottledFn'],
 };
 
 for (const [entry, names] of Object.entries(ENTRIES)) {
@@ -46,6 +47,32 @@ test('lull-web/react renders with the React that requires it: a hook on the serv
   const { useDebouncedValue } = require('lull-web/react');
   const Echo = () => createElement('p', null, useDebouncedValue('hello', 100)[0]);
   assert.equal(renderToString(createElement(Echo)), '<p>hello</p>');
+});
+
+test('lull-web/vue renders with the Vue that requires it: a composable on the server', async () => {
+  const { createSSRApp, h, ref } = require('vue');
+  const { renderToString } = require('vue/server-renderer');
+  const { useDebouncedRef } = require('lull-web/vue');
+  const Echo = { setup: () => { const text = useDebouncedRef(ref('hello'), 100); return () => h('p', text.value); } };
+  assert.equal(await renderToString(createSSRApp(Echo)), '<p>hello</p>');
+});
+
+test('lull-web/vue runs on the required engine: a debounced function in an effect scope, cancelled when it stops', async () => {
+  const { effectScope } = require('vue');
+  const { liveObjects } = require('lull-web');
+  const { useDebouncedFn } = require('lull-web/vue');
+  const runs = [];
+  const scope = effectScope();
+  const [first, second] = scope.run(() => [useDebouncedFn((x) => runs.push(x), 5), useDebouncedFn((x) => runs.push(x), 5)]);
+  const before = liveObjects();
+  first(1);
+  second(2);
+  assert.equal(liveObjects(), before + 2);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  first(3); // pending when the scope stops: dropped
+  scope.stop();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(runs.sort(), [1, 2]); // two timers of the same wait: either may go first
 });
 
 test('a required debounce runs, with the last call\'s argument, once', async () => {

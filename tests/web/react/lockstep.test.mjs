@@ -8,7 +8,8 @@ import { act, renderHook } from '@testing-library/react';
 import { describe, expect, test, vi } from 'vitest';
 import { useDebounce as udValue, useDebouncedCallback as udDebounced, useThrottledCallback as udThrottled } from 'use-debounce';
 import { useDebouncedCallback, useDebouncedValue, useThrottledCallback } from 'lull-web/react';
-import { lockstep, script } from './lockstep.mjs';
+import { script } from '../lockstep-scripts.mjs';
+import { lockstep } from './lockstep.mjs';
 
 const SCRIPTS = 150;
 

@@ -4,6 +4,7 @@
 import { debounce, type DebouncedFunc } from 'lull-web';
 import { edge, EdgeError } from 'lull-web/edge';
 import { useDebouncedCallback } from 'lull-web/react';
+import { useDebouncedFn } from 'lull-web/vue';
 
 export const save: DebouncedFunc<(doc: string) => number> = debounce((doc: string) => doc.length, 100);
 // @ts-expect-error -- a number is not a string
@@ -11,3 +12,4 @@ save(1);
 export const client = edge({ url: 'https://edge.example', token: 't' });
 export const isEdgeError = (e: unknown): boolean => e instanceof EdgeError;
 export const hook: typeof useDebouncedCallback = useDebouncedCallback;
+export const composable: typeof useDebouncedFn = useDebouncedFn;

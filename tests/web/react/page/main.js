@@ -5,7 +5,7 @@ import { StrictMode, createElement as h, useEffect } from 'react';
 import { createRoot } from 'react-dom/client';
 import { useSearch } from 'lull-web/react';
 
-const WAIT_MS = 150; // page.mjs judges by it
+const WAIT_MS = 150; // ../../search-page.mjs judges by it
 const page = (window.page = { keys: [], shown: [], errors: [] });
 addEventListener('keydown', (event) => page.keys.push([event.key, performance.now()]), true);
 
