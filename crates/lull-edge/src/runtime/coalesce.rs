@@ -30,7 +30,7 @@ use worker::web_sys::WorkerGlobalScope;
 use worker::{Context, Env, Headers, Response, console_log};
 
 use super::http::now_ms;
-use super::router::{forward, key_answer};
+use super::router::forward;
 use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::ApiError;
 use crate::http::batch::{self, KeyAnswer};
@@ -73,22 +73,9 @@ pub(crate) async fn event(
     body: String,
     idempotency_key: Option<String>,
 ) -> Result<Response, ApiError> {
-    let lane = object_name(&topic.name, &key);
     let slot = Rc::new(Slot::default());
     let member = Member::single(body, idempotency_key, Rc::clone(&slot));
-    let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
-    match arrival {
-        Arrival::Alone { flight, member } => {
-            let answer = forward(env, own_call(&topic.name, key, member)).await;
-            land(&lane, flight);
-            answer
-        }
-        Arrival::Past { member } => forward(env, own_call(&topic.name, key, member)).await,
-        Arrival::Joined(place) => {
-            let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
-            respond(wait(ctx, sender, &place, &slot).await?)
-        }
-    }
+    respond(carry(env, ctx, topic, key, member, &slot).await?)
 }
 
 /// Accept one key's share of a batch of `topic` (which coalesces): alone when
@@ -101,29 +88,45 @@ pub(crate) async fn batch_share(
     key: Key,
     events: Vec<(String, Option<String>)>,
 ) -> KeyAnswer {
-    let lane = object_name(&topic.name, &key);
     let slot = Rc::new(Slot::default());
-    let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, Member::share(events, Rc::clone(&slot)), now_ms()));
-    match arrival {
-        Arrival::Alone { flight, member } => {
-            let answer = key_answer(env, own_call(&topic.name, key, member)).await;
-            land(&lane, flight);
-            answer
-        }
-        Arrival::Past { member } => key_answer(env, own_call(&topic.name, key, member)).await,
-        Arrival::Joined(place) => {
-            let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
-            match wait(ctx, sender, &place, &slot).await {
-                Ok(answer) => batch::read_key_answer(answer.status, &answer.body),
-                Err(e) => Err(batch::key_failed(&e)),
-            }
-        }
+    match carry(env, ctx, topic, key, Member::share(events, Rc::clone(&slot)), &slot).await {
+        Ok(answer) => batch::read_key_answer(answer.status, &answer.body),
+        Err(e) => Err(batch::key_failed(&e)),
     }
 }
 
-/// A member's own request, as it came: one event, or a share.
-fn own_call(topic: &str, key: Key, member: Member<Rc<Slot>>) -> KeyCall {
-    KeyCall { topic: topic.to_string(), key, request: member.request() }
+/// Carry `member` (its answer goes to `slot`) to its key's object: alone when
+/// nothing of its key is in flight, else in its key's next batch; the answer its
+/// own request would have had.
+async fn carry(
+    env: &Env,
+    ctx: &Context,
+    topic: &Topic,
+    key: Key,
+    member: Member<Rc<Slot>>,
+    slot: &Slot,
+) -> Result<Answer, ApiError> {
+    let lane = object_name(&topic.name, &key);
+    let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
+    let own = |key, member: Member<Rc<Slot>>| {
+        let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
+        async move {
+            let (status, body, retry_after) = reply(env, call).await?;
+            Ok(Answer { status, body, retry_after })
+        }
+    };
+    match arrival {
+        Arrival::Alone { flight, member } => {
+            let answer = own(key, member).await;
+            land(&lane, flight);
+            answer
+        }
+        Arrival::Past { member } => own(key, member).await,
+        Arrival::Joined(place) => {
+            let sender = Sender { env: env.clone(), topic: topic.name.clone(), key, log_keys: topic.log_keys };
+            wait(ctx, sender, &place, slot).await
+        }
+    }
 }
 
 /// `flight` of `lane` landed.

@@ -246,7 +246,7 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
-pub(crate) async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
+async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
     let mut res = forward(env, call).await.map_err(|e| batch::key_failed(&e))?;
     let body = res.text().await.map_err(|e| batch::key_failed(&ApiError::from(e)))?;
     batch::read_key_answer(res.status_code(), &body)
