@@ -21,6 +21,11 @@ const EVERYTHING = 'everything';
 // lull-web/edge, its own entry (not in "everything": apps that only debounce don't pay for it).
 const EDGE_CLIENT = 'edge client (lull-web/edge)';
 const BASELINE = 'no library (stubs)';
+// The framework adapters: one component with a debounced and a throttled handler
+// (React hooks; Vue composables, and a debounced ref), the framework bundled in
+// every app, so "added" is the adapter and what it brings.
+const REACT_APP = 'React: debounced + throttled callback';
+const VUE_APP = 'Vue: debounced + throttled fn, debounced ref';
 
 // The peers, each with the import line that brings `debounce` and `throttle`
 // into scope and how it writes a wait in its own call style.
@@ -34,6 +39,41 @@ const PEERS = [
   { name: '@tanstack/pacer', packages: ['@tanstack/pacer'], imports: "import { debounce, throttle } from '@tanstack/pacer';", wait: (ms) => `{ wait: ${ms} }` },
   { name: 'es-toolkit', packages: ['es-toolkit'], imports: "import { debounce, throttle } from 'es-toolkit';", wait: (ms) => ms },
 ];
+
+// The adapters' peers, each with its import line and its names for the same hooks or composables.
+const REACT_PEERS = [
+  { name: 'use-debounce', imports: "import { useDebouncedCallback, useThrottledCallback } from 'use-debounce';", debounced: 'useDebouncedCallback', throttled: 'useThrottledCallback', wait: (ms) => ms },
+  { name: '@tanstack/react-pacer', imports: "import { useDebouncedCallback, useThrottledCallback } from '@tanstack/react-pacer';", debounced: 'useDebouncedCallback', throttled: 'useThrottledCallback', wait: (ms) => `{ wait: ${ms} }` },
+];
+const VUE_PEERS = [
+  { name: '@vueuse/core', imports: "import { useDebounceFn, useThrottleFn, refDebounced } from '@vueuse/core';", debounced: 'useDebounceFn', throttled: 'useThrottleFn', ref: 'refDebounced' },
+];
+
+// The React app: one component with a debounced click and a throttled scroll handler.
+const reactApp = (imports, { debounced, throttled, wait }) => `import { createElement } from 'react';
+import { createRoot } from 'react-dom/client';
+${imports}
+function App() {
+  const save = ${debounced}(() => console.log('saved'), ${wait(300)});
+  const track = ${throttled}(() => console.log('scrolled'), ${wait(100)});
+  return createElement('button', { onClick: save, onScroll: track }, 'save');
+}
+createRoot(document.querySelector('button').parentNode).render(createElement(App));
+`;
+
+// The Vue app: the same handlers as composables, and a debounced ref of an input's text.
+const vueApp = (imports, { debounced, throttled, ref }) => `import { createApp, h, ref } from 'vue';
+${imports}
+createApp({
+  setup() {
+    const text = ref('');
+    const save = ${debounced}(() => console.log('saved'), 300);
+    const track = ${throttled}(() => console.log('scrolled'), 100);
+    const shown = ${ref}(text, 300);
+    return () => h('button', { onClick: save, onScroll: track, onInput: (e) => (text.value = e.target.value), title: shown.value }, 'save');
+  },
+}).mount(document.querySelector('button').parentNode);
+`;
 
 // The "debounce + throttle" app's body: a debounced click handler and a throttled scroll handler.
 const wireButton = (wait) => `const button = document.querySelector('button');
@@ -119,6 +159,22 @@ function apps(lull) {
     { library: BASELINE, app: EDGE_CLIENT, assets: [], source: `${stubs(['edge', 'EdgeError'])}\nglobalThis.lull = { edge, EdgeError };\n` },
     { library: 'lull-web', app: EDGE_CLIENT, assets: lull.assets, source: `import { edge, EdgeError } from 'lull-web/edge';\nglobalThis.lull = { edge, EdgeError };\n` },
     ...PEERS.map((peer) => ({ library: peer.name, app: DEBOUNCE_THROTTLE, assets: [], source: `${peer.imports}\n${wireButton(peer.wait)}\n` })),
+    ...adapterApps(lull),
+  ];
+}
+
+// The adapters' apps: stubs, lull-web's entry, each peer.
+function adapterApps(lull) {
+  const react = { debounced: 'useDebouncedCallback', throttled: 'useThrottledCallback', wait: (ms) => ms };
+  const vue = { debounced: 'useDebouncedFn', throttled: 'useThrottledFn', ref: 'useDebouncedRef' };
+  const stubs = (names) => names.map((name) => `const ${name} = (f) => f;`).join('\n');
+  return [
+    { library: BASELINE, app: REACT_APP, assets: [], source: reactApp(stubs([react.debounced, react.throttled]), react) },
+    { library: 'lull-web', app: REACT_APP, assets: lull.assets, source: reactApp(`import { ${react.debounced}, ${react.throttled} } from 'lull-web/react';`, react) },
+    ...REACT_PEERS.map((peer) => ({ library: peer.name, app: REACT_APP, assets: [], source: reactApp(peer.imports, peer) })),
+    { library: BASELINE, app: VUE_APP, assets: [], source: vueApp(stubs([vue.debounced, vue.throttled, vue.ref]), vue) },
+    { library: 'lull-web', app: VUE_APP, assets: lull.assets, source: vueApp(`import { ${vue.debounced}, ${vue.throttled}, ${vue.ref} } from 'lull-web/vue';`, vue) },
+    ...VUE_PEERS.map((peer) => ({ library: peer.name, app: VUE_APP, assets: [], source: vueApp(peer.imports, peer) })),
   ];
 }
 
@@ -127,9 +183,9 @@ export async function consumerSizes(pkg) {
   const root = mkdtempSync(join(tmpdir(), 'lull-consumer-sizes-'));
   try {
     cpSync(pkg, join(root, 'node_modules/lull-web'), { recursive: true });
-    for (const name of PEERS.flatMap((peer) => peer.packages)) {
-      mkdirSync(dirname(join(root, 'node_modules', name)), { recursive: true });
-      symlinkSync(join(modules, name), join(root, 'node_modules', name), 'dir');
+    // Every package the test tooling installed (the peers, React, Vue and theirs), by link.
+    for (const name of readdirSync(modules)) {
+      if (name !== 'lull-web' && !name.startsWith('.')) symlinkSync(join(modules, name), join(root, 'node_modules', name), 'dir');
     }
     const lull = await inspectEntry(root);
     const results = {};
@@ -159,16 +215,27 @@ export async function consumerSizes(pkg) {
         [DEBOUNCE_THROTTLE]: 'imports debounce and throttle, wires each to an event once',
         [EVERYTHING]: `lull-web only: imports and references every export of its JS entry (${lull.exports.join(', ')}); peers are compared on debounce + throttle`,
         [EDGE_CLIENT]: 'lull-web only: imports edge and EdgeError from lull-web/edge (the browser client for lull-edge, with the debounce it coalesces with)',
+        [REACT_APP]: 'one React component with a debounced and a throttled handler (lull-web/react, use-debounce, @tanstack/react-pacer); React bundled in every app, the baseline too',
+        [VUE_APP]: 'one Vue component with a debounced and a throttled handler and a debounced ref (lull-web/vue, @vueuse/core); Vue bundled in every app, the baseline too',
       },
       versions: {
         vite: version(join(modules, 'vite')),
         webpack: version(join(modules, 'webpack')),
         esbuild: version(join(modules, 'esbuild')),
         'lull-web': version(join(root, 'node_modules/lull-web')),
-        ...Object.fromEntries(PEERS.flatMap((peer) => peer.packages).map((name) => [name, version(join(modules, name))])),
+        ...Object.fromEntries(
+          [...PEERS.flatMap((peer) => peer.packages), ...[...REACT_PEERS, ...VUE_PEERS].map((peer) => peer.name), 'react', 'vue'].map((name) => [name, version(join(modules, name))]),
+        ),
       },
       results,
       vite_gzip_ratio_lull_web_to_peer: Object.fromEntries(PEERS.map((peer) => [peer.name, lullGzip / results[peer.name][DEBOUNCE_THROTTLE].vite.gzip])),
+      // Adapters: bytes added (Vite), lull-web's over each peer's.
+      vite_added_ratio_adapter_to_peer: Object.fromEntries(
+        [...REACT_PEERS.map((peer) => [peer.name, REACT_APP]), ...VUE_PEERS.map((peer) => [peer.name, VUE_APP])].map(([peer, app]) => [
+          `${app} / ${peer}`,
+          results['lull-web'][app].vite.added_gzip / results[peer][app].vite.added_gzip,
+        ]),
+      ),
     };
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -205,6 +272,10 @@ export function printConsumerSizes(sizes) {
   }
   console.log(`  ${EVERYTHING}: ${sizes.apps[EVERYTHING]}`);
   console.log(`  ${EDGE_CLIENT}: ${sizes.apps[EDGE_CLIENT]}`);
+  console.log(`  ${REACT_APP}: ${sizes.apps[REACT_APP]}`);
+  console.log(`  ${VUE_APP}: ${sizes.apps[VUE_APP]}`);
+  const adapters = Object.entries(sizes.vite_added_ratio_adapter_to_peer).map(([pair, r]) => `${pair} ${r.toFixed(1)}x`);
+  console.log(`lull-web adapters / peer, Vite added: ${adapters.join(', ')}`);
   const ratios = Object.entries(sizes.vite_gzip_ratio_lull_web_to_peer).map(([peer, r]) => `${peer} ${r.toFixed(1)}x`);
   console.log(`lull-web / peer, Vite gzip, ${DEBOUNCE_THROTTLE}: ${ratios.join(', ')}`);
 }
