@@ -11,7 +11,7 @@ import { edge } from 'lull-web/edge';
 import { useDebouncedCallback } from 'lull-web/react';
 import { act, renderHook } from '@testing-library/react';
 
-const { allScripts } = require('../fake-timers/scripts.cjs');
+const { allScripts, jestClock } = require('../fake-timers/scripts.cjs');
 
 test('every entry resolves to its CommonJS build', () => {
   for (const entry of ['lull-web', 'lull-web/edge', 'lull-web/react']) {
@@ -26,12 +26,7 @@ test("the default import is init(), as earlier releases' `import init from 'lull
 });
 
 test('every run at the same fake time with the same argument as lodash', async () => {
-  const results = await allScripts(require('lull-web'), {
-    install: (now) => jest.useFakeTimers({ now }),
-    advance: (ms) => jest.advanceTimersByTime(ms),
-    advanceAsync: (ms) => jest.advanceTimersByTimeAsync(ms),
-    uninstall: () => jest.useRealTimers(),
-  });
+  const results = await allScripts(require('lull-web'), jestClock(jest));
   for (const [what, lodash, mine] of results) expect([what, mine]).toEqual([what, lodash]);
   expect(results.reduce((n, [, lodash]) => n + lodash.length, 0)).toBeGreaterThan(400); // the scripts really run
 }, 60_000);

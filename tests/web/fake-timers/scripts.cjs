@@ -84,4 +84,14 @@ async function allScripts(lull, fake) {
   return out;
 }
 
-module.exports = { allScripts };
+/** The fake clock `allScripts` drives, as Jest's `jest` object gives it (`jest.useFakeTimers()`). */
+function jestClock(jest) {
+  return {
+    install: (now) => jest.useFakeTimers({ now }),
+    advance: (ms) => jest.advanceTimersByTime(ms),
+    advanceAsync: (ms) => jest.advanceTimersByTimeAsync(ms),
+    uninstall: () => jest.useRealTimers(),
+  };
+}
+
+module.exports = { allScripts, jestClock };

@@ -1,5 +1,5 @@
 // The lockstep scripts (scripts.cjs), and the built package as the ES module tests import it.
-export { allScripts } from './scripts.cjs';
+export { allScripts, jestClock } from './scripts.cjs';
 
 /** The built package's main entry (LULL_WEB_PKG: the directory `cargo xtask package` writes), as an app imports it. */
 export async function importPackage() {
