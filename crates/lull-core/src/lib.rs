@@ -69,7 +69,7 @@ pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
 pub use keyed::{Keyed, MAX_IDLE_KEYS};
-pub use lite::{Lite, LiteAction};
+pub use lite::{LITE_MAX_ACTIONS, Lite, LiteAction};
 pub use policy::{JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 pub use stats::Stats;
 pub use status::{Backlog, OpenWindow, RunStatus, Status};

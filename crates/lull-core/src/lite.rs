@@ -1,11 +1,9 @@
 //! [`Lite`]: lodash's timing alone, for a function that runs synchronously.
 
-use alloc::vec::Vec;
-
 use crate::action::{DropCause, Reason, Seq};
 use crate::adaptive::{Adaptive, Gaps};
 use crate::debouncer::Horizon;
-use crate::policy::{PolicyConfig, PolicyError, Retry, Wait};
+use crate::policy::{PolicyConfig, PolicyError, Retry, Wait, check_timing};
 use crate::rules::{Burst, EventEdge};
 
 /// What a [`Lite`] engine asks of its driver.
@@ -32,16 +30,21 @@ pub enum LiteAction {
 ///
 /// The [`Debouncer`](crate::Debouncer)'s timing without its run lifecycle
 /// (no run slot, retries, timeouts, dead letters, batches, snapshots), so a
-/// page that only debounces ships a fraction of the code. Guarantee: for the
-/// same policy and inputs it fires and drops exactly what a `Debouncer` does
-/// when each run is ended as it is polled (a property test holds the two
-/// together; both take their timing rules from one place).
+/// page that only debounces ships a fraction of the code, and no heap.
+/// Guarantee: for the same policy and inputs it fires and drops exactly what a
+/// `Debouncer` does when each run is ended as it is polled (a property test
+/// holds the two together; both take their timing rules from one place). One
+/// difference: [`recorded`](Self::recorded) refuses calls that were not
+/// under the horizon, where a `Debouncer` takes them one by one.
 ///
 /// Drive it as a `Debouncer`: inputs [`event`](Self::event),
 /// [`event_in_turn`](Self::event_in_turn), [`handle_timeout`](Self::handle_timeout),
 /// [`flush`](Self::flush), [`cancel`](Self::cancel); outputs
 /// [`poll_action`](Self::poll_action) and [`next_deadline`](Self::next_deadline);
 /// the fast path [`horizon`](Self::horizon) / [`recorded`](Self::recorded).
+/// **Poll until `None` after every input**: an input leaves at most
+/// [`LITE_MAX_ACTIONS`], and that is all a `Lite` holds (an action left
+/// unpolled past the next input is overwritten).
 #[derive(Clone, Debug)]
 pub struct Lite {
     max_wait: Option<u64>,
@@ -57,14 +60,18 @@ pub struct Lite {
     /// The open window's last call.
     open: Option<Seq>,
     next_seq: u64,
-    /// Actions not yet polled: from `polled` on (a queue, without a ring buffer's code).
-    actions: Vec<LiteAction>,
-    polled: usize,
+    /// Actions not yet polled, oldest first (see [`LITE_MAX_ACTIONS`]).
+    actions: [Option<LiteAction>; LITE_MAX_ACTIONS],
 }
+
+/// The most actions one input leaves to poll: the window it ends and the one
+/// it fires at once. A driver polls them all before its next input (each
+/// does), so a [`Lite`] holds no more and needs no heap.
+pub const LITE_MAX_ACTIONS: usize = 2;
 
 impl Lite {
     /// An engine for `config`'s timing (`wait`, `max_wait`, `leading`,
-    /// `trailing`), checked by the same rules as in [`PolicyConfig::build`]. Refused with
+    /// `trailing`: see [`timing`](Self::timing)). Refused with
     /// [`PolicyError::NotInLite`] if it asks for the run lifecycle
     /// (`max_batch`, retries, `run_timeout`); `overlap` does not matter, a run
     /// ending as it starts.
@@ -72,16 +79,23 @@ impl Lite {
         if config.max_batch.is_some() || config.retry != Retry::NONE || config.run_timeout.is_some() {
             return Err(PolicyError::NotInLite);
         }
-        config.check_timing(&[])?;
+        Lite::timing(config.wait, config.max_wait, config.leading, config.trailing)
+    }
+
+    /// An engine for this timing, checked by the same rules as in
+    /// [`PolicyConfig::build`] (a lodash-compatible driver first raises
+    /// `max_wait` with [`Wait::raise_max_wait`]).
+    pub fn timing(wait: Wait, max_wait: Option<u64>, leading: bool, trailing: bool) -> Result<Lite, PolicyError> {
+        check_timing(&wait, max_wait, &[])?;
         Ok(Lite {
-            max_wait: config.max_wait,
-            leading: config.leading,
-            trailing: config.trailing,
-            adaptive: match config.wait {
+            max_wait,
+            leading,
+            trailing,
+            adaptive: match wait {
                 Wait::Auto(a) => Some(a),
                 Wait::Fixed(_) => None,
             },
-            wait_ms: config.wait.initial(),
+            wait_ms: wait.initial(),
             gaps: Gaps::default(),
             clock: 0,
             last_event_at: None,
@@ -89,8 +103,7 @@ impl Lite {
             timer: None,
             open: None,
             next_seq: 0,
-            actions: Vec::new(),
-            polled: 0,
+            actions: [None; LITE_MAX_ACTIONS],
         })
     }
 
@@ -162,7 +175,7 @@ impl Lite {
     fn invoke(&mut self, now: u64, reason: Reason) {
         self.anchor = now;
         if let Some(last) = self.open.take() {
-            self.actions.push(LiteAction::Fire { last, reason });
+            self.push(LiteAction::Fire { last, reason });
         }
     }
 
@@ -174,12 +187,13 @@ impl Lite {
             self.invoke(now, reason);
         } else {
             self.open = None;
-            self.actions.push(LiteAction::Dropped { last, cause: DropCause::NoTrailingEdge });
+            self.push(LiteAction::Dropped { last, cause: DropCause::NoTrailingEdge });
         }
     }
 
     /// Until when calls only add to the open window, and how many may (see
     /// [`Debouncer::horizon`](crate::Debouncer::horizon)).
+    #[inline(never)] // one copy for the two exports that read it (wasm size)
     pub fn horizon(&self) -> Option<Horizon> {
         if self.open.is_none() || self.adaptive.is_some() {
             return None; // an adaptive wait learns from each gap and may move the timer
@@ -189,10 +203,23 @@ impl Lite {
     }
 
     /// Hand in `count` calls kept under the [`horizon`](Self::horizon), the
-    /// last at `last`: the same as `count` calls of [`event`](Self::event).
-    /// The last one's number (`None` for 0).
+    /// last at `last`: the same as `count` calls of [`event`](Self::event),
+    /// and, being under the horizon, they leave no action. The last one's
+    /// number (`None` for 0). Calls that were not under the horizon (none
+    /// now, or `last` at or past it) are refused: `None`, nothing changes.
     pub fn recorded(&mut self, count: u64, last: u64) -> Option<Seq> {
-        (0..count).map(|_| self.event(last)).last()
+        if count == 0 || self.horizon().is_none_or(|h| last >= h.until) {
+            return None;
+        }
+        // In one step, however many: before the horizon a call is no edge
+        // (lodash's `shouldInvoke` is false), no timer is due, and the timer
+        // already comes no later than the call's own deadline, so each call
+        // only becomes the open window's last.
+        let now = self.tick(last);
+        self.last_event_at = Some(now);
+        self.next_seq = self.next_seq.saturating_add(count);
+        self.open = Some(Seq(self.next_seq));
+        self.open
     }
 
     /// The timer from [`next_deadline`](Self::next_deadline) went off at `now`.
@@ -208,14 +235,19 @@ impl Lite {
 
     /// The next action to carry out, oldest first.
     pub fn poll_action(&mut self) -> Option<LiteAction> {
-        let action = self.actions.get(self.polled).copied();
-        if action.is_some() {
-            self.polled += 1;
-        } else {
-            self.actions.clear();
-            self.polled = 0;
-        }
+        let [first, second] = &mut self.actions;
+        let action = first.take();
+        *first = second.take();
         action
+    }
+
+    /// Queue `action` behind those not yet polled. One input leaves at most
+    /// [`LITE_MAX_ACTIONS`] (each step ends the window it serves), and the
+    /// input before it left its own polled (the driving contract).
+    fn push(&mut self, action: LiteAction) {
+        let [first, second] = &mut self.actions;
+        debug_assert!(second.is_none(), "an action was left unpolled past the next input");
+        *(if first.is_none() { first } else { second }) = Some(action);
     }
 
     /// Fire the open window now (reason `Flush`), disarming the timer.
@@ -234,7 +266,7 @@ impl Lite {
         self.anchor = 0;
         self.last_event_at = None;
         if let Some(last) = self.open.take() {
-            self.actions.push(LiteAction::Dropped { last, cause: DropCause::Cancelled });
+            self.push(LiteAction::Dropped { last, cause: DropCause::Cancelled });
         }
     }
 

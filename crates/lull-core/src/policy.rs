@@ -36,6 +36,12 @@ impl Wait {
             Wait::Auto(a) => a.initial_ms,
         }
     }
+
+    /// lodash's rule: `max_wait` raised to at least the longest wait
+    /// (lodash-compatible APIs apply this instead of rejecting).
+    pub fn raise_max_wait(&self, max_wait: Option<u64>) -> Option<u64> {
+        max_wait.map(|m| m.max(self.longest()))
+    }
 }
 
 /// What happens when a window is due while the key's previous run is still going.
@@ -163,18 +169,21 @@ impl PolicyConfig {
     /// lodash's rule: raise `max_wait` to at least the longest `wait`
     /// (lodash-compatible APIs apply this instead of rejecting).
     pub fn clamp_max_wait(mut self) -> Self {
-        let longest = self.wait.longest();
-        self.max_wait = self.max_wait.map(|m| m.max(longest));
+        self.max_wait = self.wait.raise_max_wait(self.max_wait);
         self
     }
 
     /// Check every field and make the policy.
     pub fn build(self) -> Result<Policy, PolicyError> {
-        self.check_timing(&[
-            ("retry.base_ms", Some(self.retry.base_ms)),
-            ("retry.cap_ms", Some(self.retry.cap_ms)),
-            ("run_timeout", self.run_timeout),
-        ])?;
+        check_timing(
+            &self.wait,
+            self.max_wait,
+            &[
+                ("retry.base_ms", Some(self.retry.base_ms)),
+                ("retry.cap_ms", Some(self.retry.cap_ms)),
+                ("run_timeout", self.run_timeout),
+            ],
+        )?;
         if self.max_batch == Some(0) {
             return Err(PolicyError::ZeroMaxBatch);
         }
@@ -189,28 +198,32 @@ impl PolicyConfig {
         }
         Ok(Policy(self))
     }
+}
 
-    /// lodash's part of the rules: `wait`, `max_wait` and `more` durations in
-    /// range, a valid adaptive wait, `max_wait` at least the longest wait.
-    pub(crate) fn check_timing(&self, more: &[(&'static str, Option<u64>)]) -> Result<(), PolicyError> {
-        let too_large = |field, value: Option<u64>| match value.filter(|v| *v > MAX_DURATION_MS) {
-            Some(value) => Err(PolicyError::TooLarge { field, value }),
-            None => Ok(()),
-        };
-        too_large("wait", Some(self.wait.longest()))?;
-        too_large("max_wait", self.max_wait)?;
-        for &(field, value) in more {
-            too_large(field, value)?;
+/// lodash's part of the rules: `wait`, `max_wait` and `more` durations in
+/// range, a valid adaptive wait, `max_wait` at least the longest wait.
+pub(crate) fn check_timing(
+    wait: &Wait,
+    max_wait: Option<u64>,
+    more: &[(&'static str, Option<u64>)],
+) -> Result<(), PolicyError> {
+    let too_large = |field, value: Option<u64>| match value.filter(|v| *v > MAX_DURATION_MS) {
+        Some(value) => Err(PolicyError::TooLarge { field, value }),
+        None => Ok(()),
+    };
+    too_large("wait", Some(wait.longest()))?;
+    too_large("max_wait", max_wait)?;
+    for &(field, value) in more {
+        too_large(field, value)?;
+    }
+    if let Wait::Auto(a) = wait {
+        check_auto(a)?;
+    }
+    match max_wait {
+        Some(max_wait) if max_wait < wait.longest() => {
+            Err(PolicyError::MaxWaitBelowWait { max_wait, wait: wait.longest() })
         }
-        if let Wait::Auto(a) = &self.wait {
-            check_auto(a)?;
-        }
-        match self.max_wait {
-            Some(max_wait) if max_wait < self.wait.longest() => {
-                Err(PolicyError::MaxWaitBelowWait { max_wait, wait: self.wait.longest() })
-            }
-            _ => Ok(()),
-        }
+        _ => Ok(()),
     }
 }
 

@@ -18,8 +18,9 @@ enum Op {
     Timeout(u64),
     Flush(u64),
     Cancel(u64),
-    /// Up to this many calls kept under the horizon, then handed in.
-    Kept(u64),
+    /// `n` calls kept under the horizon, then handed in, the last `offset`
+    /// ms (modulo the time left) after the last input.
+    Kept(u64, u64),
     /// A call stamped `dt` ms before the last input (a driver's two clocks disagree).
     Back(u64),
     /// The timer goes off `dt` ms after the last input, due or not (browsers fire early past 2^31 ms).
@@ -33,7 +34,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..40u64).prop_map(Op::Timeout),
         1 => (0..60u64).prop_map(Op::Flush),
         1 => (0..60u64).prop_map(Op::Cancel),
-        2 => (1..8u64).prop_map(Op::Kept),
+        2 => (1..8u64, 0..10_000u64).prop_map(|(n, offset)| Op::Kept(n, offset)),
         1 => (0..30u64).prop_map(Op::Back),
         1 => (0..30u64).prop_map(Op::Early),
     ]
@@ -129,7 +130,7 @@ proptest! {
                     full.handle_timeout(now);
                     lite.handle_timeout(now);
                 }
-                Op::Kept(n) => {
+                Op::Kept(n, offset) => {
                     let (Some(a), Some(b)) = (full.horizon(), lite.horizon()) else { continue };
                     prop_assert_eq!(a, b);
                     // A driver keeps calls on its side only before the horizon; a call
@@ -137,7 +138,8 @@ proptest! {
                     if now >= a.until {
                         continue;
                     }
-                    let at = now.max(a.until.saturating_sub(1));
+                    // Any time from now to just before the horizon.
+                    let at = now + offset % (a.until - now);
                     prop_assert_eq!(full.recorded(n, at).map(|x| x.seq), lite.recorded(n, at));
                     now = at;
                 }
@@ -179,4 +181,26 @@ fn lite_runs_a_burst_once_after_the_quiet_period() {
     let fired = lite.poll_action();
     assert!(matches!(fired, Some(LiteAction::Fire { last, reason: Reason::Quiet }) if last.0 == 2), "{fired:?}");
     assert!(!lite.pending());
+}
+
+/// Calls handed in as kept under the horizon when they were not are refused,
+/// and change nothing: with a 0 ms `max_wait` each would fire its own window,
+/// more actions than one input may leave.
+#[test]
+fn lite_refuses_kept_calls_past_the_horizon() {
+    let mut lite =
+        Lite::new(PolicyConfig { max_wait: Some(100), leading: true, ..PolicyConfig::debounce(100) }).unwrap();
+    assert_eq!(lite.recorded(3, 10), None, "no window open: no horizon");
+    assert_eq!(lite.event(0), lull_core::Seq(1));
+    assert!(matches!(lite.poll_action(), Some(LiteAction::Fire { reason: Reason::Leading, .. })));
+    let until = lite.horizon().map(|h| h.until);
+    assert_eq!(until, None, "the leading call fired: nothing open to add to");
+    assert_eq!(lite.event(20), lull_core::Seq(2));
+    let until = lite.horizon().expect("a window open").until;
+    assert_eq!(lite.recorded(5, until), None, "at the horizon");
+    assert_eq!((lite.poll_action(), lite.next_deadline()), (None, Some(100)), "nothing changed");
+    assert_eq!(lite.recorded(5, until - 1), Some(lull_core::Seq(7)));
+    assert_eq!(lite.poll_action(), None, "calls under the horizon only add to the window");
+    lite.handle_timeout(100);
+    assert!(matches!(lite.poll_action(), Some(LiteAction::Fire { last, .. }) if last.0 == 7));
 }

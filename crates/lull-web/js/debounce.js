@@ -1,23 +1,25 @@
 // `debounce` and `throttle`: lodash-compatible, synchronous callbacks.
 //
-// The hot path: a call before the engine's horizon (see `horizon` in
-// lull-web's `lite` module) only adds to the open window, so it stays here,
-// counted (`kept`), and is handed to the engine in one step before anything
-// else reaches it. Any other call crosses into wasm once, with the time; the
+// The hot path: a call before the engine's horizon (`read(h, HORIZON)`, see
+// lull-web's `steps::Read`) only adds to the open window, so it stays here,
+// counted (`kept`), and goes to the engine with the next `step`, ahead of that
+// step's own input. Any other call crosses into wasm once, with the time; the
 // engine decides, and the function runs when it fires. Each window runs with
 // its own last call's `this` and arguments.
 
-import { lite } from './lite.js';
+import { CANCEL, DEADLINE, EVENT, EVENT_IN_TURN, FLUSH, HORIZON, PENDING, TIMEOUT, lite } from './lite.js';
 import { get, lodashWait, timing, waitOf } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
 
-/** Hand the engine the calls kept under the horizon: every way into the engine starts here. */
-function caughtUp(s) {
-  if (s.kept > 0) {
-    s.e.recorded(s.h, s.kept, s.keptAt);
-    s.kept = 0;
-  }
-  return s.e;
+/**
+ * One input to the engine at `t`, a `step` kind; the calls kept under the
+ * horizon go with it, first: every way into the engine is here. Answers the
+ * call's seq for an event.
+ */
+function step(s, kind, t) {
+  const kept = s.kept;
+  s.kept = 0;
+  return s.e.step(s.h, kind, t, kept, s.keptAt);
 }
 
 /** The call being made becomes the latest of its window. */
@@ -60,8 +62,8 @@ function pump(s, incoming) {
       threw = true;
     }
   }
-  follow(s, e.deadline(s.h), onTimer);
-  s.until = e.horizon(s.h);
+  follow(s, e.read(s.h, DEADLINE), onTimer);
+  s.until = e.read(s.h, HORIZON);
   return threw;
 }
 
@@ -74,7 +76,7 @@ function take(s) {
 }
 
 function onTimer(s) {
-  caughtUp(s).timeout(s.h, performance.now());
+  step(s, TIMEOUT, performance.now());
   if (pump(s, -1)) reportLater(take(s));
 }
 
@@ -83,7 +85,7 @@ function flushOnHide(s) {
 }
 
 function flushNow(s) {
-  caughtUp(s).flush(s.h, now());
+  step(s, FLUSH, now());
   return pump(s, -1);
 }
 
@@ -92,7 +94,9 @@ function make(func, wait, options, leading, maxWait) {
   const e = lite();
   const policy = timing(wait, options, leading, true);
   if (maxWait !== undefined) policy[1] = maxWait;
-  const h = e.create(...policy); // lodash's timing is never refused
+  const h = e.create(...policy);
+  // lodash's timing is never refused; only memory can run out (`UNUSABLE`).
+  if (h < 0) throw new RangeError('lull: out of memory');
   const s = {
     e,
     h,
@@ -126,21 +130,21 @@ function make(func, wait, options, leading, maxWait) {
     const current = thisTurn();
     const sameTurn = s.turn === current;
     s.turn = current;
-    const seq = caughtUp(s).event(h, t, sameTurn ? 1 : 0);
+    const seq = step(s, sameTurn ? EVENT_IN_TURN : EVENT, t);
     const threw = pump(s, seq);
     accept(s);
     if (threw) throw take(s);
     return s.result;
   };
   debounced.cancel = () => {
-    caughtUp(s).cancel(h, now());
+    step(s, CANCEL, now());
     pump(s, -1);
   };
   debounced.flush = () => {
     if (flushNow(s)) throw take(s);
     return s.result;
   };
-  debounced.pending = () => e.pending(h) === 1;
+  debounced.pending = () => e.read(h, PENDING) === 1;
   return debounced;
 }
 

@@ -68,8 +68,12 @@ export function duration(options, key) {
   throw typeError('`' + key + '` must be a number of milliseconds from 0 to 9007199254740991');
 }
 
+/** What `create` answers when the engine cannot keep one more (out of memory). */
+const UNUSABLE = -99;
+
 /** A handle `create` gave, or the refusal it stands for, thrown. */
 export function created(handle) {
   if (handle >= 0) return handle;
+  if (handle === UNUSABLE) throw new RangeError('lull: out of memory');
   throw typeError(handle === -6 ? 'run_timeout must be at least 1 ms' : 'the policy was refused (rule ' + -handle + ')');
 }

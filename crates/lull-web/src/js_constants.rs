@@ -3,6 +3,8 @@
 //! rather than in a browser. Native only: wasm-bindgen-test's runner does
 //! not run plain `#[test]`s.
 
+use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use lull_core::{MAX_DURATION_MS, PolicyError};
@@ -30,6 +32,18 @@ fn constants<'a>(file: &str, js: &'a str) -> Vec<(&'a str, i64)> {
         .collect()
 }
 
+/// `DeadLettered` → `DEAD_LETTERED`.
+fn screaming(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
 /// Every refusal `create` can answer, one per rule.
 fn policy_errors() -> [PolicyError; 10] {
     [
@@ -50,9 +64,10 @@ fn policy_errors() -> [PolicyError; 10] {
 fn the_drivers_constants_are_the_engines() {
     #[cfg(not(feature = "lite"))]
     engine_js_kinds();
+    lite_js_steps();
 
-    // options.js: its duration limit is the engine's.
-    let pinned = [("MAX_MS", MAX_DURATION_MS as i64)];
+    // options.js: its duration limit and out-of-memory answer are the engine's.
+    let pinned = [("MAX_MS", MAX_DURATION_MS as i64), ("UNUSABLE", i64::from(policy::UNUSABLE))];
     let options = constants("options.js", OPTIONS_JS);
     assert!(!options.is_empty(), "options.js: no constants found (has their form changed?)");
     for (name, value) in options {
@@ -83,22 +98,7 @@ fn the_drivers_constants_are_the_engines() {
 /// engine.js: what `keyed_poll` answers, named as [`Kind`](crate::actions::Kind) is.
 #[cfg(not(feature = "lite"))]
 fn engine_js_kinds() {
-    use alloc::format;
-    use alloc::string::String;
-
     use crate::actions::Kind;
-
-    /// `DeadLettered` → `DEAD_LETTERED`.
-    fn screaming(camel: &str) -> String {
-        let mut out = String::new();
-        for (i, c) in camel.chars().enumerate() {
-            if c.is_ascii_uppercase() && i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_uppercase());
-        }
-        out
-    }
 
     let kinds =
         [Kind::None, Kind::Fire, Kind::Dropped, Kind::DeadLettered, Kind::RetryScheduled, Kind::TimedOut, Kind::Queued];
@@ -123,4 +123,32 @@ fn engine_js_kinds() {
     }
     // The drivers' poll loops stop at a literal 0.
     assert_eq!(Kind::None as u32, 0);
+}
+
+/// lite.js: what `step` does and what `read` answers, named as
+/// [`Step`](crate::steps::Step) and [`Read`](crate::steps::Read) are; each one named.
+fn lite_js_steps() {
+    use crate::steps::{Read, Step};
+
+    let numbers: Vec<(String, u32)> = Step::ALL
+        .iter()
+        .map(|s| (screaming(&format!("{s:?}")), *s as u32))
+        .chain(Read::ALL.iter().map(|r| (screaming(&format!("{r:?}")), *r as u32)))
+        .collect();
+    let lite = constants("lite.js", include_str!("../js/lite.js"));
+    for (name, value) in &lite {
+        let (_, rust) =
+            numbers.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("lite.js: {name} names no Step or Read"));
+        assert_eq!(*value, i64::from(*rust), "lite.js: {name}");
+    }
+    for (name, _) in &numbers {
+        assert!(lite.iter().any(|(n, _)| n == name), "lite.js: {name} is missing");
+    }
+    for step in Step::ALL {
+        assert_eq!(Step::from_u32(step as u32), Some(step));
+    }
+    for read in Read::ALL {
+        assert_eq!(Read::from_u32(read as u32), Some(read));
+    }
+    assert_eq!((Step::from_u32(5), Read::from_u32(3)), (None, None));
 }

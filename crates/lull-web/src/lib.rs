@@ -12,10 +12,12 @@
 //! How to drive an engine (the quinn-proto shape):
 //! 1. [`lite::create`] (or [`full::keyed_create`]) takes the policy as a few
 //!    numbers and returns a handle, or a negative [`policy::refusal`] code;
-//! 2. feed it inputs (`event`, `timeout`, `flush`, `cancel`, run outcomes);
+//! 2. feed it inputs (the lite engine's `step`, a [`steps::Step`]; the full
+//!    one's `keyed_event`, `keyed_timeout`, …, run outcomes);
 //! 3. drain `poll` (the lite engine answers the window's last call, signed;
 //!    the full one an `actions::Kind`, its fields read with `action_*`), then
-//!    arm one timer at `deadline`; `free` the handle when its owner goes.
+//!    arm one timer at the deadline (the lite engine's `read`, a
+//!    [`steps::Read`]); `free` the handle when its owner goes.
 //!
 //! Guarantees: a bad handle is ignored (answers `-1`/`0`), never a trap; the
 //! module keeps no state besides the engines it was asked for ([`live`]) and
@@ -41,6 +43,9 @@ pub mod full;
 #[cfg(feature = "lite")]
 pub mod lite;
 pub mod policy;
+#[cfg(any(all(feature = "module", feature = "lite", target_arch = "wasm32"), test))]
+mod slab;
+pub mod steps;
 mod table;
 mod time;
 
@@ -71,14 +76,34 @@ exports! {
     }
 }
 
-/// The shipped module's allocator: small (the engine allocates little and rarely).
-#[cfg(all(feature = "module", target_arch = "wasm32"))]
+/// The shipped full module's allocator: small (the engine allocates little and rarely).
+#[cfg(all(feature = "module", not(feature = "lite"), target_arch = "wasm32"))]
 #[global_allocator]
 #[allow(unsafe_code)] // `AssumeSingleThreaded::new`: see SAFETY
 // SAFETY: the module is built for wasm32 without the `atomics` feature (checked
 // below): one thread, so the allocator is never entered twice at once.
 static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator> =
     unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) };
+
+/// The shipped lite module's allocator: none. The lite engine allocates
+/// nothing (its table has pages of its own: [`slab`]), and a request would
+/// be refused (a trap), so nothing can take the pages the table grows into.
+#[cfg(all(feature = "module", feature = "lite", target_arch = "wasm32"))]
+#[global_allocator]
+static ALLOCATOR: NoHeap = NoHeap;
+
+#[cfg(all(feature = "module", feature = "lite", target_arch = "wasm32"))]
+struct NoHeap;
+
+// SAFETY: refusing every request (a null pointer) is always sound.
+#[cfg(all(feature = "module", feature = "lite", target_arch = "wasm32"))]
+#[allow(unsafe_code)]
+unsafe impl core::alloc::GlobalAlloc for NoHeap {
+    unsafe fn alloc(&self, _: core::alloc::Layout) -> *mut u8 {
+        core::ptr::null_mut()
+    }
+    unsafe fn dealloc(&self, _: *mut u8, _: core::alloc::Layout) {}
+}
 
 #[cfg(all(feature = "module", target_feature = "atomics"))]
 compile_error!("the shipped module assumes one thread: build it without the `atomics` target feature");

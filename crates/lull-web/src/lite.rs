@@ -2,12 +2,15 @@
 //! timing alone, runs ending as they start), for `debounce` and `throttle`.
 //!
 //! Every export takes the handle `create` gave first; times are
-//! `performance.now()` milliseconds.
+//! `performance.now()` milliseconds. Three calls drive an engine: [`step`]
+//! (one input, with the calls the driver kept), [`poll`] until 0, then
+//! [`read`] its deadline and horizon: few crossings, and few exports to ship.
 
 use lull_core::{Lite, LiteAction};
 
+use crate::steps::{Read, Step};
 use crate::table::Table;
-use crate::time::{ms, opt};
+use crate::time::{ms, opt, opt_ms};
 use crate::{exports, policy};
 
 /// The engines.
@@ -22,11 +25,14 @@ fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Lite) -> R) -> R {
 }
 
 exports! {
-    /// A new engine: lodash's timing (see [`policy::timing`]); each run
-    /// ends as it starts (the function returns before anything else happens).
-    /// Its handle, or a negative [`policy::refusal`] code.
+    /// A new engine: lodash's timing (`wait` in ms, negative for `"auto"`;
+    /// `max_wait` in ms, negative for none, raised to the longest wait as
+    /// lodash does; the edges that fire); each run ends as it starts (the
+    /// function returns before anything else happens). Its handle, or a
+    /// negative [`policy::refusal`] code.
     pub fn create(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
-        match Lite::new(policy::timing(wait, max_wait, leading, trailing)) {
+        let wait = policy::lodash_wait(wait);
+        match Lite::timing(wait, wait.raise_max_wait(opt_ms(max_wait)), leading != 0, trailing != 0) {
             Ok(engine) => ENGINES.add(engine).map_or(policy::UNUSABLE, |h| h as i32),
             Err(e) => policy::refusal(&e),
         }
@@ -37,52 +43,34 @@ exports! {
         ENGINES.free(h)
     }
 
-    /// One event at `now`: its seq. `same_turn`: the event loop has not been
-    /// free since the previous event (a synchronous loop), so deadlines that
-    /// passed meanwhile wait for the timer, as in lodash.
-    pub fn event(h: u32, now: f64, same_turn: u32) -> f64 {
+    /// Hand in the `kept` calls the driver kept before the horizon (the last
+    /// at `kept_at`; 0 for none), then take [`Step`] `kind` at `now`. A
+    /// call's seq for the two event steps, else 0; -1 for a bad handle or
+    /// kind, or kept calls that were not under the horizon (then nothing changes).
+    pub fn step(h: u32, kind: u32, now: f64, kept: f64, kept_at: f64) -> f64 {
+        let Some(kind) = Step::from_u32(kind) else { return -1.0 };
         with(h, -1.0, |e| {
-            let seq = if same_turn != 0 { e.event_in_turn(ms(now)) } else { e.event(ms(now)) };
-            seq.0 as f64
+            if kept >= 1.0 && e.recorded(ms(kept), ms(kept_at)).is_none() {
+                return -1.0;
+            }
+            let now = ms(now);
+            match kind {
+                Step::Event => e.event(now).0 as f64,
+                Step::EventInTurn => e.event_in_turn(now).0 as f64,
+                Step::Timeout => {
+                    e.handle_timeout(now);
+                    0.0
+                }
+                Step::Flush => {
+                    e.flush(now);
+                    0.0
+                }
+                Step::Cancel => {
+                    e.cancel(now);
+                    0.0
+                }
+            }
         })
-    }
-
-    /// `count` events the driver kept before the horizon, the last at `last`.
-    pub fn recorded(h: u32, count: f64, last: f64) {
-        with(h, (), |e| {
-            e.recorded(ms(count), ms(last));
-        })
-    }
-
-    /// Until when (exclusive) calls only add to the open window, or -1: the
-    /// driver may keep any number of them and hand them in with `recorded`.
-    pub fn horizon(h: u32) -> f64 {
-        with(h, -1.0, |e| opt(e.horizon().map(|h| h.until)))
-    }
-
-    /// The timer went off at `now`.
-    pub fn timeout(h: u32, now: f64) {
-        with(h, (), |e| e.handle_timeout(ms(now)))
-    }
-
-    /// Fire the open window now.
-    pub fn flush(h: u32, now: f64) {
-        with(h, (), |e| e.flush(ms(now)))
-    }
-
-    /// Drop the open window, overdue or not (lodash's `cancel`).
-    pub fn cancel(h: u32, now: f64) {
-        with(h, (), |e| e.cancel(ms(now)))
-    }
-
-    /// When the one timer must go off next, or -1 for none.
-    pub fn deadline(h: u32) -> f64 {
-        with(h, -1.0, |e| opt(e.next_deadline()))
-    }
-
-    /// lodash's `pending()`: a timer armed or a window waiting (1 or 0).
-    pub fn pending(h: u32) -> u32 {
-        with(h, 0, |e| e.pending() as u32)
     }
 
     /// The next action, as the window's last call (its seq): positive to run
@@ -94,5 +82,15 @@ exports! {
             Some(LiteAction::Dropped { last, .. }) => -(last.0 as f64),
             None => 0.0,
         }
+    }
+
+    /// The [`Read`] `what` of the engine; -1 for a bad handle or `what`.
+    pub fn read(h: u32, what: u32) -> f64 {
+        let Some(what) = Read::from_u32(what) else { return -1.0 };
+        with(h, -1.0, |e| match what {
+            Read::Deadline => opt(e.next_deadline()),
+            Read::Horizon => opt(e.horizon().map(|h| h.until)),
+            Read::Pending => f64::from(u8::from(e.pending())),
+        })
     }
 }

@@ -366,6 +366,32 @@ async fn idle_debouncers_are_freed_when_unreachable() {
     assert_eq!(lull::live_objects(), before, "every state (timer closure, listeners) was freed");
 }
 
+/// The lite engine's table grows a page at a time (about 200 engines a
+/// page): a thousand debouncers alive at once span several, each keeps its
+/// own window, and once they are freed the next thousand reuse their slots.
+#[wasm_bindgen_test]
+async fn a_thousand_debouncers_at_once_each_run_their_own_window() {
+    collect_garbage().await;
+    let before = lull::live_objects();
+    for round in 0..2 {
+        let r = recorder();
+        let debouncers: Vec<_> = (0..1000).map(|_| debounce(&r, 5, JsValue::UNDEFINED)).collect();
+        for (i, d) in debouncers.iter().enumerate() {
+            call(d, &[(i as u32).into()]);
+            call(d, &[(round * 1000 + i as u32).into()]);
+        }
+        assert_eq!(lull::live_objects(), before + 1000, "round {round}");
+        until("all 1000 to run", || r.count() == 1000).await;
+        let mut firsts = r.firsts();
+        firsts.sort_by(f64::total_cmp);
+        let expected: Vec<f64> = (0..1000).map(|i| f64::from(round * 1000 + i)).collect();
+        assert_eq!(firsts, expected, "round {round}: each ran once, with its own last call");
+        drop(debouncers);
+        collect_garbage().await;
+        assert_eq!(lull::live_objects(), before, "round {round}: all freed");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn flush_on_hide_runs_pending_work_when_the_page_hides() {
     let r = recorder();

@@ -19,25 +19,27 @@ use crate::cmd;
 /// bytes (in hex) replace in the JS file that instantiates it.
 struct Build {
     features: &'static str,
+    /// The cargo profile it is built with.
+    profile: &'static str,
     file: &'static str,
     marker: &'static str,
 }
 
 const ENGINES: [Build; 2] = [
-    Build { features: ENGINE_FEATURES[0], file: "lite.js", marker: "@LITE_WASM@" },
-    Build { features: ENGINE_FEATURES[1], file: "full.js", marker: "@FULL_WASM@" },
+    Build { features: ENGINE_BUILDS[0].0, profile: ENGINE_BUILDS[0].1, file: "lite.js", marker: "@LITE_WASM@" },
+    Build { features: ENGINE_BUILDS[1].0, profile: ENGINE_BUILDS[1].1, file: "full.js", marker: "@FULL_WASM@" },
 ];
 
-/// lull-web's cargo features for each engine (lite, full), as shipped: the
-/// `lints-engines` suite lints the same builds.
-pub const ENGINE_FEATURES: [&str; 2] = ["module,lite", "module,full"];
+/// lull-web's cargo features and profile for each engine (lite, full), as
+/// shipped: the `lints-engines` suite lints the same builds.
+pub const ENGINE_BUILDS: [(&str, &str); 2] = [("module,lite", "wasm-lite"), ("module,full", "wasm-module")];
 
 /// Build one engine; its bytes after `wasm-opt -Oz`.
 fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {
     let mut cargo = cmd::cargo(&["build", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
-    cargo.args(["--profile", "wasm-module", "--features", build.features]);
+    cargo.args(["--profile", build.profile, "--features", build.features]);
     cmd::run(&format!("engine ({})", build.features), root, &mut cargo)?;
-    let linked = root.join("target/wasm32-unknown-unknown/wasm-module/lull_web.wasm");
+    let linked = root.join(format!("target/wasm32-unknown-unknown/{}/lull_web.wasm", build.profile));
     let bytes = std::fs::read(&linked).map_err(|e| format!("{}: {e}", linked.display()))?;
     let built = root.join(format!("target/npm/{}.linked.wasm", build.file.trim_end_matches(".js")));
     std::fs::write(&built, without_linker_exports(&bytes)?).map_err(|e| format!("{}: {e}", built.display()))?;

@@ -107,9 +107,9 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             id: "lints-engines",
             name: "lints (wasm32, lull-web's two engines as shipped)",
             run: Box::new(move || {
-                for features in crate::package::ENGINE_FEATURES {
+                for (features, profile) in crate::package::ENGINE_BUILDS {
                     let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
-                    lints.args(["--profile", "wasm-module", "--features", features, "--", "-D", "warnings"]);
+                    lints.args(["--profile", profile, "--features", features, "--", "-D", "warnings"]);
                     run("lints (engine)", root, &mut lints)?;
                 }
                 Ok(())
