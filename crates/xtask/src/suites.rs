@@ -23,12 +23,23 @@ fn browser_tests(root: &Path) -> Command {
 /// `vue`): the built package installed there; Vitest over it (jsdom, fake
 /// timers, `lockstep` with the framework's usual peer, server rendering);
 /// then its `useSearch` page built by Vite and typed into in Chromium.
-fn adapter(root: &Path, tools: &Tools, package: &Path, name: &str, lockstep: &str) -> Result<(), String> {
+fn adapter(
+    root: &Path,
+    tools: &Tools,
+    package: &Path,
+    name: &str,
+    lockstep: &str,
+    peers: &[(&str, &str)],
+) -> Result<(), String> {
     let dir = root.join("tests/web").join(name);
     crate::package::install(package, &dir)?;
-    let mut vitest = Command::new(&tools.node22);
-    vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
-    run(&format!("lull-web/{name} (Vitest: {lockstep}, server rendering)"), root, &mut vitest)?;
+    // The default config (the newest peer), then each `(config, peer)` in `peers`.
+    for (config, peer) in [("vitest.config.mjs", "")].iter().chain(peers) {
+        let mut vitest = Command::new(&tools.node22);
+        vitest.arg(root.join("tests/web/node_modules/vitest/vitest.mjs")).args(["run", "--root"]).arg(&dir);
+        vitest.args(["--config", config]);
+        run(&format!("lull-web/{name} (Vitest: {lockstep}, server rendering{peer})"), root, &mut vitest)?;
+    }
     let mut page = Command::new(&tools.node22);
     page.arg(dir.join("page.mjs")).arg(root.join("target"));
     run(&format!("lull-web/{name} (useSearch in a Vite page, Chromium)"), root, &mut page)
@@ -173,10 +184,11 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         },
         Suite {
             id: "react",
-            name: "lull-web/react (Vitest, jsdom, use-debounce; Chromium)",
+            name: "lull-web/react (Vitest, jsdom, use-debounce, React 19 and 18; Chromium)",
             run: Box::new(move || {
                 let package = built(&for_react)?.with_file_name("lull-web");
-                adapter(root, tools, &package, "react", "lockstep with use-debounce")
+                let react18 = [("vitest.react18.config.mjs", "; on React 18")];
+                adapter(root, tools, &package, "react", "lockstep with use-debounce", &react18)
             }),
         },
         Suite {
@@ -184,7 +196,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             name: "lull-web/vue (Vitest, jsdom, @vueuse/core; Chromium)",
             run: Box::new(move || {
                 let package = built(&for_vue)?.with_file_name("lull-web");
-                adapter(root, tools, &package, "vue", "lockstep with @vueuse/core")
+                adapter(root, tools, &package, "vue", "lockstep with @vueuse/core", &[])
             }),
         },
         Suite {

@@ -3,5 +3,6 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
-  test: { include: ['*.test.mjs'], environment: 'jsdom', testTimeout: 60_000 },
+  // LULL_REACT: the React major the tests must find (vitest.react18.config.mjs: 18).
+  test: { include: ['*.test.mjs'], environment: 'jsdom', testTimeout: 60_000, env: { LULL_REACT: '19' } },
 });
