@@ -30,7 +30,7 @@ use worker::web_sys::WorkerGlobalScope;
 use worker::{Context, Env, Headers, Response, console_log};
 
 use super::http::now_ms;
-use super::router::forward;
+use super::router::{forward, read_answer};
 use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::ApiError;
 use crate::http::batch::{self, KeyAnswer};
@@ -218,7 +218,5 @@ impl Sender {
 
 /// The object's answer to `call`: status, JSON text and `Retry-After`.
 async fn reply(env: &Env, call: KeyCall) -> Result<(u16, String, Option<String>), ApiError> {
-    let mut res = forward(env, call).await?;
-    let retry_after = res.headers().get("retry-after")?;
-    Ok((res.status_code(), res.text().await?, retry_after))
+    read_answer(forward(env, call).await?).await
 }
