@@ -161,7 +161,7 @@ export function asyncCallback(read, publish) {
 }
 
 /** The settings of `bindSearch` that a new binding applies. */
-const SEARCH_SETTINGS = ['wait', 'maxWait', 'minLength', 'cache'];
+export const SEARCH_SETTINGS = ['wait', 'maxWait', 'minLength', 'cache'];
 
 /**
  * `bindSearch` for a component: `read()` gives the latest options (`value(o,
@@ -246,9 +246,9 @@ export function edgeClient(read) {
     const key = settings();
     if (h.client === undefined || !same(h.key, key)) {
       h.client?.close();
-      const { url, token, retries } = read();
+      const [url, token, retries] = key;
       const fetch = (...args) => (read().fetch ?? globalThis.fetch)(...args);
-      h.client = edge({ url, token: typeof token === 'function' ? mint : token, retries, fetch });
+      h.client = edge({ url, token, retries, fetch });
       h.key = key;
     }
     return h.client;

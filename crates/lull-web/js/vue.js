@@ -12,7 +12,7 @@
 // the React hooks' (adapter.js): one behaviour, two frameworks.
 
 import { getCurrentScope, isRef, onScopeDispose, shallowReadonly, shallowRef, toValue, unref, watch } from 'vue';
-import { asyncCallback, edgeClient, needEdgeOptions, needFunction, needOptions, needWait, searchBox, timedCallback } from './adapter.js';
+import { SEARCH_SETTINGS, asyncCallback, edgeClient, needEdgeOptions, needFunction, needOptions, needWait, searchBox, timedCallback } from './adapter.js';
 import { debounce, throttle } from './debounce.js';
 import { get } from './options.js';
 
@@ -43,14 +43,27 @@ function reader(fn, wait, options, auto) {
   return read;
 }
 
-/** What `useDebouncedFn` and `useThrottledFn` share; `make(fn, wait, options)` is lull-web's driver. */
-function timed(make, fn, wait, options, auto) {
-  const read = reader(fn, wait, options, auto);
-  const h = timedCallback(make, read);
+/** End controller `h` with the scope: later calls are ignored; what waits is dropped (or run, with `flushOnUnmount`). */
+function endWithScope(h, options) {
   onDispose(() => {
     h.gone = true;
     h.end(get(resolved(options), 'flushOnUnmount'));
   });
+}
+
+/** Readonly refs holding `initial`'s fields, and the `publish(change)` that sets them. */
+function published(initial) {
+  const state = Object.fromEntries(Object.entries(initial).map(([k, v]) => [k, shallowRef(v)]));
+  const publish = (change) => {
+    for (const k of Object.keys(change)) state[k].value = change[k];
+  };
+  return { refs: Object.fromEntries(Object.entries(state).map(([k, r]) => [k, shallowReadonly(r)])), publish };
+}
+
+/** What `useDebouncedFn` and `useThrottledFn` share; `make(fn, wait, options)` is lull-web's driver. */
+function timed(make, fn, wait, options, auto) {
+  const h = timedCallback(make, reader(fn, wait, options, auto));
+  endWithScope(h, options);
   return h.debounced;
 }
 
@@ -103,17 +116,10 @@ export function useDebouncedRef(source, wait, options) {
  * what waits runs instead); later calls reject.
  */
 export function useDebouncedAsync(fn, wait, options) {
-  const read = reader(fn, wait, options, true);
-  const state = { data: shallowRef(undefined), error: shallowRef(undefined), pending: shallowRef(false) };
-  const h = asyncCallback(read, (change) => {
-    for (const k of Object.keys(change)) state[k].value = change[k];
-  });
-  onDispose(() => {
-    h.gone = true;
-    h.end(get(resolved(options), 'flushOnUnmount'));
-  });
-  const { data, error, pending } = state;
-  return { run: h.run, data: shallowReadonly(data), error: shallowReadonly(error), pending: shallowReadonly(pending), flush: h.flush, cancel: h.cancel };
+  const { refs, publish } = published({ data: undefined, error: undefined, pending: false });
+  const h = asyncCallback(reader(fn, wait, options, true), publish);
+  endWithScope(h, options);
+  return { run: h.run, ...refs, flush: h.flush, cancel: h.cancel };
 }
 
 /**
@@ -139,28 +145,17 @@ export function useSearch(options) {
     return o;
   };
   read();
-  const state = { query: shallowRef(''), results: shallowRef(undefined), error: shallowRef(undefined), pending: shallowRef(false) };
-  const h = searchBox(read, (change) => {
-    for (const k of Object.keys(change)) state[k].value = change[k];
-  });
+  const { refs, publish } = published({ query: '', results: undefined, error: undefined, pending: false });
+  const h = searchBox(read, publish);
   const input = shallowRef(null);
   // `sync`: bound as soon as Vue sets the template ref, unbound as soon as it clears it.
   watch(input, (element) => h.ref(element ?? null), { flush: 'sync' });
   watch(
-    () => ['wait', 'maxWait', 'minLength', 'cache'].map((k) => read()[k]),
+    () => SEARCH_SETTINGS.map((k) => read()[k]),
     () => h.rebindIfChanged(),
   );
   onDispose(() => h.ref(null));
-  const { query, results, error, pending } = state;
-  return {
-    ref: input,
-    query: shallowReadonly(query),
-    results: shallowReadonly(results),
-    error: shallowReadonly(error),
-    pending: shallowReadonly(pending),
-    flush: h.flush,
-    cancel: h.cancel,
-  };
+  return { ref: input, ...refs, flush: h.flush, cancel: h.cancel };
 }
 
 /**
