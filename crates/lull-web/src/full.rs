@@ -42,7 +42,7 @@ exports! {
         let config = PolicyConfig {
             overlap: if supersede != 0 { Overlap::Supersede } else { Overlap::Queue },
             run_timeout: opt_ms(timeout),
-            ..policy::timing(wait, max_wait, leading, trailing)
+            ..policy::timing(wait, max_wait, leading, trailing).policy()
         };
         // The seed is the driver's `Math.random() * 2^53`, for the retry jitter.
         match config.build() {

@@ -10,7 +10,7 @@ use lull_core::{Lite, LiteAction};
 
 use crate::steps::{Read, Step};
 use crate::table::Table;
-use crate::time::{ms, opt, opt_ms};
+use crate::time::{ms, opt};
 use crate::{exports, policy};
 
 /// The engines.
@@ -25,14 +25,12 @@ fn with<R>(h: u32, absent: R, f: impl FnOnce(&mut Lite) -> R) -> R {
 }
 
 exports! {
-    /// A new engine: lodash's timing (`wait` in ms, negative for `"auto"`;
-    /// `max_wait` in ms, negative for none, raised to the longest wait as
-    /// lodash does; the edges that fire); each run ends as it starts (the
-    /// function returns before anything else happens). Its handle, or a
-    /// negative [`policy::refusal`] code.
+    /// A new engine: lodash's timing (see [`policy::timing`]); each run
+    /// ends as it starts (the function returns before anything else happens).
+    /// Its handle, or a negative [`policy::refusal`] code.
     pub fn create(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> i32 {
-        let wait = policy::lodash_wait(wait);
-        match Lite::timing(wait, wait.raise_max_wait(opt_ms(max_wait)), leading != 0, trailing != 0) {
+        let t = policy::timing(wait, max_wait, leading, trailing);
+        match Lite::timing(t.wait, t.max_wait, t.leading, t.trailing) {
             Ok(engine) => ENGINES.add(engine).map_or(policy::UNUSABLE, |h| h as i32),
             Err(e) => policy::refusal(&e),
         }

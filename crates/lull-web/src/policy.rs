@@ -6,28 +6,35 @@
 use lull_core::PolicyConfig;
 use lull_core::{Adaptive, PolicyError, Wait};
 
-use crate::time::ms;
-#[cfg(not(feature = "lite"))]
-use crate::time::opt_ms;
+use crate::time::{ms, opt_ms};
 
-/// lodash's timing: `wait` in ms (negative: `"auto"`, learned from the gaps),
-/// `max_wait` in ms (negative: none; raised to the longest wait, as lodash
-/// does), and the edges that fire.
-#[cfg(not(feature = "lite"))]
-pub(crate) fn timing(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> PolicyConfig {
-    let wait = lodash_wait(wait);
-    PolicyConfig {
-        max_wait: wait.raise_max_wait(opt_ms(max_wait)),
-        wait,
-        leading: leading != 0,
-        trailing: trailing != 0,
-        ..PolicyConfig::debounce(0)
-    }
+/// lodash's timing as both engines' `create` read it, the one place its
+/// numbers are decoded.
+pub(crate) struct Timing {
+    /// Fixed, or `"auto"` (learned from the gaps).
+    pub(crate) wait: Wait,
+    /// Raised to the longest wait, as lodash does.
+    pub(crate) max_wait: Option<u64>,
+    /// Fire on a burst's first call.
+    pub(crate) leading: bool,
+    /// Fire at a burst's end.
+    pub(crate) trailing: bool,
 }
 
-/// `wait` in ms, or `"auto"` (negative): learned from the gaps.
-pub(crate) fn lodash_wait(wait: f64) -> Wait {
-    if wait < 0.0 { Wait::Auto(Adaptive::default()) } else { Wait::Fixed(ms(wait)) }
+/// lodash's timing from its numbers: `wait` in ms (negative: `"auto"`),
+/// `max_wait` in ms (negative: none), and the edges that fire (non-zero: yes).
+pub(crate) fn timing(wait: f64, max_wait: f64, leading: u32, trailing: u32) -> Timing {
+    let wait = if wait < 0.0 { Wait::Auto(Adaptive::default()) } else { Wait::Fixed(ms(wait)) };
+    Timing { max_wait: wait.raise_max_wait(opt_ms(max_wait)), wait, leading: leading != 0, trailing: trailing != 0 }
+}
+
+#[cfg(not(feature = "lite"))]
+impl Timing {
+    /// As a policy of the full engine: a trailing debounce with this timing.
+    pub(crate) fn policy(self) -> PolicyConfig {
+        let Timing { wait, max_wait, leading, trailing } = self;
+        PolicyConfig { wait, max_wait, leading, trailing, ..PolicyConfig::debounce(0) }
+    }
 }
 
 /// What `create` answers when it cannot keep one more engine: out of memory,
