@@ -15,24 +15,23 @@ use std::process::Command;
 
 use crate::cmd;
 
-/// An engine: the cargo features it is built with, and the marker its
-/// bytes (in hex) replace in the JS file that instantiates it.
-struct Build {
-    features: &'static str,
-    /// The cargo profile it is built with.
-    profile: &'static str,
+/// An engine: the cargo features and profile it is built with, and the
+/// marker its bytes (in hex) replace in the JS file that instantiates it.
+pub struct Build {
+    /// lull-web's cargo features.
+    pub features: &'static str,
+    /// The cargo profile.
+    pub profile: &'static str,
     file: &'static str,
     marker: &'static str,
 }
 
-const ENGINES: [Build; 2] = [
-    Build { features: ENGINE_BUILDS[0].0, profile: ENGINE_BUILDS[0].1, file: "lite.js", marker: "@LITE_WASM@" },
-    Build { features: ENGINE_BUILDS[1].0, profile: ENGINE_BUILDS[1].1, file: "full.js", marker: "@FULL_WASM@" },
+/// lull-web's two engines (lite, full), as shipped: the `lints-engines` suite
+/// lints the same builds.
+pub const ENGINES: [Build; 2] = [
+    Build { features: "module,lite", profile: "wasm-lite", file: "lite.js", marker: "@LITE_WASM@" },
+    Build { features: "module,full", profile: "wasm-module", file: "full.js", marker: "@FULL_WASM@" },
 ];
-
-/// lull-web's cargo features and profile for each engine (lite, full), as
-/// shipped: the `lints-engines` suite lints the same builds.
-pub const ENGINE_BUILDS: [(&str, &str); 2] = [("module,lite", "wasm-lite"), ("module,full", "wasm-module")];
 
 /// Build one engine; its bytes after `wasm-opt -Oz`.
 fn engine(root: &Path, build: &Build, path: &str) -> Result<Vec<u8>, String> {

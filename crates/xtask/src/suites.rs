@@ -118,9 +118,9 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             id: "lints-engines",
             name: "lints (wasm32, lull-web's two engines as shipped)",
             run: Box::new(move || {
-                for (features, profile) in crate::package::ENGINE_BUILDS {
+                for engine in &crate::package::ENGINES {
                     let mut lints = cargo(&["clippy", "-p", "lull-web", "--target", "wasm32-unknown-unknown"]);
-                    lints.args(["--profile", profile, "--features", features, "--", "-D", "warnings"]);
+                    lints.args(["--profile", engine.profile, "--features", engine.features, "--", "-D", "warnings"]);
                     run("lints (engine)", root, &mut lints)?;
                 }
                 Ok(())
