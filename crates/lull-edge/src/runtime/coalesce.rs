@@ -30,7 +30,7 @@ use worker::web_sys::WorkerGlobalScope;
 use worker::{Context, Env, Headers, Response, console_log};
 
 use super::http::now_ms;
-use super::router::{forward, read_answer};
+use super::router::ask;
 use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::ApiError;
 use crate::http::batch::{self, KeyAnswer};
@@ -111,7 +111,7 @@ async fn carry(
     let own = |key, member: Member<Rc<Slot>>| {
         let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
         async move {
-            let (status, body, retry_after) = reply(env, call).await?;
+            let (status, body, retry_after) = ask(env, call).await?;
             Ok(Answer { status, body, retry_after })
         }
     };
@@ -198,7 +198,7 @@ impl Sender {
         let request = request(&shapes, events);
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
-        let (answers, status) = match reply(&self.env, call).await {
+        let (answers, status) = match ask(&self.env, call).await {
             Ok((status, body, retry_after)) => (share(&shapes, status, &body, retry_after.as_deref()), Some(status)),
             Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };
@@ -214,9 +214,4 @@ impl Sender {
             *slot.answer.borrow_mut() = Some(answer);
         }
     }
-}
-
-/// The object's answer to `call`: status, JSON text and `Retry-After`.
-async fn reply(env: &Env, call: KeyCall) -> Result<(u16, String, Option<String>), ApiError> {
-    read_answer(forward(env, call).await?).await
 }

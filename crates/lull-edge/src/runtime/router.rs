@@ -247,26 +247,13 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let res = forward(env, call).await.map_err(|e| batch::key_failed(&e))?;
-    let (status, body, _) = read_answer(res).await.map_err(|e| batch::key_failed(&e))?;
+    let (status, body, _) = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
     batch::read_key_answer(status, &body)
 }
 
-/// The object's answer, read: status, JSON text and `Retry-After`. The body
-/// is read by the runtime in one call (`Response.text()`), not chunk by chunk
-/// through a stream reader driven from wasm, which allocates a promise, a
-/// buffer and a copy per chunk: on a hot key that garbage was a large part
-/// of what the isolate collects.
-pub(crate) async fn read_answer(res: Response) -> Result<(u16, String, Option<String>), ApiError> {
-    let status = res.status_code();
-    let retry_after = res.headers().get("retry-after")?;
-    let raw: web_sys::Response = res.into();
-    let text = raw.text().map_err(|e| ApiError::Internal(format!("the object's answer: {e:?}")))?;
-    let text = worker::wasm_bindgen_futures::JsFuture::from(text)
-        .await
-        .map_err(|e| ApiError::Internal(format!("the object's answer: {e:?}")))?;
-    let text = text.as_string().ok_or_else(|| ApiError::Internal("the object's answer is not text".into()))?;
-    Ok((status, text, retry_after))
+/// Hand `call` to its key's object and read its answer ([`http::answer`]).
+pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<(u16, String, Option<String>), ApiError> {
+    http::answer(forward(env, call).await?).await
 }
 
 /// Hand `call` to its key's object: the call in one header, an event's JSON as the body.

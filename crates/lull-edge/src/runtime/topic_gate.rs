@@ -347,8 +347,9 @@ impl GateClient<'_> {
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
-        let mut res = stub.fetch_with_request(Request::new_with_init("https://gate/", &init)?).await?;
-        Ok((res.status_code(), res.text().await?))
+        let res = stub.fetch_with_request(Request::new_with_init("https://gate/", &init)?).await?;
+        let (status, text, _) = http::answer(res).await?;
+        Ok((status, text))
     }
 }
 
