@@ -8,6 +8,7 @@ import { StrictMode, createElement as h, useEffect, useState, version } from 're
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { liveObjects } from 'lull-web';
 import { useDebouncedAsync, useDebouncedCallback, useDebouncedValue, useEdge, useSearch, useThrottledCallback } from 'lull-web/react';
+import { edgeServer } from '../edge-fake.mjs';
 
 beforeEach(() => vi.useFakeTimers({ now: 0 }));
 afterEach(() => {
@@ -101,8 +102,8 @@ describe('useDebouncedCallback / useThrottledCallback', () => {
     expect(committed.size).toBe(1);
     // StrictMode renders twice. React 19 keeps the first render's state, so one
     // identity is ever returned; React 18 throws the first render away, state
-    // and all, so that render made one of its own, never committed (its engine
-    // is let go when collected).
+    // and all, so that render made one of its own, never committed (a
+    // controller only: a driver is made on first call, and it was never called).
     expect(identities.size).toBe(version.startsWith('18.') ? 2 : 1);
   });
 
@@ -401,17 +402,6 @@ describe('useSearch', () => {
 });
 
 describe('useEdge', () => {
-  /** A fetch that answers every send 202 and records what it got. */
-  function edgeServer() {
-    const got = [];
-    const fetch = async (url, init) => {
-      got.push({ url, method: init.method, auth: init.headers.authorization, body: init.body });
-      if (init.headers.authorization === 'Bearer expired-token') return new Response('{"error":{"code":"unauthorized","message":"expired"}}', { status: 401 });
-      return new Response(JSON.stringify({ window: 1, seq: got.length }), { status: 202 });
-    };
-    return { got, fetch };
-  }
-
   test('keeps its identity; sends coalesce in the page; the latest token function is called, again after a 401', async () => {
     const { got, fetch } = edgeServer();
     let mints = 0;

@@ -10,6 +10,7 @@ import { computed, defineComponent, effectScope, h, nextTick, ref, shallowRef, t
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { useDebouncedAsync, useDebouncedFn, useDebouncedRef, useEdge, useSearch, useThrottledFn } from 'lull-web/vue';
 import { withSetup } from './lockstep.mjs';
+import { edgeServer } from '../edge-fake.mjs';
 
 beforeEach(() => vi.useFakeTimers({ now: 0 }));
 afterEach(() => vi.useRealTimers());
@@ -333,6 +334,15 @@ describe('useDebouncedAsync', () => {
 });
 
 describe('useSearch', () => {
+  /** Once unbound: the one search in flight (`requests`) was aborted, and typing into `element` searches nothing more. */
+  function expectUnbound(element, requests) {
+    expect(requests[0].signal.aborted).toBe(true);
+    element.value = 'abc';
+    element.dispatchEvent(new Event('input'));
+    advance(500);
+    expect(requests).toHaveLength(1);
+  }
+
   /** A search box; `search` records each request and answers when told. */
   function box(options = {}) {
     const requests = [];
@@ -418,11 +428,7 @@ describe('useSearch', () => {
     advance(100);
     expect(requests).toHaveLength(1);
     wrapper.unmount();
-    expect(requests[0].signal.aborted).toBe(true);
-    element.value = 'abc';
-    element.dispatchEvent(new Event('input'));
-    advance(500);
-    expect(requests).toHaveLength(1);
+    expectUnbound(element, requests);
   });
 
   test('an effect scope of its own, the ref set by hand: stopping the scope aborts the request in flight and unbinds', () => {
@@ -438,11 +444,7 @@ describe('useSearch', () => {
     advance(100);
     expect(requests.map((r) => [r.q, r.signal.aborted])).toEqual([['ab', false]]);
     scope.stop();
-    expect(requests[0].signal.aborted).toBe(true);
-    element.value = 'abc';
-    element.dispatchEvent(new Event('input'));
-    advance(500);
-    expect(requests).toHaveLength(1);
+    expectUnbound(element, requests);
   });
 
   test('the latest `search` is called; a change of wait (a ref) binds again once idle (at once when it is idle)', async () => {
@@ -482,17 +484,6 @@ describe('useSearch', () => {
 });
 
 describe('useEdge', () => {
-  /** A fetch that answers every send 202 and records what it got. */
-  function edgeServer() {
-    const got = [];
-    const fetch = async (url, init) => {
-      got.push({ url, method: init.method, auth: init.headers.authorization, body: init.body });
-      if (init.headers.authorization === 'Bearer expired-token') return new Response('{"error":{"code":"unauthorized","message":"expired"}}', { status: 401 });
-      return new Response(JSON.stringify({ window: 1, seq: got.length }), { status: 202 });
-    };
-    return { got, fetch };
-  }
-
   test('sends coalesce in the page; the latest token function is called, again after a 401', async () => {
     const { got, fetch } = edgeServer();
     let mints = 0;

@@ -3,11 +3,8 @@
 import { StrictMode, createElement as h, useEffect } from 'react';
 import { createRoot } from 'react-dom/client';
 import { useDebouncedAsync, useDebouncedCallback, useDebouncedValue, useEdge, useSearch, useThrottledCallback } from 'lull-web/react';
+import { fetch, seen, typeAndReport, until } from './adapter-app.js';
 
-const until = (done) => new Promise((resolve) => (function poll() { done() ? resolve() : setTimeout(poll, 5); })());
-const seen = { saved: [], ticks: [], values: [], shouted: [], found: [], sent: [] };
-// A fake edge: the client's requests, answered 202 at once.
-const fetch = async (url, init) => (seen.sent.push(init.body), new Response('{"window":1,"seq":1}', { status: 202 }));
 
 function App({ text }) {
   const save = useDebouncedCallback((x) => seen.saved.push(x), 20);
@@ -32,9 +29,4 @@ const root = createRoot(document.body.appendChild(document.createElement('div'))
 root.render(h(StrictMode, null, h(App, { text: 'a' })));
 await until(() => document.getElementById('q'));
 root.render(h(StrictMode, null, h(App, { text: 'ab' })));
-const input = document.getElementById('q');
-input.value = 'abc';
-input.dispatchEvent(new Event('input', { bubbles: true }));
-await until(() => seen.saved.length && seen.shouted.length && seen.found.length && seen.sent.length && seen.values.includes('ab'));
-await new Promise((resolve) => setTimeout(resolve, 100)); // anything more would come by now
-window.lull = { ...seen, done: true };
+await typeAndReport();

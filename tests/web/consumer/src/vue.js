@@ -3,11 +3,8 @@
 // no compiler, no plugin).
 import { createApp, h, nextTick, ref, watch } from 'vue';
 import { useDebouncedAsync, useDebouncedFn, useDebouncedRef, useEdge, useSearch, useThrottledFn } from 'lull-web/vue';
+import { fetch, seen, typeAndReport } from './adapter-app.js';
 
-const until = (done) => new Promise((resolve) => (function poll() { done() ? resolve() : setTimeout(poll, 5); })());
-const seen = { saved: [], ticks: [], values: [], shouted: [], found: [], sent: [] };
-// A fake edge: the client's requests, answered 202 at once.
-const fetch = async (url, init) => (seen.sent.push(init.body), new Response('{"window":1,"seq":1}', { status: 202 }));
 const text = ref('a');
 
 const App = {
@@ -32,9 +29,4 @@ const App = {
 createApp(App).mount(document.body.appendChild(document.createElement('div')));
 await nextTick();
 text.value = 'ab';
-const input = document.getElementById('q');
-input.value = 'abc';
-input.dispatchEvent(new Event('input', { bubbles: true }));
-await until(() => seen.saved.length && seen.shouted.length && seen.found.length && seen.sent.length && seen.values.includes('ab'));
-await new Promise((resolve) => setTimeout(resolve, 100)); // anything more would come by now
-window.lull = { ...seen, done: true };
+await typeAndReport();
