@@ -799,10 +799,16 @@ proptest! {
 fn a_crash_mid_delivery_counts_as_an_attempt() {
     let mut pair = Pair::new();
     pair.step(&Op::Event);
+    let due = pair.world.borrow().alarm.unwrap();
     pair.step(&Op::Alarm); // quiet period: the window fires, the delivery starts
     assert_eq!(pair.world.borrow().received.len(), 1);
+    {
+        let w = pair.world.borrow();
+        assert!(!w.alarm_replaced, "a delivery sets no alarm of its own");
+        assert_eq!(w.alarm, Some(due), "the runtime holds the alarm whose handler delivers");
+    }
     pair.step(&Op::Crash);
-    pair.step(&Op::Alarm); // the guard alarm: the object finds the delivery cut short
+    pair.step(&Op::Alarm); // the runtime runs it again: the object finds the delivery cut short
     let status = pair.status().unwrap();
     assert_eq!(status["last_delivery"]["outcome"], "interrupted");
     assert_eq!(status["stats"]["failures"], 1);
@@ -915,7 +921,6 @@ fn an_idle_key_is_collected_after_its_retention_and_comes_back_with_a_new_incarn
     pair.step(&Op::Event);
     pair.drain();
     let first = pair.status().unwrap();
-    pair.step(&Op::Alarm); // the delivery's guard alarm, spent: it arms the collection
     assert_eq!(pair.life, 0);
     let armed = pair.world.borrow().alarm.unwrap();
     let retention = pair.topics.get("t").unwrap().retention_ms;
@@ -938,9 +943,11 @@ fn an_idle_key_is_collected_after_its_retention_and_comes_back_with_a_new_incarn
 fn an_alarm_whose_work_and_re_arm_both_fail_is_retried_by_the_runtime() {
     let mut pair = Pair::new();
     pair.step(&Op::Event);
-    pair.step(&Op::AlarmOutage(2)); // the alarm's first arm, and the re-arm after it
+    // The arm at the delivery's end (the idle key's collection), and the re-arm after it.
+    pair.step(&Op::AlarmOutage(2));
     let before = pair.world.borrow().logs.len();
     pair.step(&Op::Alarm); // `step` asserts that the event still has an alarm
+    pair.step(&Op::Answer(true));
     let w = pair.world.borrow();
     assert!(w.logs[before..].iter().any(|l| l.contains(r#""rearm":false"#)), "{:?}", &w.logs[before..]);
     assert_eq!(w.alarm, Some(w.now.get() + 2_000), "the failed handler is the runtime's to retry");

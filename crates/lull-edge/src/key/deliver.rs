@@ -1,6 +1,13 @@
 //! A key's deliveries: the alarm's loop (take the next due fire, mark it
-//! begun, guard it with the alarm, send it, record the outcome), what a
-//! delivery carries ([`Loaded::job`]), and the alarm's own failures.
+//! begun, send it, record the outcome), what a delivery carries
+//! ([`Loaded::job`]), and the alarm's own failures.
+//!
+//! A delivery sets no alarm of its own. It runs inside `alarm()`, and the
+//! runtime holds the alarm that woke the key until the handler ends: a handler
+//! cut short (the object died mid-delivery) runs again, and its load finds the
+//! delivery marked begun, counts the attempt failed and arms the key's own
+//! alarm. Its end arms what the key needs next (a due fire, a deadline, or the
+//! idle key's collection).
 
 use lull_core::Fire;
 use serde_json::json;
@@ -8,7 +15,7 @@ use serde_json::value::RawValue;
 
 use super::memory::{Job, Loaded};
 use super::state::LastDelivery;
-use super::{ALARM_RETRY, GUARD_MS, KeyObject, json_error, unavailable};
+use super::{ALARM_RETRY, KeyObject, json_error, unavailable};
 use crate::delivery::body::{Delivery, Payload, idempotency_key};
 use crate::delivery::queue_message;
 use crate::http::ApiError;
@@ -159,7 +166,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             self.follow(topic).await?;
         }
         loop {
-            // Take the next due fire, mark its delivery begun, guard it with the alarm.
+            // Take the next due fire and mark its delivery begun (the alarm running now guards it).
             let job = self
                 .op(|l, batch, now| {
                     let effects = l.ks.timeout(now);
@@ -173,10 +180,6 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                         return Ok(None);
                     };
                     let job = l.job(fire, topics.get(&l.topic), &self.store)?;
-                    let timeout = job.out.as_ref().map_or(0, |o| o.timeout_ms);
-                    // Armed before the delivery is marked begun: if the object
-                    // dies from here on, the alarm brings it back to count it.
-                    batch.alarm = l.arm_before(now.saturating_add(timeout).saturating_add(GUARD_MS));
                     l.snapshot(batch)?;
                     Ok(Some(job))
                 })

@@ -76,8 +76,6 @@ pub(super) struct Batch {
     /// The operation writes the snapshot: the state changed in a way a load
     /// cannot replay, or superseded rows wait for one.
     pub(super) snapshot_due: bool,
-    /// An alarm the operation needs armed before its rows commit (a delivery's guard).
-    pub(super) alarm: Option<u64>,
 }
 
 /// An incarnation id: 10 base-32 characters of randomness.
@@ -169,17 +167,13 @@ impl Loaded {
             None if self.ks.is_idle() => self.touched.saturating_add(self.retention_ms),
             None => return None,
         };
-        self.arm_before(want)
-    }
-
-    /// Arm at `at` unless the alarm already goes off at or before it.
-    pub(super) fn arm_before(&mut self, at: u64) -> Option<u64> {
-        if self.armed.is_some_and(|armed| armed <= at) {
+        // Unless the alarm already goes off at or before it.
+        if self.armed.is_some_and(|armed| armed <= want) {
             return None;
         }
-        self.armed = Some(at);
+        self.armed = Some(want);
         self.ks.io.alarms_set += 1;
-        Some(at)
+        Some(want)
     }
 
     /// Events still held (open, due, running, queued, dead-lettered); their rows are kept.

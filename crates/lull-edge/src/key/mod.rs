@@ -27,7 +27,8 @@
 //!   storage) and the caller gets `503`.
 //! - **Deliveries**: at most one in flight, begun only for a fire the engine
 //!   still has in flight; a snapshot marks it begun, so a delivery cut short by
-//!   a crash counts as a failed attempt at load and is retried as the next one.
+//!   a crash counts as a failed attempt at load and is retried as the next one
+//!   (the runtime runs the alarm whose handler was cut short again).
 //! - No `RefCell` borrow is held across an `await` (state is touched only in
 //!   `KeyObject::with`, whose closure cannot await).
 
@@ -58,8 +59,6 @@ pub const MAX_PAGE: usize = 500;
 pub const DEFAULT_PAGE: usize = 100;
 /// Queued windows and dead letters the status shows (oldest first); it gives counts of all.
 pub const STATUS_FEW: usize = 10;
-/// The alarm that guards a delivery goes off this long after its timeout.
-pub const GUARD_MS: u64 = 5_000;
 /// A failed `alarm()` tries again after 1 s, doubling per failure in a row, up to 60 s.
 pub const ALARM_RETRY: Retry = Retry::backoff(u32::MAX, 1_000, 60_000);
 /// `Retry-After` when storage failed (seconds).
@@ -139,7 +138,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if (!l.persisted && !batch.writes.is_empty()) || batch.snapshot_due {
                 l.snapshot(&mut batch)?;
             }
-            let alarm = l.arm_earlier(now).or(batch.alarm);
+            let alarm = l.arm_earlier(now);
             batch.lines = l.lines(&batch.logs);
             Ok((result, batch, alarm))
         });

@@ -328,8 +328,9 @@ impl KeyState {
     pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         self.started = None;
-        let line = json!({"window": fire.window, "attempt": fire.attempt, "ok": outcome.ok,
-                          "outcome": outcome.outcome, "at": now, "ms": now.saturating_sub(fire.at)});
+        let line = json!({"window": fire.window, "attempt": fire.attempt, "reason": fire.reason,
+                          "count": fire.span.count(), "delay_ms": fire.at.saturating_sub(fire.span.first_at),
+                          "ok": outcome.ok, "outcome": outcome.outcome, "at": now, "ms": now.saturating_sub(fire.at)});
         if outcome.ok {
             self.engine.run_succeeded(fire.window, now)?;
         } else {

@@ -167,20 +167,21 @@ impl SqlStore {
     /// Make the tables; migrate older storage (schema 1: event rows carry a
     /// `state` column; later rows lack `bytes`, or `n` and `sizes`). One read
     /// of the events table's columns tells them apart, so a current key's load
-    /// runs no schema statement.
-    fn prepare(&self) -> Result<(), StoreError> {
+    /// runs no schema statement. Answers whether the storage was empty (a new
+    /// key: its tables were just made, and there is nothing to read).
+    fn prepare(&self) -> Result<bool, StoreError> {
         let columns: Vec<Column> =
             self.sql().exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
         let has = |name: &str| columns.iter().any(|c| c.name == name);
         if has("state") {
-            return self.migrate_schema_1();
+            return self.migrate_schema_1().map(|()| false);
         }
         if has(NEWEST_COLUMN) {
-            return Ok(());
+            return Ok(false);
         }
         self.sql().exec(TABLES, None).map_err(error)?;
         if columns.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         // Event rows written before `bytes` existed get the column, filled once
         // (a load never reads a body to learn its length); rows written before
@@ -201,7 +202,7 @@ impl SqlStore {
             )?;
             Ok(0)
         })
-        .map(drop)
+        .map(|_| false)
     }
 
     /// Schema 1 (every event row carried the key's state): the newest state
@@ -284,7 +285,9 @@ fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
 
 impl Store for SqlStore {
     fn load(&self) -> Result<Stored, StoreError> {
-        self.prepare()?;
+        if self.prepare()? {
+            return Ok(Stored::default());
+        }
         let sql = self.sql();
         let snapshot: Vec<Json> =
             sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
