@@ -1,5 +1,5 @@
-// Restarts: stop workerd mid-window and mid-retry-backoff, start it again on
-// the same persisted state; everything accepted is delivered, windows keep their ids.
+// Restarts: stop workerd mid-window, mid-delivery and mid-retry-backoff, start it
+// again on the same persisted state; everything accepted is delivered, windows keep their ids.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
@@ -8,10 +8,12 @@ import {
 
 let rx, state;
 const failFirst = new Set(); // keys whose first attempt fails
+const hangFirst = new Set(); // keys whose first attempt gets no answer
 
 before(async () => {
   rx = await startReceiver((d) => {
     if (failFirst.has(d.body.key) && d.attempt === 1) return 500;
+    if (hangFirst.has(d.body.key) && d.attempt === 1) return "hang";
     return 200;
   });
   state = stateDir();
@@ -60,6 +62,43 @@ test("stopped mid-window: the window is delivered after the restart, and ids con
         return s.json.stats.succeeded === 2 && s.json;
       });
       assert.deepEqual([s.stats.events, s.stored_events, s.state], [4, 0, "idle"]);
+    } finally {
+      await edge.stop();
+    }
+  });
+});
+
+// A delivery sets no alarm of its own: the runtime holds the alarm whose
+// handler is delivering, and runs it again when the handler was cut short.
+test("stopped mid-delivery: the runtime runs the alarm again, the attempt counts as interrupted, the window goes out again", async () => {
+  await withFreshKey("mid-delivery", async (key) => {
+    hangFirst.add(key);
+    let edge = await startEdge({ persist: state.dir, topics: topics() });
+    let api = client(edge.url);
+    assert.equal((await api.event("t", key, { n: 1 })).status, 202);
+    const [first] = await rx.waitFor(1, WAIT + 10_000, key); // attempt 1 gets no answer
+    await edge.stop();
+    const stoppedAt = Date.now();
+    // Stopped inside the delivery (its timeout is 10 s), unless the machine stalled the test past it.
+    if (stoppedAt >= first.at + 10_000) throw new ScheduleBroken(`workerd stopped ${stoppedAt - first.at} ms into the delivery`);
+    edge = await startEdge({ persist: state.dir, topics: topics() });
+    api = client(edge.url);
+    try {
+      const [, again] = await rx.waitFor(2, 30_000, key);
+      assert.equal(again.attempt, 2, "the cut-short attempt counted");
+      assert.equal(again.idempotencyKey, first.idempotencyKey, "the same window, the same idempotency key");
+      assert.deepEqual(again.body.events, [{ n: 1 }]);
+      const s = await until(async () => {
+        const s = await api.status("t", key);
+        return s.json.stats.succeeded === 1 && s.json;
+      });
+      assert.deepEqual([s.stats.failures, s.state, s.stored_events], [1, "idle", 0]);
+      const { json } = await api.call("GET", `/v1/topics/t/keys/${encodeURIComponent(key)}/timeline`);
+      assert.ok(
+        json.timeline.some((e) => e.lull === "deliver" && e.attempt === 1 && e.outcome === "interrupted"),
+        JSON.stringify(json.timeline),
+      );
+      assert.equal(rx.of(key).length, 2, "sent twice: the cut-short attempt and the one after it");
     } finally {
       await edge.stop();
     }
