@@ -796,6 +796,26 @@ proptest! {
 }
 
 #[test]
+fn a_delivery_attempt_logs_one_line_with_its_window_and_fires_log_none() {
+    let mut pair = Pair::new();
+    pair.step(&Op::Event);
+    pair.step(&Op::Event);
+    pair.step(&Op::Alarm); // quiet period: the window fires, the delivery starts
+    pair.step(&Op::Answer(true));
+    let lines: Vec<serde_json::Value> =
+        pair.world.borrow().logs.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(!lines.iter().any(|l| l["lull"] == "fire"), "a fire is kept in the timeline only: {lines:?}");
+    let delivered: Vec<_> = lines.iter().filter(|l| l["lull"] == "deliver").collect();
+    assert_eq!(delivered.len(), 1, "{lines:?}");
+    let d = delivered[0];
+    assert_eq!(
+        (&d["window"], &d["attempt"], &d["reason"], &d["count"]),
+        (&1.into(), &1.into(), &"quiet".into(), &2.into())
+    );
+    assert_eq!((&d["delay_ms"], &d["ok"], &d["outcome"]), (&50.into(), &true.into(), &"200".into()), "{d}");
+}
+
+#[test]
 fn a_crash_mid_delivery_counts_as_an_attempt() {
     let mut pair = Pair::new();
     pair.step(&Op::Event);

@@ -328,15 +328,19 @@ impl KeyState {
     pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         self.started = None;
-        let line = json!({"window": fire.window, "attempt": fire.attempt, "reason": fire.reason,
-                          "count": fire.span.count(), "delay_ms": fire.at.saturating_sub(fire.span.first_at),
-                          "ok": outcome.ok, "outcome": outcome.outcome, "at": now, "ms": now.saturating_sub(fire.at)});
+        let mut fact = fired("deliver", fire);
+        fact.fields.extend([
+            ("ok".into(), outcome.ok.into()),
+            ("outcome".into(), outcome.outcome.as_str().into()),
+            ("at".into(), now.into()),
+            ("ms".into(), now.saturating_sub(fire.at).into()),
+        ]);
         if outcome.ok {
             self.engine.run_succeeded(fire.window, now)?;
         } else {
             self.engine.run_failed(fire.window, now)?;
         }
-        let mut effects = vec![Effect::Log(Fact::new("deliver", line))];
+        let mut effects = vec![Effect::Log(fact)];
         if outcome.ok {
             effects.push(Effect::Finished(fire.span));
         }
@@ -451,12 +455,7 @@ impl KeyState {
         while let Some(action) = self.engine.poll_action() {
             match action {
                 Action::Fire(fire) => {
-                    emit(
-                        effects,
-                        "fire",
-                        json!({"window": fire.window, "reason": fire.reason, "attempt": fire.attempt,
-                               "count": fire.span.count(), "delay_ms": fire.at.saturating_sub(fire.span.first_at)}),
-                    );
+                    effects.push(Effect::Log(fired("fire", &fire)));
                     effects.push(Effect::Left(fire.window));
                     self.outbox.push_back(fire);
                 }
@@ -503,6 +502,16 @@ impl KeyState {
 }
 
 /// Add the fact `event` with `fields` to `effects`.
+/// A fact of `event` about `fire`: the window, why and when it fired, its
+/// count; all of its `fire` fact, and the start of each `deliver` fact.
+fn fired(event: &'static str, fire: &Fire) -> Fact {
+    Fact::new(
+        event,
+        json!({"window": fire.window, "reason": fire.reason, "attempt": fire.attempt,
+               "count": fire.span.count(), "delay_ms": fire.at.saturating_sub(fire.span.first_at)}),
+    )
+}
+
 fn emit(effects: &mut Vec<Effect>, event: &'static str, fields: serde_json::Value) {
     effects.push(Effect::Log(Fact::new(event, fields)));
 }
