@@ -201,7 +201,7 @@ function batchLoad(host, total, key, per, clients, accepted) {
  * slow answer counts (no coordinated omission). Rate and latency are those of
  * the batches scheduled after the warm-up (the load's start opens its
  * producers' connections and meets a cold key); the warm-up's p99 is reported
- * apart. Every batch's events count toward `accepted` and `events`.
+ * apart. Every batch's events count toward `accepted`, `events` and `errors`.
  */
 async function pacedBatchLoad(host, key, per, producers, offered, warmup, ms, accepted) {
   const period = (producers * per * 1000) / offered;
@@ -226,12 +226,12 @@ async function pacedBatchLoad(host, key, per, producers, offered, warmup, ms, ac
         next += per;
         const refused = await postBatch(host, key, first, first + per, accepted);
         const latency = performance.now() - at;
+        errors += refused; // a refusal in the warm-up counts too
         if (at < measuredFrom) {
           warming.push(latency);
           continue;
         }
         lags.push(lag);
-        errors += refused;
         measuredEvents += per - refused;
         latencies.push(latency);
         // Where in the phase the slow batches were scheduled (half-second buckets).
