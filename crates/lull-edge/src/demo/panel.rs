@@ -14,8 +14,7 @@
 //!   the sink's own functions with the configured admin token, as a backend
 //!   holding it would call them.
 
-use serde_json::Value;
-use worker::{Env, Request, Response};
+use worker::{Env, Request};
 
 use crate::demo::sink;
 use crate::http::ApiError;
@@ -23,7 +22,7 @@ use crate::http::client_token::MintRequest;
 use crate::http::route::{PanelRoute, demo_token_key, with_page};
 use crate::key::KeyCall;
 use crate::runtime::config::{self, Config};
-use crate::runtime::http;
+use crate::runtime::http::{self, Reply};
 use crate::runtime::router::forward;
 
 /// The one topic the page's server side serves.
@@ -37,7 +36,7 @@ pub const TOKEN_TTL_S: u64 = 600;
 pub const CHANGE_HEADER: &str = "lull-demo";
 
 /// Serve `route` for the `demo` topic.
-pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute) -> Result<Response, ApiError> {
+pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute) -> Result<Reply, ApiError> {
     let topic = config.topics.get(TOPIC).ok_or_else(|| ApiError::UnknownTopic(TOPIC.into()))?;
     if req.method() != worker::Method::Get && req.headers().get(CHANGE_HEADER)?.as_deref() != Some("1") {
         return Err(ApiError::Forbidden);
@@ -53,19 +52,18 @@ pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute)
             };
             let claims = asked.claims(&topic.name, http::now_ms() / 1000)?;
             let token = config.tokens.client_secrets().mint(&claims)?;
-            Ok(http::json(200, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
+            http::json(200, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
         PanelRoute::Key { key, request } => {
             let request = with_page(request, req.url()?.query())?;
             forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
         }
         PanelRoute::Sink => {
-            let mut listed = sink::handle(req, config, false, &config.tokens, Some(&admin(env)?)).await?;
-            let mut body: Value = listed.json().await?;
+            let mut body = sink::listed(&config.tokens, Some(&admin(env)?))?;
             if let Some(received) = body["received"].as_array_mut() {
                 received.retain(|r| r["delivery"]["topic"] == TOPIC);
             }
-            Ok(http::json(200, &body)?)
+            http::json(200, &body)
         }
         PanelRoute::SinkFailing { key, on } => sink::failing(&key, on, &config.tokens, Some(&admin(env)?)),
     }

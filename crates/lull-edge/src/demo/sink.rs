@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
-use worker::{Request, Response};
+use worker::Request;
 
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
@@ -19,7 +19,7 @@ use crate::http::auth::Tokens;
 use crate::http::auth::{Access, Target};
 use crate::names::Key;
 use crate::runtime::config::Config;
-use crate::runtime::http::{self, now_ms};
+use crate::runtime::http::{self, Reply, now_ms};
 
 /// Accepted deliveries kept (the newest); refused ones are kept apart, as many.
 const KEEP: usize = 100;
@@ -33,7 +33,7 @@ thread_local! {
 }
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
-pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Result<Response, ApiError> {
+pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Result<Reply, ApiError> {
     tokens.authorize(auth, Access::Admin, Target::default())?;
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
@@ -46,7 +46,17 @@ pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Resu
         }
         Ok(f.iter().cloned().collect::<Vec<_>>())
     })?;
-    Ok(http::json(200, &json!({"failing": failing}))?)
+    http::json(200, &json!({"failing": failing}))
+}
+
+/// `GET /sink`: `{"received": [deliveries and refusals, oldest first], "failing": [keys]}` (admin).
+pub fn listed(tokens: &Tokens, auth: Option<&str>) -> Result<Value, ApiError> {
+    tokens.authorize(auth, Access::Admin, Target::default())?;
+    let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
+    received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
+    received.sort_by_key(|e| e["received_at"].as_u64());
+    let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
+    Ok(json!({"received": received, "failing": failing}))
 }
 
 /// Serve `/sink`.
@@ -56,14 +66,9 @@ pub async fn handle(
     post: bool,
     tokens: &Tokens,
     auth: Option<&str>,
-) -> Result<Response, ApiError> {
+) -> Result<Reply, ApiError> {
     if !post {
-        tokens.authorize(auth, Access::Admin, Target::default())?;
-        let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
-        received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
-        received.sort_by_key(|e| e["received_at"].as_u64());
-        let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
-        return Ok(http::json(200, &json!({"received": received, "failing": failing}))?);
+        return http::json(200, &listed(tokens, auth)?);
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let (id, timestamp, signature) =
@@ -100,5 +105,5 @@ pub async fn handle(
     if refused {
         return Err(ApiError::SinkFailing);
     }
-    Ok(http::json(200, &json!({"ok": true, "duplicate": duplicate}))?)
+    http::json(200, &json!({"ok": true, "duplicate": duplicate}))
 }

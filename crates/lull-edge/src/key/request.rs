@@ -1,8 +1,8 @@
 //! [`KeyRequest`]: the one form of a key operation, from the router to the
 //! key's object, and [`KeyReply`], its answer. The router builds it from the
 //! method, path, query and headers ([`crate::http::route`]); it crosses to
-//! the Durable Object as JSON in one header ([`KeyCall`]), the event's body
-//! (if any) as the request's own body, byte for byte.
+//! the Durable Object in the request's body ([`KeyCall::to_wire`]): the call
+//! as one line of JSON, then the event's body (if any), byte for byte.
 
 use lull_core::WindowId;
 use serde::{Deserialize, Serialize};
@@ -95,7 +95,7 @@ pub struct KeyReply {
 }
 
 /// A key request addressed to its key: what crosses from the router to the
-/// object, as JSON in one header (ASCII: the key is percent-encoded).
+/// object, as one request body ([`KeyCall::to_wire`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyCall {
     /// The topic's name.
@@ -124,17 +124,16 @@ struct Wire<T, R> {
 }
 
 impl KeyCall {
-    /// The header value: `{"topic", "key" (percent-encoded), "request"}`, the event's body left out.
-    pub fn to_header(&self) -> Result<String, ApiError> {
+    /// The body the object reads: the call as one line of JSON (`{"topic",
+    /// "key" (percent-encoded), "request"}`; JSON text never holds a raw
+    /// newline), a newline, then an event's JSON or a batch's events as
+    /// `[{"event", "idempotency_key"?}, …]` (nothing else for other requests).
+    pub fn to_wire(&self) -> Result<String, ApiError> {
         let wire = Wire { topic: &self.topic, key: self.key.encoded(), request: &self.request };
-        serde_json::to_string(&wire).map_err(|e| ApiError::Internal(e.to_string()))
-    }
-
-    /// The request's body: an event's JSON; a batch's events as
-    /// `[{"event", "idempotency_key"?}, …]`; else none.
-    pub fn body(&self) -> Result<Option<String>, ApiError> {
+        let mut text = serde_json::to_string(&wire).map_err(|e| ApiError::Internal(e.to_string()))?;
+        text.push('\n');
         match &self.request {
-            KeyRequest::Event { body, .. } => Ok(Some(body.clone())),
+            KeyRequest::Event { body, .. } => text.push_str(body),
             KeyRequest::Events { events, .. } => {
                 let wire = events
                     .iter()
@@ -144,16 +143,20 @@ impl KeyCall {
                     })
                     .collect::<Result<Vec<_>, serde_json::Error>>()
                     .map_err(|e| ApiError::Internal(format!("batch event: {e}")))?;
-                serde_json::to_string(&wire).map(Some).map_err(|e| ApiError::Internal(e.to_string()))
+                let events = serde_json::to_string(&wire).map_err(|e| ApiError::Internal(e.to_string()))?;
+                text.push_str(&events);
             }
-            _ => Ok(None),
+            _ => {}
         }
+        Ok(text)
     }
 
-    /// The call a header carries; `body` is the request's body ([`KeyCall::body`]).
-    pub fn from_header(header: &str, body: String) -> Result<KeyCall, ApiError> {
+    /// The call a body carries ([`KeyCall::to_wire`]).
+    pub fn from_wire(mut text: String) -> Result<KeyCall, ApiError> {
+        let line = text.find('\n').ok_or_else(|| ApiError::Internal("key call: no call line".into()))?;
+        let body = text.split_off(line + 1);
         let wire: Wire<String, KeyRequest> =
-            serde_json::from_str(header).map_err(|e| ApiError::Internal(format!("key request header: {e}")))?;
+            serde_json::from_str(&text[..line]).map_err(|e| ApiError::Internal(format!("key call: {e}")))?;
         let mut request = wire.request;
         match &mut request {
             KeyRequest::Event { body: event, .. } => *event = body,
@@ -173,17 +176,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_call_crosses_in_one_ascii_header_and_the_event_in_the_body() {
+    fn a_call_crosses_as_one_line_then_its_events_byte_for_byte() {
         let key = Key::from_path_segment("doc%E2%9C%93%2F1").unwrap();
         let requests = [
             KeyRequest::Event {
-                body: r#"{"n":1}"#.into(),
-                idempotency_key: Some("order-1".into()),
+                body: "{\n  \"n\": 1,\n  \"s\": \"a\\nb\"\n}".into(),
+                idempotency_key: Some("order\n1".into()),
                 events_per_minute: Some(60),
             },
             KeyRequest::Event { body: "[]".into(), idempotency_key: None, events_per_minute: None },
             KeyRequest::Events {
-                events: vec![(r#"{"n":1}"#.into(), Some("p-1".into())), ("2".into(), None)],
+                events: vec![("{\n\"n\":1}".into(), Some("p-1".into())), ("2".into(), None)],
                 events_per_minute: None,
             },
             KeyRequest::Status,
@@ -197,18 +200,15 @@ mod tests {
         ];
         for request in requests {
             let call = KeyCall { topic: "orders".into(), key: key.clone(), request };
-            let header = call.to_header().unwrap();
-            assert!(header.is_ascii(), "{header}");
-            assert!(!header.contains(r#""n":1"#), "the event stays out of the header: {header}");
-            let body = call.body().unwrap().unwrap_or_default();
-            assert_eq!(KeyCall::from_header(&header, body).unwrap(), call);
+            let wire = call.to_wire().unwrap();
+            let line = wire.split('\n').next().unwrap();
+            assert!(line.contains(r#""topic":"orders""#), "{wire}");
+            assert!(!line.contains(r#""n""#), "the event stays out of the call's line: {wire}");
+            assert_eq!(KeyCall::from_wire(wire).unwrap(), call);
         }
-        assert_eq!(
-            KeyCall::from_header(r#"{"topic":"t","key":"k","request":{"op":"nope"}}"#, String::new())
-                .unwrap_err()
-                .code(),
-            "internal"
-        );
+        for bad in [r#"{"topic":"t","key":"k","request":{"op":"nope"}}"#.to_string() + "\n", "no call line".into()] {
+            assert_eq!(KeyCall::from_wire(bad).unwrap_err().code(), "internal");
+        }
     }
 
     #[test]

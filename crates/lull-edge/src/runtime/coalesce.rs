@@ -27,9 +27,9 @@ use worker::js_sys::{self, Promise};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::{JsFuture, future_to_promise};
 use worker::web_sys::WorkerGlobalScope;
-use worker::{Context, Env, Headers, Response, console_log};
+use worker::{Context, Env, console_log};
 
-use super::http::now_ms;
+use super::http::{self, Reply, now_ms};
 use super::router::ask;
 use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::ApiError;
@@ -72,7 +72,7 @@ pub(crate) async fn event(
     key: Key,
     body: String,
     idempotency_key: Option<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Reply, ApiError> {
     let slot = Rc::new(Slot::default());
     let member = Member::single(body, idempotency_key, Rc::clone(&slot));
     respond(carry(env, ctx, topic, key, member, &slot).await?)
@@ -164,13 +164,8 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
 }
 
 /// The event's own answer, as its single-event request would have had it.
-fn respond(answer: Answer) -> Result<Response, ApiError> {
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    if let Some(secs) = &answer.retry_after {
-        headers.set("retry-after", secs)?;
-    }
-    Ok(Response::ok(answer.body)?.with_status(answer.status).with_headers(headers))
+fn respond(answer: Answer) -> Result<Reply, ApiError> {
+    http::pass_on(answer.status, &answer.body, answer.retry_after.as_deref())
 }
 
 /// What sends a batch of one key.

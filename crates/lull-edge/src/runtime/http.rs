@@ -1,29 +1,63 @@
-//! JSON responses and the error shape, reading an object's answer, and the clock.
+//! Responses, built as the runtime's own `Response` in one step (never
+//! wrapped in a `worker::Response` and rebuilt around its body's stream); the
+//! error shape; calls to a Durable Object and reading its answer; the request
+//! as it came; and the clock.
 
 use serde::Serialize;
 use serde_json::json;
-use worker::worker_sys::web_sys;
-use worker::{Headers, Response, console_log};
+use worker::console_log;
+use worker::js_sys::{Date, Promise, Uint8Array};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::web_sys::{self, Headers, RequestInit, ResponseInit};
 
 use crate::http::ApiError;
 use crate::http::route::path_and_query;
 use crate::log::Fact;
 
-/// Milliseconds since the epoch, as the core counts them.
+/// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
 pub fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
+    Date::now() as u64
+}
+
+/// A response as the runtime takes it.
+pub type Reply = web_sys::Response;
+
+/// A runtime call's failure (a thrown JS value) as the API's `500 internal`.
+fn thrown(what: &str) -> impl Fn(JsValue) -> ApiError + '_ {
+    move |e| ApiError::Internal(format!("{what}: {e:?}"))
+}
+
+/// `body` with `status` and `headers`.
+pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Reply, ApiError> {
+    let init = ResponseInit::new();
+    init.set_status(status);
+    if !headers.is_empty() {
+        let set = Headers::new().map_err(thrown("headers"))?;
+        for (name, value) in headers {
+            set.set(name, value).map_err(thrown("a header"))?;
+        }
+        init.set_headers(&set);
+    }
+    Reply::new_with_opt_str_and_init(body, &init).map_err(thrown("a response"))
 }
 
 /// `value` as JSON with `status`.
-pub fn json<T: Serialize>(status: u16, value: &T) -> worker::Result<Response> {
-    Ok(Response::from_json(value)?.with_status(status))
+pub fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
+    json_text(status, &serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))?)
 }
 
 /// `text` (JSON already written) with `status`, passed on as it is.
-pub fn json_text(status: u16, text: String) -> worker::Result<Response> {
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    Ok(Response::ok(text)?.with_status(status).with_headers(headers))
+pub fn json_text(status: u16, text: &str) -> Result<Reply, ApiError> {
+    reply(status, Some(text), &[("content-type", "application/json")])
+}
+
+/// An object's answer passed on to the caller as it came: status, JSON text and `Retry-After`.
+pub fn pass_on(status: u16, text: &str, retry_after: Option<&str>) -> Result<Reply, ApiError> {
+    match retry_after {
+        Some(secs) => reply(status, Some(text), &[("content-type", "application/json"), ("retry-after", secs)]),
+        None => json_text(status, text),
+    }
 }
 
 /// A request id: 16 hex digits, naming an error in the answer and in the log.
@@ -35,31 +69,31 @@ fn request_id() -> String {
 /// The error as `{"error": {"code", "message", "request_id"}}`, with `Allow`
 /// on a `405`; a private error's detail goes to the log under the request id
 /// (and to the caller only if `reveal`).
-fn error(error: &ApiError, reveal: bool) -> worker::Result<Response> {
+fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
     let id = request_id();
     if error.is_private() {
         let fact = Fact::new("error", json!({"request_id": id, "code": error.code(), "error": error.message()}));
         console_log!("{}", fact.line(&[]));
     }
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
+    let retry_after = error.retry_after_secs().map(|secs| secs.to_string());
+    let mut headers = vec![("content-type", "application/json")];
     if let ApiError::MethodNotAllowed { allowed, .. } = error {
-        headers.set("allow", allowed)?;
+        headers.push(("allow", allowed));
     }
-    if let Some(secs) = error.retry_after_secs() {
-        headers.set("retry-after", &secs.to_string())?;
+    if let Some(secs) = &retry_after {
+        headers.push(("retry-after", secs));
     }
-    Ok(Response::ok(error.to_public_json(&id, reveal))?.with_status(error.status()).with_headers(headers))
+    reply(error.status(), Some(&error.to_public_json(&id, reveal)), &headers)
 }
 
 /// A handler's result as the runtime wants it: the response, or the error as JSON.
-pub fn respond(result: Result<Response, ApiError>) -> worker::Result<Response> {
+pub fn respond(result: Result<Reply, ApiError>) -> Result<Reply, JsValue> {
     respond_as(result, false)
 }
 
 /// [`respond`], showing a private error's detail if `reveal` (an admin asked).
-pub fn respond_as(result: Result<Response, ApiError>, reveal: bool) -> worker::Result<Response> {
-    result.or_else(|e| error(&e, reveal))
+pub fn respond_as(result: Result<Reply, ApiError>, reveal: bool) -> Result<Reply, JsValue> {
+    result.or_else(|e| error(&e, reveal)).map_err(|e| worker::js_sys::Error::new(&e.message()).into())
 }
 
 /// A runtime failure is the API's `500 internal`.
@@ -69,21 +103,23 @@ impl From<worker::Error> for ApiError {
     }
 }
 
-/// A request as the runtime hands it to the Worker, read through the
-/// runtime's own object: unlike `worker::Request`, which reads `cf` (an
-/// object the runtime builds on demand) on every request, it reads only what
-/// a route asks for.
+/// A request as the runtime hands it to the Worker (or to an object), read
+/// through the runtime's own object: unlike `worker::Request`, which reads
+/// `cf` (an object the runtime builds on demand) on every request, it reads
+/// only what a route asks for.
 pub struct Incoming {
-    raw: worker::worker_sys::web_sys::Request,
+    raw: web_sys::Request,
     /// The URL, read from the runtime once.
     url: String,
+    /// The headers, fetched from the runtime at the first one asked for.
+    headers: std::cell::OnceCell<Headers>,
 }
 
 impl Incoming {
     /// The runtime's request.
-    pub fn new(raw: worker::worker_sys::web_sys::Request) -> Self {
+    pub fn new(raw: web_sys::Request) -> Self {
         let url = raw.url();
-        Incoming { raw, url }
+        Incoming { raw, url, headers: std::cell::OnceCell::new() }
     }
 
     /// The method, upper case.
@@ -103,16 +139,13 @@ impl Incoming {
 
     /// A header's value, if present.
     pub fn header(&self, name: &str) -> Option<String> {
-        self.raw.headers().get(name).ok().flatten()
+        self.headers.get_or_init(|| self.raw.headers()).get(name).ok().flatten()
     }
 
     /// The whole body.
     pub async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
-        let buffer = self.raw.array_buffer().map_err(|e| ApiError::Internal(format!("{e:?}")))?;
-        let buffer = worker::wasm_bindgen_futures::JsFuture::from(buffer)
-            .await
-            .map_err(|e| ApiError::Internal(format!("{e:?}")))?;
-        Ok(worker::js_sys::Uint8Array::new(&buffer).to_vec())
+        let buffer = settled(self.raw.array_buffer(), "the request's body").await?;
+        Ok(Uint8Array::new(&buffer).to_vec())
     }
 
     /// As a `worker::Request`, for the routes that take one (the demo's).
@@ -122,17 +155,38 @@ impl Incoming {
     }
 }
 
-/// An object's answer, read: status, text and `Retry-After`. The runtime
-/// reads the body in one call (`Response.text()`), where
-/// `worker::Response::text` reads it chunk by chunk through a stream reader
-/// driven from wasm, allocating a promise, a buffer and a copy per chunk
-/// (about a tenth of what the isolate allocated per batch request on a hot key).
-pub async fn answer(res: Response) -> Result<(u16, String, Option<String>), ApiError> {
-    let status = res.status_code();
-    let retry_after = res.headers().get("retry-after")?;
-    let raw: web_sys::Response = res.into();
-    let failed = |e| ApiError::Internal(format!("an object's answer: {e:?}"));
-    let text = worker::wasm_bindgen_futures::JsFuture::from(raw.text().map_err(failed)?).await.map_err(failed)?;
-    let text = text.as_string().ok_or_else(|| ApiError::Internal("an object's answer is not text".into()))?;
-    Ok((status, text, retry_after))
+/// The value a runtime call's promise settles to.
+async fn settled(promise: Result<Promise, JsValue>, what: &str) -> Result<JsValue, ApiError> {
+    JsFuture::from(promise.map_err(thrown(what))?).await.map_err(thrown(what))
+}
+
+/// The text `promise` (a body's `text()`) settles to.
+async fn text_of(promise: Result<Promise, JsValue>, what: &str) -> Result<String, ApiError> {
+    settled(promise, what).await?.as_string().ok_or_else(|| ApiError::Internal(format!("{what} is not text")))
+}
+
+/// The body of a request an object was sent ([`call_object`]).
+pub async fn object_body(req: &web_sys::Request) -> Result<String, ApiError> {
+    text_of(req.text(), "an object's request").await
+}
+
+/// Send `body` to the object behind `stub` (a `POST` to `url`, which only
+/// names the kind of object in its log) and read its answer: status, text and
+/// `Retry-After` (on a refusal). The request and the answer are the runtime's
+/// own, read in one call each (`Response.text()`): `worker::Stub` wraps the
+/// answer in a `worker::Response` around its body's stream, and reading that
+/// rebuilds a `Response` and its headers.
+pub async fn call_object(stub: worker::Stub, url: &str, body: &str) -> Result<(u16, String, Option<String>), ApiError> {
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(body));
+    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(thrown("an object's request"))?;
+    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
+    let answer: Reply = settled(stub.fetch_with_request(&request), "an object's answer")
+        .await?
+        .dyn_into()
+        .map_err(thrown("an object's answer"))?;
+    let status = answer.status();
+    let retry_after = if status >= 400 { answer.headers().get("retry-after").ok().flatten() } else { None };
+    Ok((status, text_of(answer.text(), "an object's answer").await?, retry_after))
 }

@@ -2,12 +2,20 @@
 //! [`KeyObject`] with the Workers implementations of its ports: SQLite
 //! ([`SqlStore`]), the alarm, clock and console ([`WorkersHost`]) and `fetch`
 //! ([`Fetcher`]).
+//!
+//! Its exports are written here, not by `#[durable_object]`: that glue wraps
+//! each request in a `worker::Request` (reading its `cf`) and builds each
+//! answer twice (a `worker::Response`, then the runtime's); here both are the
+//! runtime's own, as the router sends and reads them ([`http::call_object`]).
 
-use worker::{DurableObject, Env, Request, Response, ScheduledTime, State, console_log, durable_object};
+use std::panic::AssertUnwindSafe;
+
+use wasm_bindgen::prelude::*;
+use worker::worker_sys::{DurableObjectState, web_sys};
+use worker::{Env, ScheduledTime, State, console_log};
 
 use super::config;
-use super::headers::KEY_CALL_HEADER;
-use super::http::{self, now_ms};
+use super::http::{self, Reply, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
 use super::sys::StateExt;
@@ -16,7 +24,7 @@ use crate::key::{KeyCall, KeyObject};
 use crate::ports::{Host, StoreError};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
-#[durable_object]
+#[wasm_bindgen]
 pub struct KeyWindow {
     env: Env,
     key: KeyObject<SqlStore, WorkersHost, Fetcher>,
@@ -48,39 +56,46 @@ impl Host for WorkersHost {
 }
 
 impl KeyWindow {
-    async fn serve(&self, mut req: Request) -> Result<Response, ApiError> {
-        let header = req.headers().get(KEY_CALL_HEADER)?.unwrap_or_default();
-        let call = KeyCall::from_header(&header, req.text().await?)?;
+    async fn serve(&self, req: web_sys::Request) -> Result<Reply, ApiError> {
+        let call = KeyCall::from_wire(http::object_body(&req).await?)?;
         let config = config::load(&self.env)?;
         let topic = config.topics.get(&call.topic).ok_or(ApiError::UnknownTopic(call.topic))?;
         let reply = self.key.request(topic, &call.key, call.request).await?;
-        Ok(http::json(reply.status, &reply.body)?)
+        http::json(reply.status, &reply.body)
     }
 }
 
-impl DurableObject for KeyWindow {
-    fn new(state: State, env: Env) -> Self {
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
+impl KeyWindow {
+    /// The object of `state`, as the runtime makes it.
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, env: Env) -> KeyWindow {
+        let state = State::from(state);
         let store = SqlStore::new(state.handle());
         let host = WorkersHost { state };
         let fetcher = Fetcher { env: env.clone() };
         KeyWindow { key: KeyObject::new(store, host, fetcher), env }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        http::respond(self.serve(req).await)
+    /// A request from the router: a [`KeyCall`] in its body.
+    pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
     }
 
-    async fn alarm(&self) -> worker::Result<Response> {
-        let done = match config::load(&self.env) {
-            Ok(config) => self.key.alarm(&config.topics).await,
-            // No delivery without a configuration: the key arms its own retry.
-            Err(error) => {
-                self.key.alarm_failed(&error).await;
-                Err(error)
-            }
-        };
-        // An error makes the runtime retry the alarm (unless the key armed another).
-        done.map_err(|e| worker::Error::RustError(e.message()))?;
-        Response::ok("")
+    /// The key's alarm: a window due, a retry, a deadline or its collection.
+    pub async fn alarm(&self) -> Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move {
+            let done = match config::load(&self.env) {
+                Ok(config) => self.key.alarm(&config.topics).await,
+                // No delivery without a configuration: the key arms its own retry.
+                Err(error) => {
+                    self.key.alarm_failed(&error).await;
+                    Err(error)
+                }
+            };
+            // An error makes the runtime retry the alarm (unless the key armed another).
+            done.map(|()| JsValue::UNDEFINED).map_err(|e| worker::js_sys::Error::new(&e.message()).into())
+        })
+        .await
     }
 }

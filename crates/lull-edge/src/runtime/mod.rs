@@ -12,16 +12,11 @@ mod coalesce;
 pub(crate) mod config;
 pub(crate) mod consumer;
 pub(crate) mod http;
-// The glue `#[durable_object]` generates (wasm-bindgen exports) has no docs.
-mod headers;
-#[allow(missing_docs)]
 mod key_window;
 mod outbound;
 pub(crate) mod router;
 mod store;
 mod sys;
-// Same: the glue of `#[durable_object]`.
-#[allow(missing_docs)]
 mod topic_gate;
 
 pub use key_window::KeyWindow;

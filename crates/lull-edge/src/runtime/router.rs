@@ -6,12 +6,11 @@ use std::cell::RefCell;
 
 use serde_json::value::RawValue;
 use worker::worker_sys::web_sys;
-use worker::{Context, Env, Method, Request, RequestInit, Response, event};
+use worker::{Context, Env, event};
 
 use super::coalesce;
 use super::config;
-use super::headers::KEY_CALL_HEADER;
-use super::http::{self, Incoming};
+use super::http::{self, Incoming, Reply};
 use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
@@ -50,7 +49,7 @@ async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
 }
 
 #[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<Reply, worker::Error> {
     let req = Incoming::new(req);
     let origin = req.header("origin");
     let auth = req.header("authorization");
@@ -59,17 +58,20 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let result = handle(req, &env, &ctx, origin.as_deref(), &admin).await;
     // An admin sees a private error's detail (a broken configuration, say); anyone else a request id.
     let reveal = matches!(&result, Err(e) if e.is_private()) && admin();
-    let response = http::respond_as(result, reveal)?;
+    let response = http::respond_as(result, reveal).map_err(worker::Error::from)?;
     // Every answer (errors too) tells an allowed origin's page that it may read it.
-    let cors = config::load(&env).map(|c| c.cors.headers(origin.as_deref())).unwrap_or_default();
+    let cors = match origin {
+        Some(origin) => config::load(&env).map(|c| c.cors.headers(Some(origin.as_str()))).unwrap_or_default(),
+        None => Vec::new(),
+    };
     if cors.is_empty() {
         return Ok(response);
     }
-    let headers = response.headers().clone();
+    let headers = response.headers();
     for (name, value) in cors {
-        headers.set(name, &value)?;
+        headers.set(name, &value).map_err(worker::Error::from)?;
     }
-    Ok(response.with_headers(headers))
+    Ok(response)
 }
 
 async fn handle(
@@ -78,7 +80,7 @@ async fn handle(
     ctx: &Context,
     origin: Option<&str>,
     admin: &dyn Fn() -> bool,
-) -> Result<Response, ApiError> {
+) -> Result<Reply, ApiError> {
     let route = Route::parse(&req.method(), &req.path())?;
     if route == Route::Health {
         // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
@@ -86,7 +88,7 @@ async fn handle(
         let topics: Vec<&str> = config.topics.iter().map(|t| t.name.as_str()).collect();
         let body =
             if admin() { serde_json::json!({"ok": true, "topics": topics}) } else { serde_json::json!({"ok": true}) };
-        return Ok(http::json(200, &body)?);
+        return http::json(200, &body);
     }
     let config = config::load(env)?;
     #[cfg(feature = "demo")]
@@ -97,11 +99,9 @@ async fn handle(
     let tokens = &config.tokens;
     match route {
         Route::Preflight => {
-            let headers = worker::Headers::new();
-            for (name, value) in config.cors.preflight(origin)? {
-                headers.set(name, &value)?;
-            }
-            Ok(Response::empty()?.with_status(204).with_headers(headers))
+            let headers = config.cors.preflight(origin)?;
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+            http::reply(204, None, &headers)
         }
         Route::Health => Err(ApiError::Internal("health is answered above".into())),
         #[cfg(feature = "demo")]
@@ -115,7 +115,7 @@ async fn handle(
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
             let (status, body) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
-            Ok(http::json_text(status, body)?)
+            http::json_text(status, &body)
         }
         Route::QueueDeadLetters { topic, op } => {
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
@@ -131,7 +131,7 @@ async fn handle(
             }
             // The gate object's text, unparsed: bodies reach the caller byte for byte.
             let (status, body) = GateClient { env }.call(&topic.name, op).await?;
-            Ok(http::json_text(status, body)?)
+            http::json_text(status, &body)
         }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req.into_request(), env, page).await,
@@ -149,7 +149,7 @@ async fn handle(
                 })?;
             let claims = asked.claims(&topic.name, now_s)?;
             let token = tokens.client_secrets().mint(&claims)?;
-            Ok(http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))?)
+            http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
         Route::Batch { topic } => {
             let now_s = http::now_ms() / 1000;
@@ -189,7 +189,7 @@ async fn handle(
                 .await;
             let places = groups.into_iter().map(|(_, places)| places);
             let body = batch::results(events.len(), places.zip(answers).collect());
-            Ok(http::json(207, &body)?)
+            http::json(207, &body)
         }
         Route::Key { topic, key, request } => {
             let now_s = http::now_ms() / 1000;
@@ -251,21 +251,15 @@ async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
     batch::read_key_answer(status, &body)
 }
 
-/// Hand `call` to its key's object and read its answer ([`http::answer`]).
+/// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
 pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<(u16, String, Option<String>), ApiError> {
-    http::answer(forward(env, call).await?).await
+    let namespace = config::key_windows(env)?;
+    let stub = namespace.id_from_name(&object_name(&call.topic, &call.key)).and_then(|id| id.get_stub())?;
+    http::call_object(stub, "https://key-window/", &call.to_wire()?).await
 }
 
-/// Hand `call` to its key's object: the call in one header, an event's JSON as the body.
-pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Response, ApiError> {
-    let namespace = config::key_windows(env)?;
-    let name = object_name(&call.topic, &call.key);
-    let stub = namespace.id_from_name(&name).and_then(|id| id.get_stub())?;
-    let headers = worker::Headers::new();
-    headers.set(KEY_CALL_HEADER, &call.to_header()?)?;
-    let body = call.body()?.map(Into::into);
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(body);
-    let inner = Request::new_with_init("https://key-window/", &init)?;
-    Ok(stub.fetch_with_request(inner).await?)
+/// Hand `call` to its key's object and pass its answer on.
+pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
+    let (status, body, retry_after) = ask(env, call).await?;
+    http::pass_on(status, &body, retry_after.as_deref())
 }

@@ -51,6 +51,8 @@ const NEWEST_COLUMN: &str = "n";
 /// The object's SQLite, and its state for transactions and `deleteAll`.
 pub struct SqlStore {
     state: State,
+    /// `storage.sql`, fetched from the runtime once (the same object for the object's life).
+    sql: SqlStorage,
 }
 
 fn int(n: u64) -> SqlStorageValue {
@@ -123,11 +125,12 @@ struct LegacyState {
 impl SqlStore {
     /// The store of the object with `state`; tables are made (or migrated) on first load.
     pub fn new(state: State) -> Self {
-        SqlStore { state }
+        let sql = state.storage().sql();
+        SqlStore { state, sql }
     }
 
-    fn sql(&self) -> SqlStorage {
-        self.state.storage().sql()
+    fn sql(&self) -> &SqlStorage {
+        &self.sql
     }
 
     /// The one number a `SELECT … AS n` query answers.
@@ -138,7 +141,7 @@ impl SqlStore {
 
     /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
     fn transaction(&self, f: impl FnOnce(&SqlStorage) -> worker::Result<u64> + 'static) -> Result<u64, StoreError> {
-        let sql = self.sql();
+        let sql = self.sql.clone();
         let rows = self.state.transaction_sync(move || f(&sql).map(|rows| rows as f64).map_err(|e| e.to_string()));
         rows.map(|n| n as u64).map_err(error)
     }
@@ -328,7 +331,7 @@ impl Store for SqlStore {
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
         // One statement is atomic by itself: no transaction to open.
         if let [one] = writes {
-            return apply(&self.sql(), one.clone()).map_err(error);
+            return apply(self.sql(), one.clone()).map_err(error);
         }
         let writes = writes.to_vec();
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))

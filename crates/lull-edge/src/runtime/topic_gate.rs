@@ -3,18 +3,20 @@
 //! as a key-value entry, dead letters and failing forwards as SQLite rows),
 //! the queue bindings (replays) and the clock; and [`GateClient`], how the
 //! consumer and the router call it: one [`GateCall`] as JSON in the request's
-//! body, the answer as JSON.
+//! body, the answer as JSON. Its exports are written here, as the key
+//! object's are ([`super::key_window`]).
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 
 use serde::Deserialize;
-use worker::{
-    DurableObject, Env, Method, Request, RequestInit, Response, SqlStorage, SqlStorageValue, State, durable_object,
-};
+use wasm_bindgen::prelude::*;
+use worker::worker_sys::{DurableObjectState, web_sys};
+use worker::{Env, SqlStorage, SqlStorageValue, State};
 
 use super::config;
 use super::consumer::WorkersClock;
-use super::http;
+use super::http::{self, Reply};
 use super::outbound::Queues;
 use super::sys::StateExt;
 use crate::http::ApiError;
@@ -345,10 +347,7 @@ impl GateClient<'_> {
         let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_body(Some(body.into()));
-        let res = stub.fetch_with_request(Request::new_with_init("https://gate/", &init)?).await?;
-        let (status, text, _) = http::answer(res).await?;
+        let (status, text, _) = http::call_object(stub, "https://gate/", &body).await?;
         Ok((status, text))
     }
 }
@@ -367,16 +366,16 @@ impl Gates for GateClient<'_> {
 }
 
 /// One queue topic's bound on forwards, counters and dead letters.
-#[durable_object]
+#[wasm_bindgen]
 pub struct TopicGate {
     env: Env,
     gate: GateObject<SqlGateStore, Queues, WorkersClock>,
 }
 
 impl TopicGate {
-    async fn serve(&self, mut req: Request) -> Result<Response, ApiError> {
-        let call: GateCall =
-            serde_json::from_str(&req.text().await?).map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
+    async fn serve(&self, req: web_sys::Request) -> Result<Reply, ApiError> {
+        let call: GateCall = serde_json::from_str(&http::object_body(&req).await?)
+            .map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
         // Dead letters are kept, listed and discarded whatever the configuration is (even none that loads).
         let config = match call.op {
             GateOp::DeadLetter { .. } | GateOp::DeadLetters { .. } | GateOp::Discard { .. } => {
@@ -386,17 +385,21 @@ impl TopicGate {
         };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
         let answer = self.gate.call(&call.topic, topic, call.op).await?;
-        Ok(http::json_text(200, answer.to_text())?)
+        http::json_text(200, &answer.to_text())
     }
 }
 
-impl DurableObject for TopicGate {
-    fn new(state: State, env: Env) -> Self {
+#[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
+impl TopicGate {
+    /// The object of `state`, as the runtime makes it.
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, env: Env) -> TopicGate {
         let queues = Queues { env: env.clone() };
-        TopicGate { env, gate: GateObject::new(SqlGateStore { state }, queues, WorkersClock) }
+        TopicGate { env, gate: GateObject::new(SqlGateStore { state: State::from(state) }, queues, WorkersClock) }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        http::respond(self.serve(req).await)
+    /// A call from the router or the queue consumer: a [`GateCall`] in its body.
+    pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
     }
 }
