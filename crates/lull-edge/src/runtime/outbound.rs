@@ -4,14 +4,11 @@
 //! topic, the window's messages sent to its queue (in batches the queue
 //! takes, see [`crate::delivery::queue_message::batches`]).
 
-use std::pin::pin;
-use std::time::Duration;
-
-use futures::future::{Either, select};
-use worker::{
-    AbortController, Delay, Env, Fetch, Headers, Method, QueueContentType, RawMessageBuilder, Request, RequestInit,
-    RequestRedirect, Response,
-};
+use worker::js_sys::{self, Promise};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::web_sys::{AbortSignal, Headers, RequestInit, RequestRedirect, Response, WorkerGlobalScope};
+use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
@@ -54,29 +51,33 @@ const MAX_LOCATION: usize = 256;
 
 /// Send it; never fails, the outcome says what happened. A redirect is not
 /// followed: it is a failed attempt naming the status and the `Location`.
+/// The runtime's own `fetch` and `AbortSignal.timeout()` carry it: no timer,
+/// controller or response wrapper of ours.
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
-    let request = match request(&out, secrets) {
-        Ok(request) => request,
-        Err(e) => return Outcome { ok: false, detail: format!("request: {e}") },
+    let sending = match fetch(&out, secrets) {
+        Ok(sending) => sending,
+        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown(&e)) },
     };
-    let controller = AbortController::default();
-    let signal = controller.signal();
-    let fetch = Fetch::Request(request);
-    let sending = pin!(fetch.send_with_signal(&signal));
-    let timer = pin!(Delay::from(Duration::from_millis(out.timeout_ms)));
-    match select(sending, timer).await {
-        Either::Left((Ok(response), _)) => answered(&response),
-        Either::Left((Err(e), _)) => Outcome { ok: false, detail: format!("network: {e}") },
-        Either::Right(((), _)) => {
-            controller.abort();
+    match JsFuture::from(sending).await {
+        Ok(response) => answered(&response.unchecked_into()),
+        Err(e) if e.dyn_ref::<js_sys::Error>().is_some_and(|e| e.name() == "TimeoutError") => {
             Outcome { ok: false, detail: "timeout".into() }
         }
+        Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown(&e)) },
+    }
+}
+
+/// A thrown JS value as text: an error's message, else its debug form.
+fn thrown(e: &JsValue) -> String {
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(error) => String::from(error.message()),
+        None => format!("{e:?}"),
     }
 }
 
 /// What an answer means: a 2xx delivered; a 3xx is a redirect not followed.
 fn answered(response: &Response) -> Outcome {
-    let status = response.status_code();
+    let status = response.status();
     if !(300..400).contains(&status) {
         return Outcome { ok: (200..300).contains(&status), detail: status.to_string() };
     }
@@ -96,8 +97,9 @@ fn clip(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-fn request(out: &Outgoing, secrets: &[Secret]) -> worker::Result<Request> {
-    let headers = Headers::new();
+/// The delivery's `fetch`, begun: signed, aborted after the topic's timeout, never redirected.
+fn fetch(out: &Outgoing, secrets: &[Secret]) -> Result<Promise, JsValue> {
+    let headers = Headers::new()?;
     headers.set("content-type", "application/json")?;
     headers.set("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))?;
     headers.set(IDEMPOTENCY_HEADER, &out.idempotency_key)?;
@@ -107,13 +109,15 @@ fn request(out: &Outgoing, secrets: &[Secret]) -> worker::Result<Request> {
     headers.set(signing::ID_HEADER, &out.idempotency_key)?;
     headers.set(signing::TIMESTAMP_HEADER, &unix.to_string())?;
     headers.set(signing::SIGNATURE_HEADER, &signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes()))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(out.body.as_str().into()))
-        // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
-        .with_redirect(RequestRedirect::Manual);
-    Request::new_with_init(&out.target, &init)
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(&out.body));
+    // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
+    init.set_redirect(RequestRedirect::Manual);
+    init.set_signal(Some(&AbortSignal::timeout_with_f64(out.timeout_ms as f64)));
+    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
+    Ok(global.fetch_with_str_and_init(&out.target, &init))
 }
 
 /// [`QueueSend`] over the worker's queue bindings.
