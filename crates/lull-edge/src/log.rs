@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 /// accepted event, and one per window fired. A log line per event cost more
 /// than anything else on the per-event path (about 8% of the Worker's CPU in
 /// a profile of one hot key), and a second line per window about as much as
-/// a window's own work where each event is a window; a window's `deliver`
-/// line (one per attempt) carries its reason, count and delay.
+/// a window's own work where each event is a window. A delivery attempt that
+/// succeeded is kept in the timeline only too ([`Fact::logged`]): the log
+/// gets what needs a look (failed attempts, retries, dead letters, errors).
 pub const TIMELINE_ONLY: &[&str] = &["accept", "fire"];
 
 /// What happened, with its fields (a JSON object).
@@ -32,9 +33,11 @@ impl Fact {
         Fact { event, fields }
     }
 
-    /// Whether the Worker's log gets it (all but [`TIMELINE_ONLY`] facts).
+    /// Whether the Worker's log gets it: all but [`TIMELINE_ONLY`] facts and
+    /// `deliver` facts of attempts that succeeded (`"ok": true`).
     pub fn logged(&self) -> bool {
-        !TIMELINE_ONLY.contains(&self.event)
+        let delivered = self.event == "deliver" && self.fields.get("ok") == Some(&Value::Bool(true));
+        !delivered && !TIMELINE_ONLY.contains(&self.event)
     }
 
     /// The JSON line, with `context` (name, value) pairs before the fields.
@@ -61,6 +64,7 @@ mod tests {
         assert_eq!(line, json!({"lull": "fire", "topic": "t", "key": "k", "window": 3, "reason": "quiet"}));
         assert_eq!(Fact::new("collected", json!(null)).line(&[]), r#"{"lull":"collected"}"#);
         assert!(!fact.logged() && !Fact::new("accept", json!({})).logged());
-        assert!(Fact::new("deliver", json!({})).logged());
+        assert!(Fact::new("deliver", json!({"ok": false, "outcome": "500"})).logged());
+        assert!(!Fact::new("deliver", json!({"ok": true, "outcome": "200"})).logged());
     }
 }

@@ -796,23 +796,37 @@ proptest! {
 }
 
 #[test]
-fn a_delivery_attempt_logs_one_line_with_its_window_and_fires_log_none() {
+fn a_failed_attempt_logs_one_line_with_its_window_and_fires_and_successes_log_none() {
     let mut pair = Pair::new();
     pair.step(&Op::Event);
     pair.step(&Op::Event);
     pair.step(&Op::Alarm); // quiet period: the window fires, the delivery starts
+    pair.step(&Op::Answer(false));
+    pair.step(&Op::Alarm); // the retry
     pair.step(&Op::Answer(true));
     let lines: Vec<serde_json::Value> =
         pair.world.borrow().logs.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(!lines.iter().any(|l| l["lull"] == "fire"), "a fire is kept in the timeline only: {lines:?}");
     let delivered: Vec<_> = lines.iter().filter(|l| l["lull"] == "deliver").collect();
-    assert_eq!(delivered.len(), 1, "{lines:?}");
+    assert_eq!(delivered.len(), 1, "the failed attempt only: {lines:?}");
     let d = delivered[0];
     assert_eq!(
         (&d["window"], &d["attempt"], &d["reason"], &d["count"]),
         (&1.into(), &1.into(), &"quiet".into(), &2.into())
     );
-    assert_eq!((&d["delay_ms"], &d["ok"], &d["outcome"]), (&50.into(), &true.into(), &"200".into()), "{d}");
+    assert_eq!((&d["delay_ms"], &d["ok"], &d["outcome"]), (&50.into(), &false.into(), &"500".into()), "{d}");
+    // Both attempts are in the key's timeline.
+    let Some(Ok(reply)) = pair.request(KeyRequest::Timeline { after: None, limit: 100 }) else {
+        panic!("the timeline answers")
+    };
+    let attempts: Vec<_> = reply.body["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["lull"] == "deliver")
+        .map(|e| (e["attempt"].clone(), e["ok"].clone()))
+        .collect();
+    assert_eq!(attempts, [(1.into(), false.into()), (2.into(), true.into())]);
 }
 
 #[test]

@@ -147,7 +147,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             l.armed = None; // the alarm that woke us is spent
             if let Some(topic) = topics.get(&l.topic) {
                 l.retention_ms = topic.retention_ms;
-                l.log_keys = topic.log_keys;
+                l.set_log_keys(topic.log_keys);
             }
             let idle_since = l.touched;
             let due = l.ks.is_idle() && now >= idle_since.saturating_add(l.retention_ms);

@@ -14,7 +14,7 @@ use super::state::{KeyState, SCHEMA, WindowTerms};
 use super::{DEDUPE_SLOTS, KeyObject, json_error, unavailable};
 use crate::http::ApiError;
 use crate::log::Fact;
-use crate::names::Key;
+use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, Host, Outbound, Store};
 use crate::topic::{DEFAULT_RETENTION_MS, Topic};
 
@@ -50,6 +50,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 touched: self.host.now(),
                 retention_ms: topic.retention_ms,
                 log_keys: topic.log_keys,
+                label: key_label(key.as_str(), topic.log_keys),
                 client_minute: (0, 0),
             });
             return Ok(true);
@@ -106,9 +107,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let key = Key::from_path_segment(&restored.key)?;
         let (dedupe, next_slot) =
             remembered(stored.dedupe, new.map(|(topic, _)| topic.dedupe_window_ms), self.host.now());
+        let log_keys = new.is_some_and(|(topic, _)| topic.log_keys);
         let mut loaded = Loaded {
             topic: restored.topic,
-            key,
             ks,
             persisted: true,
             armed: None,
@@ -121,7 +122,9 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             next_slot,
             touched: stored.events.iter().map(|row| row.at).fold(restored_touched, u64::max),
             retention_ms: new.map_or(DEFAULT_RETENTION_MS, |(topic, _)| topic.retention_ms),
-            log_keys: new.is_some_and(|(topic, _)| topic.log_keys),
+            log_keys,
+            label: key_label(key.as_str(), log_keys),
+            key,
             client_minute: (0, 0),
         };
         for q in &migrated.queued {

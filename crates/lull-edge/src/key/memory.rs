@@ -51,6 +51,8 @@ pub(super) struct Loaded {
     pub(super) retention_ms: u64,
     /// The topic's `log_keys`: log lines name the key as it is (else by a short hash).
     pub(super) log_keys: bool,
+    /// The key as log lines name it ([`key_label`] under `log_keys`): made once, not per line.
+    pub(super) label: String,
     /// Client-token events accepted in the current minute: (when it began, how many).
     /// In memory: a restarted object starts a new minute.
     pub(super) client_minute: (u64, u32),
@@ -87,7 +89,15 @@ pub(super) fn incarnation(random: u64) -> String {
 impl Loaded {
     /// A fact as a log line of this key: `{"lull", "topic", "key", …fields}`.
     pub(super) fn line(&self, fact: &Fact) -> String {
-        fact.line(&[("topic", &self.topic), ("key", &key_label(self.key.as_str(), self.log_keys))])
+        fact.line(&[("topic", &self.topic), ("key", &self.label)])
+    }
+
+    /// Follow the topic's `log_keys`; the key's label is made again only when it changes.
+    pub(super) fn set_log_keys(&mut self, log_keys: bool) {
+        if log_keys != self.log_keys {
+            self.log_keys = log_keys;
+            self.label = key_label(self.key.as_str(), log_keys);
+        }
     }
 
     /// Facts as this key's lines, each with whether the log gets it ([`Fact::logged`]).

@@ -206,7 +206,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         self.load(Some((topic, key))).await?;
         self.with(|l| {
             l.retention_ms = topic.retention_ms;
-            l.log_keys = topic.log_keys;
+            l.set_log_keys(topic.log_keys);
             l.ks.io.requests += 1;
             Ok(())
         })?;
