@@ -1,5 +1,7 @@
 // cargo xtask bench (edge): on one local workerd, in one run, lull-edge vs a
-// plain JavaScript Durable Object (fixtures/js-debounce.mjs) vs a no-op one
+// plain JavaScript Durable Object (fixtures/js-debounce.mjs: the alarm set
+// only when none is, re-armed until the key is quiet; and, a row of its own,
+// the slower variant pushing the alarm per event) vs a no-op one
 // (fixtures/noop.mjs): accepted events/s and accept latency for 1 hot key and
 // for 1,000 keys, storage rows written per event, fire lateness; and a
 // backlog phase: one key whose target is down, accepting with 0 and with
@@ -68,6 +70,15 @@ const mf = new Miniflare(
         scriptPath: join(fixtures, "js-debounce.mjs"),
         durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
         bindings: { TARGET: `${rx.url}/js`, TOKEN: TOKENS.ingest },
+      },
+      {
+        name: "js-push",
+        routes: ["jspush.bench/*"],
+        compatibilityDate: "2026-11-01",
+        modules: true,
+        scriptPath: join(fixtures, "js-debounce.mjs"),
+        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
+        bindings: { TARGET: `${rx.url}/jspush`, TOKEN: TOKENS.ingest, PUSH: "1" },
       },
       {
         name: "js-down",
@@ -290,6 +301,7 @@ const targets = [
   { name: "lull-edge", host: "lull.bench", path: "/lull" },
   { name: "lull-edge, client token", host: "lull.bench", path: "/client", topic: "c", token: CLIENT_TOKEN },
   { name: "plain JS DO", host: "js.bench", path: "/js" },
+  { name: "plain JS DO, alarm pushed per event", host: "jspush.bench", path: "/jspush" },
   { name: "no-op DO", host: "noop.bench", path: null },
 ];
 const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread: [], rows: [] }]));
