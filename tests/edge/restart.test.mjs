@@ -144,3 +144,48 @@ test("stopped mid-retry-backoff: the retry happens after the restart with the sa
     }
   });
 });
+
+// A key makes its backlog and producer-key tables when it first needs them:
+// after a restart, a key that made them reads them back, and one that had not
+// makes them then.
+test("tables made when first needed: a producer key remembered before a restart still is after it; a key without the table makes it after", async () => {
+  const events = (api, key) => (body, idem) =>
+    api.call("POST", `/v1/topics/t/keys/${encodeURIComponent(key)}/events`, body, idem ? { "idempotency-key": idem } : {});
+  let edge = await startEdge({ persist: state.dir, topics: topics() });
+  let api = client(edge.url);
+  let first;
+  try {
+    const a = events(api, "lazy-a");
+    assert.equal((await a({ n: 1 })).status, 202);
+    first = await a({ n: 2 }, "p-1");
+    assert.equal(first.status, 202);
+    assert.equal((await events(api, "lazy-b")({ n: 1 })).status, 202);
+    // The key that remembered a producer key holds two more tables (a page each) than the one that did not.
+    const [sa, sb] = [(await api.status("t", "lazy-a")).json, (await api.status("t", "lazy-b")).json];
+    assert.ok(sb.database_bytes < sa.database_bytes, `lazy-b ${sb.database_bytes} B, lazy-a ${sa.database_bytes} B`);
+  } finally {
+    await edge.stop();
+  }
+  edge = await startEdge({ persist: state.dir, topics: topics() });
+  api = client(edge.url);
+  try {
+    const again = await events(api, "lazy-a")({ n: 2 }, "p-1");
+    assert.deepEqual([again.status, again.json], [202, first.json], "remembered across the restart: the first answer");
+    const b = events(api, "lazy-b");
+    const stored = await b({ n: 2 }, "p-2");
+    assert.equal(stored.status, 202);
+    assert.deepEqual((await b({ n: 2 }, "p-2")).json, stored.json, "remembered in the table made after the restart");
+    const s = await until(async () => {
+      const s = (await api.status("t", "lazy-b")).json;
+      return s.stats.succeeded >= 1 && s.state === "idle" && s;
+    }, WAIT + 15_000, "lazy-b delivered");
+    assert.equal(s.stats.events, 2, "lazy-b stored two events, not three");
+    const delivered = await until(async () => {
+      const events = rx.of("lazy-a").flatMap((d) => d.body.events);
+      return events.length >= 2 && events;
+    }, WAIT + 15_000, "lazy-a delivered");
+    assert.deepEqual(delivered, [{ n: 1 }, { n: 2 }], "lazy-a: each event delivered once");
+  } finally {
+    await edge.stop();
+  }
+});

@@ -8,6 +8,8 @@
 //! newest state becomes the snapshot and the event rows keep only the event.
 //! The tables, the snapshot and the migration are described in `STORAGE.md`.
 
+use std::cell::Cell;
+
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue, State};
 
@@ -17,6 +19,7 @@ use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
 use crate::ports::{Bodies, DedupeRow, RowFormat, RowRead, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
 
+/// The tables every key writes from its first event: its event rows and its snapshot.
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS events (
   seq   INTEGER PRIMARY KEY,
@@ -29,7 +32,12 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS snapshot (
   id   INTEGER PRIMARY KEY CHECK (id = 0),
   json TEXT    NOT NULL
-);
+);";
+
+/// The tables a key makes when it first needs them: backlog windows and
+/// remembered producer keys (most keys never write either; a table made costs
+/// a new key's first statement about as much as its events' table).
+const LATER_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS windows (
   win  INTEGER PRIMARY KEY,
   ord  INTEGER NOT NULL,
@@ -44,15 +52,21 @@ CREATE TABLE IF NOT EXISTS dedupe (
 );";
 
 /// The `events` column added last: a table that has it is current, and
-/// [`TABLES`] made every other table with it. A schema change adds its own
+/// [`TABLES`] made the snapshot's with it. A schema change adds its own
 /// column or table here, and a step in [`SqlStore::prepare`].
 const NEWEST_COLUMN: &str = "n";
+
+/// The most a database with no table takes: its header page (a table takes a
+/// page of its own). A new object's database is that page alone.
+const EMPTY_DATABASE_BYTES: usize = 4096;
 
 /// The object's SQLite, and its state for transactions and `deleteAll`.
 pub struct SqlStore {
     state: State,
     /// `storage.sql`, fetched from the runtime once (the same object for the object's life).
     sql: SqlStorage,
+    /// Whether [`LATER_TABLES`] are there (learnt at load, made at their first write).
+    later: Cell<bool>,
 }
 
 fn int(n: u64) -> SqlStorageValue {
@@ -126,7 +140,7 @@ impl SqlStore {
     /// The store of the object with `state`; tables are made (or migrated) on first load.
     pub fn new(state: State) -> Self {
         let sql = state.storage().sql();
-        SqlStore { state, sql }
+        SqlStore { state, sql, later: Cell::new(false) }
     }
 
     fn sql(&self) -> &SqlStorage {
@@ -173,6 +187,21 @@ impl SqlStore {
     /// runs no schema statement. Answers whether the storage was empty (a new
     /// key: its tables were just made, and there is nothing to read).
     fn prepare(&self) -> Result<bool, StoreError> {
+        // A new object's storage, told without a statement: no table, so no migration to look for.
+        if self.sql().database_size() <= EMPTY_DATABASE_BYTES {
+            self.sql().exec(TABLES, None).map_err(error)?;
+            self.later.set(false);
+            return Ok(true);
+        }
+        let later: Vec<Count> = self
+            .sql()
+            .exec(
+                "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('windows', 'dedupe')",
+                None,
+            )
+            .and_then(|c| c.to_array())
+            .map_err(error)?;
+        self.later.set(later.first().is_some_and(|c| c.n == 2));
         let columns: Vec<Column> =
             self.sql().exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
         let has = |name: &str| columns.iter().any(|c| c.name == name);
@@ -186,6 +215,7 @@ impl SqlStore {
         if columns.is_empty() {
             return Ok(true);
         }
+        self.make_later_tables()?;
         // Event rows written before `bytes` existed get the column, filled once
         // (a load never reads a body to learn its length); rows written before
         // events shared rows hold one event each. One transaction: all or none.
@@ -208,9 +238,19 @@ impl SqlStore {
         .map(|_| false)
     }
 
+    /// Make [`LATER_TABLES`] if they may not be there yet.
+    fn make_later_tables(&self) -> Result<(), StoreError> {
+        if !self.later.get() {
+            self.sql().exec(LATER_TABLES, None).map_err(error)?;
+            self.later.set(true);
+        }
+        Ok(())
+    }
+
     /// Schema 1 (every event row carried the key's state): the newest state
     /// becomes the snapshot, the rows keep only their events.
     fn migrate_schema_1(&self) -> Result<(), StoreError> {
+        self.later.set(false); // made below, with the rest, if the migration commits
         self.transaction(|sql| {
             let mut newest: Vec<LegacyState> =
                 sql.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
@@ -229,12 +269,13 @@ impl SqlStore {
                 None,
             )?;
             sql.exec(TABLES, None)?;
+            sql.exec(LATER_TABLES, None)?;
             if let Some(state) = newest.into_iter().max_by_key(|s| s.ver) {
                 sql.exec("INSERT INTO snapshot (id, json) VALUES (0, ?)", vec![state.state.into()])?;
             }
             Ok(0)
         })
-        .map(drop)
+        .map(|_| self.later.set(true))
     }
 }
 
@@ -303,12 +344,17 @@ impl Store for SqlStore {
             let (first, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
             events.extend(RowFormat::events(first, unsigned(r.at), n, unsigned(r.bytes), r.sizes.as_deref())?);
         }
-        let windows: Vec<WindowSql> = sql
-            .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
-            .and_then(|c| c.to_array())
-            .map_err(error)?;
-        let dedupe: Vec<DedupeSql> =
-            sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
+        let (windows, dedupe): (Vec<WindowSql>, Vec<DedupeSql>) = if self.later.get() {
+            let windows = sql
+                .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
+                .and_then(|c| c.to_array())
+                .map_err(error)?;
+            let dedupe =
+                sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
+            (windows, dedupe)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(Stored {
             snapshot: snapshot.into_iter().next().map(|s| s.json),
             events,
@@ -329,6 +375,9 @@ impl Store for SqlStore {
     }
 
     fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+        if writes.iter().any(|w| matches!(w, Write::Window(_) | Write::ForgetWindow(_) | Write::Dedupe(_))) {
+            self.make_later_tables()?;
+        }
         // One statement is atomic by itself: no transaction to open.
         if let [one] = writes {
             return apply(self.sql(), one.clone()).map_err(error);
@@ -358,6 +407,8 @@ impl Store for SqlStore {
     async fn erase(&self) -> Result<(), StoreError> {
         let storage = self.state.storage();
         storage.delete_alarm().await.map_err(error)?;
-        storage.delete_all().await.map_err(error)
+        storage.delete_all().await.map_err(error)?;
+        self.later.set(false);
+        Ok(())
     }
 }
