@@ -125,7 +125,8 @@ struct Wire<T, R> {
 
 impl KeyCall {
     /// The body the object reads: the call as one line of JSON (`{"topic",
-    /// "key" (percent-encoded), "request"}`; JSON text never holds a raw
+    /// "key" (percent-encoded, as a route carries it, so the object checks it
+    /// with the route's own parser), "request"}`; JSON text never holds a raw
     /// newline), a newline, then an event's JSON or a batch's events as
     /// `[{"event", "idempotency_key"?}, …]` (nothing else for other requests).
     pub fn to_wire(&self) -> Result<String, ApiError> {

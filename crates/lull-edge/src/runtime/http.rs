@@ -23,9 +23,22 @@ pub fn now_ms() -> u64 {
 /// A response as the runtime takes it.
 pub type Reply = web_sys::Response;
 
+/// A thrown JS value as text: an error's message, else its debug form.
+pub fn thrown_text(e: &JsValue) -> String {
+    match e.dyn_ref::<worker::js_sys::Error>() {
+        Some(error) => String::from(error.message()),
+        None => format!("{e:?}"),
+    }
+}
+
 /// A runtime call's failure (a thrown JS value) as the API's `500 internal`.
 fn thrown(what: &str) -> impl Fn(JsValue) -> ApiError + '_ {
-    move |e| ApiError::Internal(format!("{what}: {e:?}"))
+    move |e| ApiError::Internal(format!("{what}: {}", thrown_text(&e)))
+}
+
+/// `message` as a JS `Error`: what an export's promise rejects with.
+pub fn js_error(message: &str) -> JsValue {
+    worker::js_sys::Error::new(message).into()
 }
 
 /// `body` with `status` and `headers`.
@@ -93,7 +106,7 @@ pub fn respond(result: Result<Reply, ApiError>) -> Result<Reply, JsValue> {
 
 /// [`respond`], showing a private error's detail if `reveal` (an admin asked).
 pub fn respond_as(result: Result<Reply, ApiError>, reveal: bool) -> Result<Reply, JsValue> {
-    result.or_else(|e| error(&e, reveal)).map_err(|e| worker::js_sys::Error::new(&e.message()).into())
+    result.or_else(|e| error(&e, reveal)).map_err(|e| js_error(&e.message()))
 }
 
 /// A runtime failure is the API's `500 internal`.
@@ -187,6 +200,7 @@ pub async fn call_object(stub: worker::Stub, url: &str, body: &str) -> Result<(u
         .dyn_into()
         .map_err(thrown("an object's answer"))?;
     let status = answer.status();
+    // An object sets `Retry-After` only on a refusal (`error`): a success's headers are not read.
     let retry_after = if status >= 400 { answer.headers().get("retry-after").ok().flatten() } else { None };
     Ok((status, text_of(answer.text(), "an object's answer").await?, retry_after))
 }

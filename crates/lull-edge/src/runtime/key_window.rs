@@ -77,7 +77,9 @@ impl KeyWindow {
         KeyWindow { key: KeyObject::new(store, host, fetcher), env }
     }
 
-    /// A request from the router: a [`KeyCall`] in its body.
+    /// A request from the router: a [`KeyCall`] in its body. (Each export's
+    /// future is asserted unwind-safe, as `#[durable_object]`'s are: under
+    /// `panic = "unwind"` wasm-bindgen asks it of an exported future.)
     pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
         AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
     }
@@ -94,7 +96,7 @@ impl KeyWindow {
                 }
             };
             // An error makes the runtime retry the alarm (unless the key armed another).
-            done.map(|()| JsValue::UNDEFINED).map_err(|e| worker::js_sys::Error::new(&e.message()).into())
+            done.map(|()| JsValue::UNDEFINED).map_err(|e| http::js_error(&e.message()))
         })
         .await
     }

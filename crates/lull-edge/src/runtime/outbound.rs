@@ -11,6 +11,7 @@ use worker::worker_sys::web_sys::{AbortSignal, Headers, RequestInit, RequestRedi
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
+use super::http::thrown_text;
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing::{self, Secret};
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
@@ -54,24 +55,16 @@ const MAX_LOCATION: usize = 256;
 /// The runtime's own `fetch` and `AbortSignal.timeout()` carry it: no timer,
 /// controller or response wrapper of ours.
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
-    let sending = match fetch(&out, secrets) {
+    let timeout = AbortSignal::timeout_with_f64(out.timeout_ms as f64);
+    let sending = match fetch(&out, secrets, &timeout) {
         Ok(sending) => sending,
-        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown(&e)) },
+        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
     };
     match JsFuture::from(sending).await {
         Ok(response) => answered(&response.unchecked_into()),
-        Err(e) if e.dyn_ref::<js_sys::Error>().is_some_and(|e| e.name() == "TimeoutError") => {
-            Outcome { ok: false, detail: "timeout".into() }
-        }
-        Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown(&e)) },
-    }
-}
-
-/// A thrown JS value as text: an error's message, else its debug form.
-fn thrown(e: &JsValue) -> String {
-    match e.dyn_ref::<js_sys::Error>() {
-        Some(error) => String::from(error.message()),
-        None => format!("{e:?}"),
+        // Told by the signal, not by the error's shape.
+        Err(_) if timeout.aborted() => Outcome { ok: false, detail: "timeout".into() },
+        Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
     }
 }
 
@@ -97,8 +90,8 @@ fn clip(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// The delivery's `fetch`, begun: signed, aborted after the topic's timeout, never redirected.
-fn fetch(out: &Outgoing, secrets: &[Secret]) -> Result<Promise, JsValue> {
+/// The delivery's `fetch`, begun: signed, aborted by `timeout`, never redirected.
+fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Promise, JsValue> {
     let headers = Headers::new()?;
     headers.set("content-type", "application/json")?;
     headers.set("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))?;
@@ -115,7 +108,7 @@ fn fetch(out: &Outgoing, secrets: &[Secret]) -> Result<Promise, JsValue> {
     init.set_body(&JsValue::from_str(&out.body));
     // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
     init.set_redirect(RequestRedirect::Manual);
-    init.set_signal(Some(&AbortSignal::timeout_with_f64(out.timeout_ms as f64)));
+    init.set_signal(Some(timeout));
     let global: WorkerGlobalScope = js_sys::global().unchecked_into();
     Ok(global.fetch_with_str_and_init(&out.target, &init))
 }

@@ -114,8 +114,8 @@ async fn handle(
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            let (status, body) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
-            http::json_text(status, &body)
+            let (status, body, retry_after) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
+            http::pass_on(status, &body, retry_after.as_deref())
         }
         Route::QueueDeadLetters { topic, op } => {
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
@@ -130,8 +130,8 @@ async fn handle(
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }
             // The gate object's text, unparsed: bodies reach the caller byte for byte.
-            let (status, body) = GateClient { env }.call(&topic.name, op).await?;
-            http::json_text(status, &body)
+            let (status, body, retry_after) = GateClient { env }.call(&topic.name, op).await?;
+            http::pass_on(status, &body, retry_after.as_deref())
         }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req.into_request(), env, page).await,

@@ -182,10 +182,11 @@ impl SqlStore {
     }
 
     /// Make the tables; migrate older storage (schema 1: event rows carry a
-    /// `state` column; later rows lack `bytes`, or `n` and `sizes`). One read
-    /// of the events table's columns tells them apart, so a current key's load
-    /// runs no schema statement. Answers whether the storage was empty (a new
-    /// key: its tables were just made, and there is nothing to read).
+    /// `state` column; later rows lack `bytes`, or `n` and `sizes`). A new
+    /// key's storage is told by its size alone; otherwise one read of which
+    /// [`LATER_TABLES`] exist and one of the events table's columns, so a
+    /// current key's load changes no schema. Answers whether the storage was
+    /// empty (a new key: its tables were just made, and there is nothing to read).
     fn prepare(&self) -> Result<bool, StoreError> {
         // A new object's storage, told without a statement: no table, so no migration to look for.
         if self.sql().database_size() <= EMPTY_DATABASE_BYTES {

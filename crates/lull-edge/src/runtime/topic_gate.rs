@@ -342,20 +342,21 @@ pub struct GateClient<'a> {
 }
 
 impl GateClient<'_> {
-    /// Ask `topic`'s gate object for `op`: its answer's status and JSON text (as written: unparsed).
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, String), ApiError> {
+    /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
+    /// written: unparsed) and `Retry-After` (on a refusal).
+    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, String, Option<String>), ApiError> {
         let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let (status, text, _) = http::call_object(stub, "https://gate/", &body).await?;
-        Ok((status, text))
+        http::call_object(stub, "https://gate/", &body).await
     }
 }
 
 impl Gates for GateClient<'_> {
     async fn ask(&self, topic: &str, op: GateOp) -> Result<GateAnswer, String> {
         let name = op.name();
-        let (status, body) = self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
+        let (status, body, _) =
+            self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
         if status != 200 {
             let error = serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default();
             let code = error.pointer("/error/code").and_then(|c| c.as_str()).unwrap_or("error");
@@ -398,7 +399,8 @@ impl TopicGate {
         TopicGate { env, gate: GateObject::new(SqlGateStore { state: State::from(state) }, queues, WorkersClock) }
     }
 
-    /// A call from the router or the queue consumer: a [`GateCall`] in its body.
+    /// A call from the router or the queue consumer: a [`GateCall`] in its body
+    /// (its future asserted unwind-safe, as the key object's are).
     pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
         AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
     }
