@@ -251,7 +251,6 @@ impl SqlStore {
     /// Schema 1 (every event row carried the key's state): the newest state
     /// becomes the snapshot, the rows keep only their events.
     fn migrate_schema_1(&self) -> Result<(), StoreError> {
-        self.later.set(false); // made below, with the rest, if the migration commits
         self.transaction(|sql| {
             let mut newest: Vec<LegacyState> =
                 sql.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
