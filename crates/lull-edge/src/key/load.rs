@@ -148,7 +148,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if migrating {
                 batch.logs.push(Fact::new("migrated", json!({"from_schema": restored.schema})));
             }
-            self.committed(&loaded.lines(&batch.logs));
+            self.committed(loaded.lines(&batch.logs));
         }
         *self.loaded.borrow_mut() = Some(loaded);
         Ok(true)

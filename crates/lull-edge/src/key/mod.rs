@@ -179,7 +179,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     }
                     Ok(())
                 });
-                self.committed(&batch.lines);
+                self.committed(batch.lines);
                 Ok(())
             }
             Err(e) => {
@@ -189,13 +189,14 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         }
     }
 
-    /// Keep what a committed operation did in the timeline, and log it (but per-event facts).
-    fn committed(&self, lines: &[(String, bool)]) {
+    /// Keep what a committed operation did in the timeline, and log what the
+    /// log gets ([`Fact::logged`](crate::log::Fact::logged)).
+    fn committed(&self, lines: Vec<(String, bool)>) {
         let at = self.host.now();
         let mut timeline = self.timeline.borrow_mut();
         for (line, logged) in lines {
-            if *logged {
-                self.host.log(line);
+            if logged {
+                self.host.log(&line);
             }
             timeline.push(at, line);
         }

@@ -38,11 +38,11 @@ impl Timeline {
     }
 
     /// Keep one committed log line (a JSON object) and when it was committed.
-    pub fn push(&mut self, at: u64, line: &str) {
+    pub fn push(&mut self, at: u64, line: String) {
         if self.entries.len() == TIMELINE_KEEP {
             self.entries.pop_front();
         }
-        self.entries.push_back((self.next, at, line.to_string()));
+        self.entries.push_back((self.next, at, line));
         self.next += 1;
     }
 
@@ -86,7 +86,7 @@ mod tests {
     fn keeps_the_newest_entries_up_to_the_bound_and_pages_after_n() {
         let mut timeline = Timeline::new(5);
         for i in 0..TIMELINE_KEEP as u64 + 10 {
-            timeline.push(100 + i, &format!(r#"{{"lull":"accept","topic":"t","key":"k","seq":{}}}"#, i + 1));
+            timeline.push(100 + i, format!(r#"{{"lull":"accept","topic":"t","key":"k","seq":{}}}"#, i + 1));
         }
         let all = timeline.page(None, TIMELINE_KEEP);
         let entries = all["timeline"].as_array().unwrap();
