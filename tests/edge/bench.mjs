@@ -10,7 +10,8 @@
 // token (an HS256 JWT the worker verifies on every event: no round trip).
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
-import { writeFileSync, mkdirSync } from "node:fs";
+import { writeFileSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
@@ -101,6 +102,52 @@ const mf = new Miniflare(
   }),
 );
 const base = new URL((await mf.ready).toString());
+
+/**
+ * The runtime idles down before each target's turn: objects idle for about
+ * 10 s are evicted, and evicting a turn's 1,100 objects took the runtime 0.5 to
+ * 0.7 s of CPU, 8 to 20 s after the turn (sampled from /proc: about 10 s after
+ * each object's last request or alarm). Left to chance, that burst lands in the
+ * next target's phases (lull-edge measured after the JS object read up to 0.17
+ * lower than before it, in the same run). So a turn starts once workerd has
+ * used less than CALM_TICKS of CPU a second for CALM_SECONDS in a row (longer
+ * than the eviction timeout: an eviction burst restarts the count), or after
+ * CALM_MAX_MS.
+ */
+const CALM_TICKS = 3; // clock ticks (10 ms each) in one second
+const CALM_SECONDS = 15;
+const CALM_MAX_MS = 45_000;
+const workerdPid = (() => {
+  try {
+    return execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0] || null;
+  } catch {
+    return null;
+  }
+})();
+/** workerd's CPU so far (user and system, clock ticks, its threads ended or not), or null if unreadable. */
+function workerdTicks() {
+  try {
+    const stat = readFileSync(`/proc/${workerdPid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return null;
+  }
+}
+/** Wait until the runtime is calm (see CALM_SECONDS), or CALM_MAX_MS if its CPU cannot be read; the wait in ms. */
+async function calm() {
+  const started = performance.now();
+  let calmFor = 0;
+  let last = workerdPid && workerdTicks();
+  while (calmFor < CALM_SECONDS && performance.now() - started < CALM_MAX_MS) {
+    await sleep(1_000);
+    const now = last === null ? null : workerdTicks();
+    calmFor = now !== null && now - last < CALM_TICKS ? calmFor + 1 : 0;
+    last = now;
+  }
+  return performance.now() - started;
+}
+const calmWaits = [];
 /** Producers of the hot-key phases (the load phases use CONCURRENCY). */
 const PRODUCERS = [32, 256];
 const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(CONCURRENCY, ...PRODUCERS) });
@@ -310,7 +357,10 @@ const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread
  * local runtime slows as they pile up, so a target measured later in a round
  * is measured on a slower runtime: lull-edge and the JS object run next to
  * each other, each first in half the rounds; the no-op object (the ceiling the
- * hot-key goal is measured against) runs first, on the freshest runtime.
+ * hot-key goal is measured against) runs first, on the freshest runtime. And
+ * each turn (and each backlog turn, and the hot-key phases) waits for the
+ * runtime to be calm (`calm`): the objects of the turn before are evicted
+ * before it, not during it.
  */
 function roundOrder(round) {
   const named = (name) => targets.find((t) => t.name === name);
@@ -393,11 +443,13 @@ const backlogResults = Object.fromEntries(backlogTargets.map((t) => [t.name, []]
 
 for (let round = 0; round < ROUNDS; round++) {
   for (const t of round % 2 ? [...backlogTargets].reverse() : backlogTargets) {
+    calmWaits.push(await calm());
     backlogResults[t.name].push(await backlog(t.host, round));
   }
   process.stdout.write(`round ${round + 1}: backlog phase done\n`);
   const order = roundOrder(round);
   for (const t of order) {
+    calmWaits.push(await calm());
     const hotKey = `hot-${round}`;
     const spreadKey = (i) => `k${round}-${i % KEYS}`;
     results[t.name].hot.push(await phase(t, HOT_EVENTS, () => hotKey, [hotKey], "hot"));
@@ -410,6 +462,7 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     process.stdout.write(`round ${round + 1}: ${t.name} done\n`);
   }
+  calmWaits.push(await calm());
   for (const producers of PRODUCERS) {
     for (const kind of HOT_KINDS) {
       const before = delivered("/lull");
@@ -538,7 +591,10 @@ ratios.backlog_held_vs_js = bl.held.per_sec / bj.held.per_sec;
 const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
 console.log(
   `\nlull-edge on local workerd (Miniflare), ${CONCURRENCY} keep-alive clients, ${ROUNDS} interleaved rounds (median);` +
-    ` wait ${WAIT} ms, max_wait ${MAX_WAIT} ms, payload all`,
+    ` wait ${WAIT} ms, max_wait ${MAX_WAIT} ms, payload all;` +
+    (workerdPid
+      ? ` each turn after the runtime was calm for ${CALM_SECONDS} s (waits ${calmWaits.map((ms) => (ms / 1000).toFixed(0)).join(", ")} s)`
+      : ` workerd's CPU unreadable: each turn after ${CALM_MAX_MS / 1000} s`),
 );
 console.log(
   ["", "1 key ev/s", "p50 ms", "p99 ms", "1k keys ev/s", "p50 ms", "p99 ms", "rows/ev", "accept rows/ev", "alarms/ev", "obj req/ev", "$/M events", "late p50", "late p99", "sat. p99", "errors"]
@@ -657,7 +713,8 @@ writeFileSync(
   out,
   JSON.stringify(
     {
-      config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED },
+      config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED, CALM_TICKS, CALM_SECONDS, CALM_MAX_MS },
+      calm_waits_ms: calmWaits.map(Math.round),
       summary,
       hot_batch: { batch: BATCH, events_per_round: HOT_BATCH_EVENTS, ...hotBatchSummary, rounds: hotBatch },
       hot_key_by_producers: hotKeyPhases,
