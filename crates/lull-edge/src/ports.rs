@@ -229,8 +229,9 @@ impl Stored {
 pub trait Store {
     /// Everything stored for the key.
     fn load(&self) -> Result<Stored, StoreError>;
-    /// Apply `writes` all-or-nothing; returns the rows written, as storage counts them.
-    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError>;
+    /// Apply `writes` all-or-nothing; returns the rows written, as storage
+    /// counts them. The writes are handed over: their bodies are not copied.
+    fn commit(&self, writes: Vec<Write>) -> Result<u64, StoreError>;
     /// The bodies of the stored events `first..=last`, in seq order, if they
     /// come to at most `limit` bytes, in one read (a row holds at most
     /// [`crate::key::MAX_ROW_EVENTS`]: rows from before `first` may hold some).

@@ -144,7 +144,7 @@ impl Store for FakeStore {
         })
     }
 
-    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+    fn commit(&self, writes: Vec<Write>) -> Result<u64, StoreError> {
         let mut w = self.0.borrow_mut();
         match w.commit_fault.take() {
             Some(Fault::Fail) => return Err(StoreError("injected write failure".into())),
@@ -169,22 +169,22 @@ impl Store for FakeStore {
                         w.reuse_misses += 1;
                     }
                     assert!(!bodies.is_empty() && bodies.len() <= MAX_ROW_EVENTS, "a row of {} events", bodies.len());
-                    let (text, sizes) = RowFormat::pack(bodies);
-                    let row = FakeRow { at: *at, n: bodies.len() as u64, text, sizes };
+                    let (text, sizes) = RowFormat::pack(&bodies);
+                    let row = FakeRow { at, n: bodies.len() as u64, text, sizes };
                     assert!(next.0.insert(first.0, row).is_none(), "row {} written twice", first.0);
                 }
                 Write::Snapshot(json) => {
                     w.largest_snapshot = w.largest_snapshot.max(json.len());
-                    next.1 = Some(json.clone());
+                    next.1 = Some(json);
                 }
                 Write::Window(row) => {
-                    next.2.insert(row.window, (row.ord, row.dead, row.json.clone()));
+                    next.2.insert(row.window, (row.ord, row.dead, row.json));
                 }
                 Write::ForgetWindow(window) => {
-                    assert!(next.2.remove(window).is_some(), "forgot window {window}, which has no row");
+                    assert!(next.2.remove(&window).is_some(), "forgot window {window}, which has no row");
                 }
                 Write::Dedupe(d) => {
-                    next.3.insert(d.slot, (d.key.clone(), d.at, d.reply.clone()));
+                    next.3.insert(d.slot, (d.key, d.at, d.reply));
                 }
             }
         }

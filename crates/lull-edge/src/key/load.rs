@@ -143,7 +143,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         }
         if changed {
             loaded.snapshot(&mut batch)?;
-            let rows = self.store.commit(&batch.writes).map_err(unavailable)?;
+            let rows = self.store.commit(batch.writes).map_err(unavailable)?;
             loaded.ks.io.rows_written += rows;
             if migrating {
                 batch.logs.push(Fact::new("migrated", json!({"from_schema": restored.schema})));

@@ -170,7 +170,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         if batch.writes.is_empty() {
             return Ok(());
         }
-        match self.store.commit(&batch.writes) {
+        match self.store.commit(batch.writes) {
             Ok(rows) => {
                 let _ = self.with(|l| {
                     l.ks.io.rows_written += rows;

@@ -374,15 +374,16 @@ impl Store for SqlStore {
         })
     }
 
-    fn commit(&self, writes: &[Write]) -> Result<u64, StoreError> {
+    fn commit(&self, mut writes: Vec<Write>) -> Result<u64, StoreError> {
         if writes.iter().any(|w| matches!(w, Write::Window(_) | Write::ForgetWindow(_) | Write::Dedupe(_))) {
             self.make_later_tables()?;
         }
         // One statement is atomic by itself: no transaction to open.
-        if let [one] = writes {
-            return apply(self.sql(), one.clone()).map_err(error);
+        if writes.len() == 1
+            && let Some(one) = writes.pop()
+        {
+            return apply(self.sql(), one).map_err(error);
         }
-        let writes = writes.to_vec();
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
 
