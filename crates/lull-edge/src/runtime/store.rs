@@ -143,13 +143,9 @@ impl SqlStore {
         SqlStore { state, sql, later: Cell::new(false) }
     }
 
-    fn sql(&self) -> &SqlStorage {
-        &self.sql
-    }
-
     /// The one number a `SELECT … AS n` query answers.
     fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64, StoreError> {
-        let rows: Vec<Count> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        let rows: Vec<Count> = self.sql.exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
         Ok(rows.first().map_or(0, |r| unsigned(r.n)))
     }
 
@@ -170,7 +166,7 @@ impl SqlStore {
                      FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
         let span = overlapping(first, last);
         let bindings = [span.clone(), vec![int(guard)], span].concat();
-        let rows: Vec<BodySql> = self.sql().exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        let rows: Vec<BodySql> = self.sql.exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
         let rows = rows.iter().map(|r| RowRead {
             first: Seq(unsigned(r.seq)),
             n: unsigned(r.n),
@@ -189,13 +185,13 @@ impl SqlStore {
     /// empty (a new key: its tables were just made, and there is nothing to read).
     fn prepare(&self) -> Result<bool, StoreError> {
         // A new object's storage, told without a statement: no table, so no migration to look for.
-        if self.sql().database_size() <= EMPTY_DATABASE_BYTES {
-            self.sql().exec(TABLES, None).map_err(error)?;
+        if self.sql.database_size() <= EMPTY_DATABASE_BYTES {
+            self.sql.exec(TABLES, None).map_err(error)?;
             self.later.set(false);
             return Ok(true);
         }
         let later: Vec<Count> = self
-            .sql()
+            .sql
             .exec(
                 "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('windows', 'dedupe')",
                 None,
@@ -204,7 +200,7 @@ impl SqlStore {
             .map_err(error)?;
         self.later.set(later.first().is_some_and(|c| c.n == 2));
         let columns: Vec<Column> =
-            self.sql().exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
+            self.sql.exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
         let has = |name: &str| columns.iter().any(|c| c.name == name);
         if has("state") {
             return self.migrate_schema_1().map(|()| false);
@@ -212,7 +208,7 @@ impl SqlStore {
         if has(NEWEST_COLUMN) {
             return Ok(false);
         }
-        self.sql().exec(TABLES, None).map_err(error)?;
+        self.sql.exec(TABLES, None).map_err(error)?;
         if columns.is_empty() {
             return Ok(true);
         }
@@ -242,7 +238,7 @@ impl SqlStore {
     /// Make [`LATER_TABLES`] if they may not be there yet.
     fn make_later_tables(&self) -> Result<(), StoreError> {
         if !self.later.get() {
-            self.sql().exec(LATER_TABLES, None).map_err(error)?;
+            self.sql.exec(LATER_TABLES, None).map_err(error)?;
             self.later.set(true);
         }
         Ok(())
@@ -332,7 +328,7 @@ impl Store for SqlStore {
         if self.prepare()? {
             return Ok(Stored::default());
         }
-        let sql = self.sql();
+        let sql = &self.sql;
         let snapshot: Vec<Json> =
             sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
         let rows: Vec<EventSql> = sql
@@ -382,7 +378,7 @@ impl Store for SqlStore {
         if writes.len() == 1
             && let Some(one) = writes.pop()
         {
-            return apply(self.sql(), one).map_err(error);
+            return apply(&self.sql, one).map_err(error);
         }
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
@@ -402,7 +398,7 @@ impl Store for SqlStore {
     }
 
     fn size(&self) -> u64 {
-        self.sql().database_size() as u64
+        self.sql.database_size() as u64
     }
 
     async fn erase(&self) -> Result<(), StoreError> {
