@@ -56,8 +56,7 @@ const batches = (topic, key) =>
     .filter((l) => l.topic === topic && l.key === keyLabel(key));
 
 /** Post `body` to (topic, key) from a producer of its own; `headers` more headers. */
-const post = (topic, key, body, headers = {}, via = api) =>
-  via.call("POST", `/v1/topics/${topic}/keys/${encodeURIComponent(key)}/events`, body, headers);
+const post = (topic, key, body, headers = {}, via = api) => via.event(topic, key, body, headers);
 
 /** Every delivered window of `key` once (a retry repeats its idempotency key), in window order. */
 const windowsOf = (key) =>

@@ -247,7 +247,7 @@ export function client(base, token = TOKENS.admin) {
   const keyPath = (topic, key) => `/v1/topics/${topic}/keys/${encodeURIComponent(key)}`;
   return {
     call,
-    event: (topic, key, body) => call("POST", `${keyPath(topic, key)}/events`, body),
+    event: (topic, key, body, headers = {}) => call("POST", `${keyPath(topic, key)}/events`, body, headers),
     status: async (topic, key) => {
       const res = await call("GET", keyPath(topic, key));
       until.last = res.json; // what a timed-out `until` reports

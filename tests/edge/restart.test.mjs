@@ -149,8 +149,7 @@ test("stopped mid-retry-backoff: the retry happens after the restart with the sa
 // after a restart, a key that made them reads them back, and one that had not
 // makes them then.
 test("tables made when first needed: a producer key remembered before a restart still is after it; a key without the table makes it after", async () => {
-  const events = (api, key) => (body, idem) =>
-    api.call("POST", `/v1/topics/t/keys/${encodeURIComponent(key)}/events`, body, idem ? { "idempotency-key": idem } : {});
+  const events = (api, key) => (body, idem) => api.event("t", key, body, idem ? { "idempotency-key": idem } : {});
   let edge = await startEdge({ persist: state.dir, topics: topics() });
   let api = client(edge.url);
   let first;
