@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::json;
 use worker::console_log;
-use worker::js_sys::{Date, Promise, Uint8Array};
+use worker::js_sys::{Array, Date, Promise, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{self, Headers, RequestInit, ResponseInit};
@@ -41,16 +41,19 @@ pub fn js_error(message: &str) -> JsValue {
     worker::js_sys::Error::new(message).into()
 }
 
+/// `headers` as the runtime takes them in a response's or a request's init: a
+/// list of pairs, from which it builds the message's own headers (a `Headers`
+/// object made here would only be copied, then left for the collector).
+pub fn header_list(headers: &[(&str, &str)]) -> Array {
+    headers.iter().map(|(name, value)| Array::of2(&(*name).into(), &(*value).into())).collect()
+}
+
 /// `body` with `status` and `headers`.
 pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Reply, ApiError> {
     let init = ResponseInit::new();
     init.set_status(status);
     if !headers.is_empty() {
-        let set = Headers::new().map_err(thrown("headers"))?;
-        for (name, value) in headers {
-            set.set(name, value).map_err(thrown("a header"))?;
-        }
-        init.set_headers(&set);
+        init.set_headers(&header_list(headers));
     }
     Reply::new_with_opt_str_and_init(body, &init).map_err(thrown("a response"))
 }

@@ -7,7 +7,7 @@
 use worker::js_sys::{self, Promise};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{AbortSignal, Headers, RequestInit, RequestRedirect, Response, WorkerGlobalScope};
+use worker::worker_sys::web_sys::{AbortSignal, RequestInit, RequestRedirect, Response, WorkerGlobalScope};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
@@ -92,16 +92,20 @@ fn clip(text: &str, max: usize) -> String {
 
 /// The delivery's `fetch`, begun: signed, aborted by `timeout`, never redirected.
 fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Promise, JsValue> {
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    headers.set("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))?;
-    headers.set(IDEMPOTENCY_HEADER, &out.idempotency_key)?;
-    headers.set(ATTEMPT_HEADER, &out.attempt.to_string())?;
+    let attempt = out.attempt.to_string();
     // Standard Webhooks: the id and the timestamp are signed with the body.
     let unix = super::http::now_ms() / 1000;
-    headers.set(signing::ID_HEADER, &out.idempotency_key)?;
-    headers.set(signing::TIMESTAMP_HEADER, &unix.to_string())?;
-    headers.set(signing::SIGNATURE_HEADER, &signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes()))?;
+    let signature = signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes());
+    let unix = unix.to_string();
+    let headers = super::http::header_list(&[
+        ("content-type", "application/json"),
+        ("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION"))),
+        (IDEMPOTENCY_HEADER, &out.idempotency_key),
+        (ATTEMPT_HEADER, &attempt),
+        (signing::ID_HEADER, &out.idempotency_key),
+        (signing::TIMESTAMP_HEADER, &unix),
+        (signing::SIGNATURE_HEADER, &signature),
+    ]);
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);
