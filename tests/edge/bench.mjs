@@ -483,7 +483,7 @@ for (let round = 0; round < ROUNDS; round++) {
     }
   }
   {
-    // The six loads above leave their objects to be evicted (and the isolate's heap full of
+    // The loads above leave their objects to be evicted (and the isolate's heap full of
     // their garbage) about 10 s after their last request: measured without this wait, that
     // landed in the paced phase (measured once: p99 480 ms; after a calm runtime, 74 to 107 ms in six runs).
     calmWaits.push(await calm());

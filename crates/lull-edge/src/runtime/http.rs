@@ -58,9 +58,21 @@ pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Resul
     Reply::new_with_opt_str_and_init(body, &init).map_err(thrown("a response"))
 }
 
+/// `value` as JSON text.
+fn json_of<T: Serialize>(value: &T) -> Result<String, ApiError> {
+    serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
 /// `value` as JSON with `status`.
 pub fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
-    json_text(status, &serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))?)
+    json_text(status, &json_of(value)?)
+}
+
+/// `value` as JSON with `status` and no headers of ours: an object's answer,
+/// which only the router reads (its status and text, and `Retry-After` on a
+/// refusal, never its content type).
+pub fn json_to_router<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
+    reply(status, Some(&json_of(value)?), &[])
 }
 
 /// `text` (JSON already written) with `status`, passed on as it is.

@@ -61,10 +61,7 @@ impl KeyWindow {
         let config = config::load(&self.env)?;
         let topic = config.topics.get(&call.topic).ok_or(ApiError::UnknownTopic(call.topic))?;
         let reply = self.key.request(topic, &call.key, call.request).await?;
-        // Without headers: the router reads an answer's status and text (and, on a
-        // refusal, `Retry-After`), never its content type.
-        let text = serde_json::to_string(&reply.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-        http::reply(reply.status, Some(&text), &[])
+        http::json_to_router(reply.status, &reply.body)
     }
 }
 

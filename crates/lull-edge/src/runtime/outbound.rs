@@ -4,10 +4,10 @@
 //! topic, the window's messages sent to its queue (in batches the queue
 //! takes, see [`crate::delivery::queue_message::batches`]).
 
-use worker::js_sys::{self, Promise};
+use worker::js_sys::Promise;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{AbortSignal, RequestInit, RequestRedirect, Response, WorkerGlobalScope};
+use worker::worker_sys::web_sys::{AbortSignal, RequestInit, RequestRedirect, Response};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
@@ -113,8 +113,7 @@ fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Pr
     // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
     init.set_redirect(RequestRedirect::Manual);
     init.set_signal(Some(timeout));
-    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
-    Ok(global.fetch_with_str_and_init(&out.target, &init))
+    super::sys::fetch(&out.target, &init)
 }
 
 /// [`QueueSend`] over the worker's queue bindings.

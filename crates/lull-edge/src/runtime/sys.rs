@@ -1,7 +1,8 @@
 //! Raw JS behind a small typed extension (the shape of workers-rs'
 //! `worker-sys/src/ext`): what workers-rs 0.8.7 does not offer yet — a
-//! second handle on a Durable Object's state, `storage.transactionSync`, and
-//! a queue message's `attempts`. All are small enough to offer upstream.
+//! second handle on a Durable Object's state, `storage.transactionSync`, a
+//! `fetch` whose synchronous throw is caught, and a queue message's
+//! `attempts`. All are small enough to offer upstream.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -22,6 +23,14 @@ mod glue {
         #[wasm_bindgen(method, catch, js_name = transactionSync)]
         pub fn transaction_sync(this: &Storage, body: &Function) -> Result<JsValue, JsValue>;
 
+        /// The global `fetch(url, init)`, a synchronous throw (a header the
+        /// runtime refuses, say) caught as an error (web-sys' binding lets it through).
+        #[wasm_bindgen(catch, js_name = fetch)]
+        pub fn fetch(
+            url: &str,
+            init: &worker::worker_sys::web_sys::RequestInit,
+        ) -> Result<worker::js_sys::Promise, JsValue>;
+
         /// A queue message, for the properties workers-rs does not bind.
         pub type QueueMessage;
 
@@ -29,6 +38,11 @@ mod glue {
         #[wasm_bindgen(method, getter)]
         pub fn attempts(this: &QueueMessage) -> JsValue;
     }
+}
+
+/// `fetch(url, init)` begun, or the error it threw before it began.
+pub fn fetch(url: &str, init: &worker::worker_sys::web_sys::RequestInit) -> Result<worker::js_sys::Promise, JsValue> {
+    glue::fetch(url, init)
 }
 
 /// What a queue message ([`worker::worker_sys::Message`]) lacks.
