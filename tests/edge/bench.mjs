@@ -14,7 +14,7 @@
 // same batches (one object request and one row per key of a batch).
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
-import { writeFileSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
@@ -46,6 +46,16 @@ const BACKLOG_MEASURED = 500;
 const rx = await startReceiver((d) => (d.path === "/down" ? 500 : 200));
 const state = stateDir();
 const fixtures = join(import.meta.dirname, "fixtures");
+/** The JS fixture (fixtures/js-debounce.mjs) as a worker of its own at `host`, delivering to the receiver's `path`. */
+const jsFixture = (name, host, path, bindings = {}) => ({
+  name,
+  routes: [`${host}/*`],
+  compatibilityDate: "2026-11-01",
+  modules: true,
+  scriptPath: join(fixtures, "js-debounce.mjs"),
+  durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
+  bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
+});
 const mf = new Miniflare(
   convertV4MiniflareOptions({
     host: "127.0.0.1",
@@ -70,42 +80,10 @@ const mf = new Miniflare(
                   retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
         }, undefined, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
       },
-      {
-        name: "js",
-        routes: ["js.bench/*"],
-        compatibilityDate: "2026-11-01",
-        modules: true,
-        scriptPath: join(fixtures, "js-debounce.mjs"),
-        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-        bindings: { TARGET: `${rx.url}/js`, TOKEN: TOKENS.ingest, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
-      },
-      {
-        name: "js-push",
-        routes: ["jspush.bench/*"],
-        compatibilityDate: "2026-11-01",
-        modules: true,
-        scriptPath: join(fixtures, "js-debounce.mjs"),
-        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-        bindings: { TARGET: `${rx.url}/jspush`, TOKEN: TOKENS.ingest, PUSH: "1", WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
-      },
-      {
-        name: "js-hot",
-        routes: ["jshot.bench/*"],
-        compatibilityDate: "2026-11-01",
-        modules: true,
-        scriptPath: join(fixtures, "js-debounce.mjs"),
-        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-        bindings: { TARGET: `${rx.url}/jshot`, TOKEN: TOKENS.ingest, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
-      },
-      {
-        name: "js-down",
-        routes: ["jsdown.bench/*"],
-        compatibilityDate: "2026-11-01",
-        modules: true,
-        scriptPath: join(fixtures, "js-debounce.mjs"),
-        durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-        bindings: { TARGET: `${rx.url}/down`, TOKEN: TOKENS.ingest, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
-      },
+      jsFixture("js", "js.bench", "/js"),
+      jsFixture("js-push", "jspush.bench", "/jspush", { PUSH: "1" }),
+      jsFixture("js-hot", "jshot.bench", "/jshot"),
+      jsFixture("js-down", "jsdown.bench", "/down"),
       {
         name: "noop",
         routes: ["noop.bench/*"],
