@@ -11,7 +11,8 @@
 // One hot key takes batches from 256 producers paced at 5.5x the no-op rate:
 // lull-edge with its default windows (max_batch 100) and with windows as
 // large as the JS object's (max_batch 10,000), and the JS object taking the
-// same batches (one object request and one row per key of a batch).
+// same batches (one object request and one row per key of a batch), each
+// paced target a worker (an isolate) of its own.
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
@@ -56,6 +57,17 @@ const jsFixture = (name, host, path, bindings = {}) => ({
   durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
   bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
 });
+/**
+ * lull-edge as a worker of its own at `host`, one topic `b` delivering to the
+ * receiver's `path` with windows of at most `maxBatch` events (as the main
+ * worker's `b` or `h`). It takes no queue's messages: the main worker does.
+ */
+const lullPaced = (name, host, path, maxBatch) => {
+  const { queueConsumers, ...worker } = lullWorker({
+    b: { target: `${rx.url}${path}`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: maxBatch },
+  });
+  return { name, routes: [`${host}/*`], ...worker };
+};
 const mf = new Miniflare(
   convertV4MiniflareOptions({
     host: "127.0.0.1",
@@ -72,14 +84,15 @@ const mf = new Miniflare(
           c: { target: `${rx.url}/client`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
           // As `b`, one object request per single event (`b` coalesces a key's events in flight together).
           n: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100, coalesce: false },
-          // As `b`, its windows capped at the window's own bound, not 100 events: a hot key's
-          // windows as large as the JS object's (which has no cap), for the paced phase.
-          h: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 10_000 },
           // One window per event, the first one's retry far off: every later window queues.
           down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
                   retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
         }, undefined, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
       },
+      // The paced hot key's lull-edge targets, each a worker (so an isolate) of its own, as the
+      // JS object's (js-hot) is: every paced target carries only its own earlier paced loads.
+      lullPaced("lull-paced", "lullpaced.bench", "/lullpaced", 100),
+      lullPaced("lull-paced-h", "lullpacedh.bench", "/lullpacedh", 10_000),
       jsFixture("js", "js.bench", "/js"),
       jsFixture("js-push", "jspush.bench", "/jspush", { PUSH: "1" }),
       jsFixture("js-hot", "jshot.bench", "/jshot"),
@@ -388,12 +401,14 @@ const PACED_KIND = `batch, paced at ${PACED_VS_NOOP}x no-op`;
 /**
  * The paced phase's targets, each on a calm runtime, in this order in even
  * rounds and the reverse in odd ones: lull-edge as configured for every phase
- * (topic `b`: windows of at most 100 events, the default), lull-edge with
- * windows as large as the JS object's (topic `h`), and the JS object.
+ * (windows of at most 100 events, the default), lull-edge with windows as
+ * large as the JS object's (at most 10,000 events), and the JS object. Each is
+ * a worker of its own, so each runs in an isolate that has taken only its own
+ * paced loads: none of the closed-loop loads above.
  */
 const PACED_TARGETS = [
-  { label: "", host: "lull.bench", topic: "b", path: "/lull" },
-  { label: ", max_batch 10,000", host: "lull.bench", topic: "h", path: "/lull" },
+  { label: "", host: "lullpaced.bench", topic: "b", path: "/lullpaced" },
+  { label: ", max_batch 10,000", host: "lullpacedh.bench", topic: "b", path: "/lullpacedh" },
   { label: ", plain JS DO", host: "jshot.bench", topic: "b", path: "/jshot" },
 ];
 const pacedPhase = (t) => `${PACED_KIND} ${Math.max(...PRODUCERS)}${t.label}`;
