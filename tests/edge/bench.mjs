@@ -11,8 +11,9 @@
 // One hot key takes batches from 256 producers paced at 5.5x the no-op rate:
 // lull-edge with its default windows (max_batch 100) and with windows as
 // large as the JS object's (max_batch 10,000), and the JS object taking the
-// same batches (one object request and one row per key of a batch), each
-// paced target a worker (an isolate) of its own.
+// same batches (one object request and one row per key of a batch). Each
+// role (a row, or a group of rows of one target) runs in a worker, so an
+// isolate, of its own: no row is measured on an isolate that took another's load.
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
@@ -57,15 +58,16 @@ const jsFixture = (name, host, path, bindings = {}) => ({
   durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
   bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
 });
+/** A topic of lull-edge's as every phase configures it, delivering to the receiver's `path`. */
+const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100, ...extra });
 /**
- * lull-edge as a worker of its own at `host`, one topic `b` delivering to the
- * receiver's `path` with windows of at most `maxBatch` events (as the main
- * worker's `b` or `h`). It takes no queue's messages: the main worker does.
+ * lull-edge as a worker (so an isolate) of its own at `host`, with `topics`,
+ * as each role of the JS object's is (js, js-push, js-hot, js-down): each
+ * isolate takes only its own role's loads, so no row is measured on an
+ * isolate that took another row's. Only the main worker takes queue messages.
  */
-const lullPaced = (name, host, path, maxBatch) => {
-  const { queueConsumers, ...worker } = lullWorker({
-    b: { target: `${rx.url}${path}`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: maxBatch },
-  });
+const lullRole = (name, host, topics, vars = {}) => {
+  const { queueConsumers, ...worker } = lullWorker(topics, undefined, vars);
   return { name, routes: [`${host}/*`], ...worker };
 };
 const mf = new Miniflare(
@@ -76,23 +78,21 @@ const mf = new Miniflare(
     resourcePersistencePath: state.dir,
     handleStructuredLogs: () => {},
     workers: [
-      {
-        name: "lull",
-        routes: ["lull.bench/*"],
-        ...lullWorker({
-          b: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
-          c: { target: `${rx.url}/client`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100 },
-          // As `b`, one object request per single event (`b` coalesces a key's events in flight together).
-          n: { target: `${rx.url}/lull`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100, coalesce: false },
-          // One window per event, the first one's retry far off: every later window queues.
-          down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
-                  retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
-        }, undefined, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
-      },
-      // The paced hot key's lull-edge targets, each a worker (so an isolate) of its own, as the
-      // JS object's (js-hot) is: every paced target carries only its own earlier paced loads.
-      lullPaced("lull-paced", "lullpaced.bench", "/lullpaced", 100),
-      lullPaced("lull-paced-h", "lullpacedh.bench", "/lullpacedh", 10_000),
+      { name: "lull", routes: ["lull.bench/*"], ...lullWorker({ b: lullTopic("/lull") }) },
+      lullRole("lull-client", "lullclient.bench", { c: lullTopic("/client") }, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
+      lullRole("lull-hot", "lullhot.bench", {
+        b: lullTopic("/lullhot"),
+        // As `b`, one object request per single event (`b` coalesces a key's events in flight together).
+        n: lullTopic("/lullhot", { coalesce: false }),
+      }),
+      // The paced hot key: windows of at most 100 events (the default), and as large as the JS object's.
+      lullRole("lull-paced", "lullpaced.bench", { b: lullTopic("/lullpaced") }),
+      lullRole("lull-paced-h", "lullpacedh.bench", { b: lullTopic("/lullpacedh", { max_batch: 10_000 }) }),
+      lullRole("lull-down", "lulldown.bench", {
+        // One window per event, the first one's retry far off: every later window queues.
+        down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
+                retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
+      }),
       jsFixture("js", "js.bench", "/js"),
       jsFixture("js-push", "jspush.bench", "/jspush", { PUSH: "1" }),
       jsFixture("js-hot", "jshot.bench", "/jshot"),
@@ -354,7 +354,7 @@ async function rows(host, keys, topic = "b") {
 
 const targets = [
   { name: "lull-edge", host: "lull.bench", path: "/lull" },
-  { name: "lull-edge, client token", host: "lull.bench", path: "/client", topic: "c", token: CLIENT_TOKEN },
+  { name: "lull-edge, client token", host: "lullclient.bench", path: "/client", topic: "c", token: CLIENT_TOKEN },
   { name: "plain JS DO", host: "js.bench", path: "/js" },
   { name: "plain JS DO, alarm pushed per event", host: "jspush.bench", path: "/jspush" },
   { name: "no-op DO", host: "noop.bench", path: null },
@@ -459,7 +459,7 @@ async function backlog(host, round) {
   return { empty, held, counters, events: 2 * BACKLOG_MEASURED + BACKLOG };
 }
 const backlogTargets = [
-  { name: "lull-edge", host: "lull.bench" },
+  { name: "lull-edge", host: "lulldown.bench" },
   { name: "plain JS DO", host: "jsdown.bench" },
 ];
 const backlogResults = Object.fromEntries(backlogTargets.map((t) => [t.name, []]));
@@ -488,18 +488,18 @@ for (let round = 0; round < ROUNDS; round++) {
   calmWaits.push(await calm());
   for (const producers of PRODUCERS) {
     for (const kind of HOT_KINDS) {
-      const before = delivered("/lull");
+      const before = delivered("/lullhot");
       const topic = kind === "single, coalescing off" ? "n" : "b";
       const key = `hot${kind.replace(/\W/g, "")}${producers}-${round}`;
       const total = kind === "batch" ? HOT_BATCH_EVENTS : HOT_EVENTS;
       const accepted = new Set();
       const result =
         kind === "batch"
-          ? await batchLoad("lull.bench", total, key, BATCH, producers, accepted)
-          : await load("lull.bench", total, () => key, topic, undefined, producers, accepted);
-      await settle("/lull", before + total);
-      const measured = { ...result, ...(await rows("lull.bench", [key], topic)) };
-      measured.lost = lost("/lull", key, accepted);
+          ? await batchLoad("lullhot.bench", total, key, BATCH, producers, accepted)
+          : await load("lullhot.bench", total, () => key, topic, undefined, producers, accepted);
+      await settle("/lullhot", before + total);
+      const measured = { ...result, ...(await rows("lullhot.bench", [key], topic)) };
+      measured.lost = lost("/lullhot", key, accepted);
       hotKeyPhases[`${kind} ${producers}`].push(measured);
       if (kind === "batch" && producers === CONCURRENCY) hotBatch.push(measured);
     }
