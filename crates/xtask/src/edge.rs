@@ -63,8 +63,18 @@ pub fn build(root: &Path, worker: Worker, out: &str) -> Result<(), String> {
         Worker::Production => "worker-build (lull-edge, production)",
         Worker::Demo => "worker-build (lull-edge, with the demo)",
     };
-    run(name, &root.join("crates/lull-edge"), &mut cmd)
+    run(name, &root.join("crates/lull-edge"), &mut cmd)?;
+    // The entry module: worker-build's, with the key object declared a `DurableObject` (RPC).
+    let shim = root.join(out).join(ENTRY_IN_BUILD);
+    std::fs::copy(root.join(ENTRY), &shim).map_err(|e| format!("{}: {e}", shim.display()))?;
+    Ok(())
 }
+
+/// lull-edge's entry module (worker-build's exports, the key object's class declared a `DurableObject`).
+const ENTRY: &str = "crates/lull-edge/js/entry.mjs";
+
+/// Where a build's entry module goes: worker-build's shim, which `main` in `wrangler.toml` names.
+const ENTRY_IN_BUILD: &str = "worker/shim.mjs";
 
 /// Node 22 running `args` as step `name`, with wrangler kept offline.
 fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(), String> {

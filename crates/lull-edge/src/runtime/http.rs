@@ -59,20 +59,13 @@ pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Resul
 }
 
 /// `value` as JSON text.
-fn json_of<T: Serialize>(value: &T) -> Result<String, ApiError> {
+pub fn json_of<T: Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// `value` as JSON with `status`.
 pub fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
     json_text(status, &json_of(value)?)
-}
-
-/// `value` as JSON with `status` and no headers of ours: an object's answer,
-/// which only the router reads (its status and text, and `Retry-After` on a
-/// refusal, never its content type).
-pub fn json_to_router<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
-    reply(status, Some(&json_of(value)?), &[])
 }
 
 /// `text` (JSON already written) with `status`, passed on as it is.
@@ -94,15 +87,20 @@ fn request_id() -> String {
     format!("{:016x}", (draw() << 32) ^ draw())
 }
 
-/// The error as `{"error": {"code", "message", "request_id"}}`, with `Allow`
-/// on a `405`; a private error's detail goes to the log under the request id
-/// (and to the caller only if `reveal`).
-fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
+/// The error as `{"error": {"code", "message", "request_id"}}`; a private
+/// error's detail goes to the log under the request id (and to the caller
+/// only if `reveal`).
+fn error_text(error: &ApiError, reveal: bool) -> String {
     let id = request_id();
     if error.is_private() {
         let fact = Fact::new("error", json!({"request_id": id, "code": error.code(), "error": error.message()}));
         console_log!("{}", fact.line(&[]));
     }
+    error.to_public_json(&id, reveal)
+}
+
+/// The error's answer ([`error_text`]), with `Allow` on a `405` and `Retry-After` on a refusal.
+fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
     let retry_after = error.retry_after_secs().map(|secs| secs.to_string());
     let mut headers = vec![("content-type", "application/json")];
     if let ApiError::MethodNotAllowed { allowed, .. } = error {
@@ -111,7 +109,7 @@ fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
     if let Some(secs) = &retry_after {
         headers.push(("retry-after", secs));
     }
-    reply(error.status(), Some(&error.to_public_json(&id, reveal)), &headers)
+    reply(error.status(), Some(&error_text(error, reveal)), &headers)
 }
 
 /// A handler's result as the runtime wants it: the response, or the error as JSON.
@@ -198,13 +196,44 @@ pub async fn object_body(req: &web_sys::Request) -> Result<String, ApiError> {
     text_of(req.text(), "an object's request").await
 }
 
+/// An object's answer to the router: status, JSON text and `Retry-After` (seconds, on a refusal).
+pub type ObjectAnswer = (u16, String, Option<String>);
+
+/// A key object's answer to a call over RPC ([`call_key_object`]), as the
+/// runtime carries it: `[status, JSON text, Retry-After seconds or undefined]`.
+/// An error is answered as the Worker answers it ([`error_text`]).
+pub fn key_answer(result: Result<(u16, String), ApiError>) -> JsValue {
+    let (status, text, retry_after) = match result {
+        Ok((status, text)) => (status, text, None),
+        Err(e) => (e.status(), error_text(&e, false), e.retry_after_secs()),
+    };
+    let retry_after = retry_after.map_or(JsValue::UNDEFINED, |secs| JsValue::from_f64(secs as f64));
+    Array::of3(&status.into(), &text.into(), &retry_after).into()
+}
+
+/// Call the key object behind `stub` over RPC with `wire` (a `KeyCall`'s
+/// JSON) and read its answer ([`key_answer`]): no `Request`, `Response` or
+/// `Headers` is made on either side.
+pub async fn call_key_object(stub: worker::Stub, wire: &str) -> Result<ObjectAnswer, ApiError> {
+    let what = "a key object's answer";
+    let stub: super::sys::KeyObjectStub = stub.into_rpc();
+    let answer = settled(stub.call(wire), what).await?;
+    let answer: &Array = answer.dyn_ref().ok_or_else(|| ApiError::Internal(format!("{what} is not a list")))?;
+    let status = answer.get(0).as_f64().filter(|s| (100.0..600.0).contains(s));
+    let (Some(status), Some(text)) = (status, answer.get(1).as_string()) else {
+        return Err(ApiError::Internal(format!("{what} is not [status, text]")));
+    };
+    let retry_after = answer.get(2).as_f64().map(|secs| (secs as u64).to_string());
+    Ok((status as u16, text, retry_after))
+}
+
 /// Send `body` to the object behind `stub` (a `POST` to `url`, which only
 /// names the kind of object in its log) and read its answer: status, text and
 /// `Retry-After` (on a refusal). The request and the answer are the runtime's
 /// own, read in one call each (`Response.text()`): `worker::Stub` wraps the
 /// answer in a `worker::Response` around its body's stream, and reading that
 /// rebuilds a `Response` and its headers.
-pub async fn call_object(stub: worker::Stub, url: &str, body: &str) -> Result<(u16, String, Option<String>), ApiError> {
+pub async fn call_object(stub: worker::Stub, url: &str, body: &str) -> Result<ObjectAnswer, ApiError> {
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_body(&JsValue::from_str(body));

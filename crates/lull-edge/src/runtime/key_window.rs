@@ -3,19 +3,20 @@
 //! ([`SqlStore`]), the alarm, clock and console ([`WorkersHost`]) and `fetch`
 //! ([`Fetcher`]).
 //!
-//! Its exports are written here, not by `#[durable_object]`: that glue wraps
-//! each request in a `worker::Request` (reading its `cf`) and builds each
-//! answer twice (a `worker::Response`, then the runtime's); here both are the
-//! runtime's own, as the router sends and reads them ([`http::call_object`]).
+//! Its exports are written here, not by `#[durable_object]`: the router calls
+//! it over RPC (`call`, through the class `js/entry.mjs` declares a
+//! `DurableObject`), a `KeyCall`'s JSON in and `[status, text, Retry-After]`
+//! out ([`http::call_key_object`], [`http::key_answer`]), so no `Request`,
+//! `Response` or `Headers` is made for a call.
 
 use std::panic::AssertUnwindSafe;
 
 use wasm_bindgen::prelude::*;
-use worker::worker_sys::{DurableObjectState, web_sys};
+use worker::worker_sys::DurableObjectState;
 use worker::{Env, ScheduledTime, State, console_log};
 
 use super::config;
-use super::http::{self, Reply, now_ms};
+use super::http::{self, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
 use super::sys::StateExt;
@@ -56,12 +57,12 @@ impl Host for WorkersHost {
 }
 
 impl KeyWindow {
-    async fn serve(&self, req: web_sys::Request) -> Result<Reply, ApiError> {
-        let call = KeyCall::from_wire(http::object_body(&req).await?)?;
+    async fn serve(&self, wire: String) -> Result<(u16, String), ApiError> {
+        let call = KeyCall::from_wire(wire)?;
         let config = config::load(&self.env)?;
         let topic = config.topics.get(&call.topic).ok_or(ApiError::UnknownTopic(call.topic))?;
         let reply = self.key.request(topic, &call.key, call.request).await?;
-        http::json_to_router(reply.status, &reply.body)
+        Ok((reply.status, http::json_of(&reply.body)?))
     }
 }
 
@@ -77,11 +78,12 @@ impl KeyWindow {
         KeyWindow { key: KeyObject::new(store, host, fetcher), env }
     }
 
-    /// A request from the router: a [`KeyCall`] in its body. (Each export's
-    /// future is asserted unwind-safe, as `#[durable_object]`'s are: under
-    /// `panic = "unwind"` wasm-bindgen asks it of an exported future.)
-    pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
+    /// A call from the router: a [`KeyCall`]'s JSON, answered as
+    /// [`http::key_answer`] (an error too). (Each export's future is asserted
+    /// unwind-safe, as `#[durable_object]`'s are: under `panic = "unwind"`
+    /// wasm-bindgen asks it of an exported future.)
+    pub async fn call(&self, wire: String) -> Result<JsValue, JsValue> {
+        AssertUnwindSafe(async move { Ok(http::key_answer(self.serve(wire).await)) }).await
     }
 
     /// The key's alarm: a window due, a retry, a deadline or its collection.
