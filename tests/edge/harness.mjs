@@ -61,7 +61,7 @@ export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {})
     compatibilityDate: "2026-11-01",
     modules: [
       // The entry (crates/lull-edge/js/entry.mjs, written there by `cargo xtask edge-build`), then worker-build's module.
-      { type: "ESModule", path: join(build, "worker/shim.mjs") },
+      { type: "ESModule", path: join(build, "entry.mjs") },
       { type: "ESModule", path: join(build, "index.js") },
       { type: "CompiledWasm", path: join(build, "index_bg.wasm") },
     ],

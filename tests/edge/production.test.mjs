@@ -44,6 +44,19 @@ test("wrangler.toml: wrangler dev builds with the demo, --env production without
   assert.equal(dev.command, "cargo xtask edge-build --demo");
   assert.equal(production.command, "cargo xtask edge-build");
   assert.doesNotMatch(production.command, /demo/);
+  // Both run the entry module that makes the objects DurableObjects (the router calls them over RPC).
+  for (const env of [undefined, "production"]) {
+    assert.equal(config(env).main, join(root, "crates/lull-edge/build/entry.mjs"), `main (${env ?? "dev"})`);
+    const watched = [config(env).build.watch_dir].flat().map((dir) => resolve(dir)); // relative to the working directory
+    assert.ok(watched.includes(join(root, "crates/lull-edge/js")), `the entry is watched (${env ?? "dev"}): ${watched}`);
+  }
+});
+
+test("both builds hold the entry module as crates/lull-edge/js/entry.mjs writes it", () => {
+  const source = readFileSync(join(root, "crates/lull-edge/js/entry.mjs"), "utf8");
+  for (const build of ["production", "demo"]) {
+    assert.equal(readFileSync(join(BUILDS[build], "entry.mjs"), "utf8"), source, `${build}: entry.mjs`);
+  }
 });
 
 test("the production wasm holds none of the demo's code; the demo build holds it", () => {

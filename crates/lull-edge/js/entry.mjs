@@ -1,29 +1,48 @@
-// lull-edge's entry module: worker-build's (../index.js), with the key object
-// declared a `DurableObject`, so the router calls it over RPC (`call`) and no
-// Request, Response or Headers is made between them. `cargo xtask edge-build`
-// writes it over worker-build's `worker/shim.mjs` (wrangler.toml's `main`).
+// lull-edge's entry module: worker-build's (./index.js), with each Durable
+// Object's class declared a `DurableObject`, so the router calls it over RPC
+// (`call`) and no Request, Response or Headers is made between them.
+// `cargo xtask edge-build` writes it into the build as `entry.mjs`, which
+// wrangler.toml's `main` names.
 import { DurableObject } from "cloudflare:workers";
-import worker, { KeyWindow as KeyWindowWasm, TopicGate } from "../index.js";
+import { KeyWindow as KeyWindowWasm, TopicGate as TopicGateWasm } from "./index.js";
 
-export default worker;
-export { TopicGate };
+export * from "./index.js";
+export { default } from "./index.js";
 
-/** One `(topic, key)`: the runtime's class around the wasm object. */
-export class KeyWindow extends DurableObject {
-  #key;
+/** The wasm object inside (a symbol: RPC reaches string-named methods only). */
+const WASM = Symbol("wasm object");
 
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#key = new KeyWindowWasm(ctx, env);
-  }
+/**
+ * The runtime's class around one of worker-build's: `call(wire)` takes the
+ * router's call (its JSON text) and answers `[status, JSON text, Retry-After
+ * seconds or undefined]`. `fetch` takes the same call as a POST body, as a
+ * router of the previous release sends it while a deploy rolls out (its
+ * objects were not `DurableObject`s, so it could not use RPC).
+ */
+const around = (Wasm) =>
+  class extends DurableObject {
+    constructor(ctx, env) {
+      super(ctx, env);
+      this[WASM] = new Wasm(ctx, env);
+    }
 
-  /** A call from the router (a `KeyCall`'s JSON): `[status, JSON text, Retry-After seconds?]`. */
-  call(wire) {
-    return this.#key.call(wire);
-  }
+    call(wire) {
+      return this[WASM].call(wire);
+    }
 
-  /** The key's alarm. */
+    async fetch(request) {
+      const [status, text, retryAfter] = await this[WASM].call(await request.text());
+      const headers = retryAfter === undefined ? {} : { "retry-after": String(retryAfter) };
+      return new Response(text, { status, headers });
+    }
+  };
+
+/** One `(topic, key)`: its calls and its alarm. */
+export class KeyWindow extends around(KeyWindowWasm) {
   alarm() {
-    return this.#key.alarm();
+    return this[WASM].alarm();
   }
 }
+
+/** One queue topic's gate. */
+export class TopicGate extends around(TopicGateWasm) {}

@@ -64,17 +64,16 @@ pub fn build(root: &Path, worker: Worker, out: &str) -> Result<(), String> {
         Worker::Demo => "worker-build (lull-edge, with the demo)",
     };
     run(name, &root.join("crates/lull-edge"), &mut cmd)?;
-    // The entry module: worker-build's, with the key object declared a `DurableObject` (RPC).
-    let shim = root.join(out).join(ENTRY_IN_BUILD);
-    std::fs::copy(root.join(ENTRY), &shim).map_err(|e| format!("{}: {e}", shim.display()))?;
+    let entry = root.join(out).join(ENTRY_IN_BUILD);
+    std::fs::copy(root.join(ENTRY), &entry).map_err(|e| format!("{}: {e}", entry.display()))?;
     Ok(())
 }
 
-/// lull-edge's entry module (worker-build's exports, the key object's class declared a `DurableObject`).
+/// lull-edge's entry module: worker-build's exports, each object's class declared a `DurableObject` (RPC).
 const ENTRY: &str = "crates/lull-edge/js/entry.mjs";
 
-/// Where a build's entry module goes: worker-build's shim, which `main` in `wrangler.toml` names.
-const ENTRY_IN_BUILD: &str = "worker/shim.mjs";
+/// Where a build's entry module goes, beside worker-build's `index.js` (`main` in `wrangler.toml` names it).
+const ENTRY_IN_BUILD: &str = "entry.mjs";
 
 /// Node 22 running `args` as step `name`, with wrangler kept offline.
 fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(), String> {

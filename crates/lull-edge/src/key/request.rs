@@ -1,8 +1,9 @@
 //! [`KeyRequest`]: the one form of a key operation, from the router to the
 //! key's object, and [`KeyReply`], its answer. The router builds it from the
 //! method, path, query and headers ([`crate::http::route`]); it crosses to
-//! the Durable Object in the request's body ([`KeyCall::to_wire`]): the call
-//! as one line of JSON, then the event's body (if any), byte for byte.
+//! the Durable Object as one text, the argument of its `call` over RPC
+//! ([`KeyCall::to_wire`]): the call as one line of JSON, then the event's body
+//! (if any), byte for byte.
 
 use lull_core::WindowId;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,7 @@ use crate::names::Key;
 pub enum KeyRequest {
     /// `POST …/events`: accept one event.
     Event {
-        /// The event's JSON. It crosses as the request's body, not in the header.
+        /// The event's JSON. It crosses after the call's line, not in it.
         #[serde(skip)]
         body: String,
         /// The producer's `Idempotency-Key`: a repeat within the topic's
@@ -32,7 +33,7 @@ pub enum KeyRequest {
     /// `POST …/events:batch`, one key's share of a batch: accept these
     /// events in one transaction, all or nothing, in order.
     Events {
-        /// Each event's JSON and producer `Idempotency-Key`. They cross as the request's body.
+        /// Each event's JSON and producer `Idempotency-Key`. They cross after the call's line.
         #[serde(skip)]
         events: Vec<(String, Option<String>)>,
         /// A client token's `events_per_minute`, as for one event.
@@ -95,7 +96,7 @@ pub struct KeyReply {
 }
 
 /// A key request addressed to its key: what crosses from the router to the
-/// object, as one request body ([`KeyCall::to_wire`]).
+/// object, as one text ([`KeyCall::to_wire`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyCall {
     /// The topic's name.
@@ -106,7 +107,7 @@ pub struct KeyCall {
     pub request: KeyRequest,
 }
 
-/// One event of a batch as it crosses in the body.
+/// One event of a batch as it crosses after the call's line.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireEvent {
@@ -124,7 +125,7 @@ struct Wire<T, R> {
 }
 
 impl KeyCall {
-    /// The body the object reads: the call as one line of JSON (`{"topic",
+    /// The text the object reads: the call as one line of JSON (`{"topic",
     /// "key" (percent-encoded, as a route carries it, so the object checks it
     /// with the route's own parser), "request"}`; JSON text never holds a raw
     /// newline), a newline, then an event's JSON or a batch's events as
@@ -152,7 +153,7 @@ impl KeyCall {
         Ok(text)
     }
 
-    /// The call a body carries ([`KeyCall::to_wire`]).
+    /// The call a text carries ([`KeyCall::to_wire`]).
     pub fn from_wire(mut text: String) -> Result<KeyCall, ApiError> {
         let line = text.find('\n').ok_or_else(|| ApiError::Internal("key call: no call line".into()))?;
         let body = text.split_off(line + 1);

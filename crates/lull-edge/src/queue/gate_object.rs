@@ -179,7 +179,7 @@ impl GateOp {
 }
 
 /// A gate operation addressed to its topic: what crosses from the consumer
-/// (or the router) to the gate object, as JSON in the request's body.
+/// (or the router) to the gate object, as JSON, the argument of its `call` over RPC.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateCall {

@@ -112,12 +112,8 @@ fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
     reply(error.status(), Some(&error_text(error, reveal)), &headers)
 }
 
-/// A handler's result as the runtime wants it: the response, or the error as JSON.
-pub fn respond(result: Result<Reply, ApiError>) -> Result<Reply, JsValue> {
-    respond_as(result, false)
-}
-
-/// [`respond`], showing a private error's detail if `reveal` (an admin asked).
+/// A handler's result as the runtime wants it: the response, or the error as
+/// JSON, showing a private error's detail if `reveal` (an admin asked).
 pub fn respond_as(result: Result<Reply, ApiError>, reveal: bool) -> Result<Reply, JsValue> {
     result.or_else(|e| error(&e, reveal)).map_err(|e| js_error(&e.message()))
 }
@@ -191,18 +187,17 @@ async fn text_of(promise: Result<Promise, JsValue>, what: &str) -> Result<String
     settled(promise, what).await?.as_string().ok_or_else(|| ApiError::Internal(format!("{what} is not text")))
 }
 
-/// The body of a request an object was sent ([`call_object`]).
-pub async fn object_body(req: &web_sys::Request) -> Result<String, ApiError> {
-    text_of(req.text(), "an object's request").await
-}
-
 /// An object's answer to the router: status, JSON text and `Retry-After` (seconds, on a refusal).
 pub type ObjectAnswer = (u16, String, Option<String>);
 
-/// A key object's answer to a call over RPC ([`call_key_object`]), as the
-/// runtime carries it: `[status, JSON text, Retry-After seconds or undefined]`.
-/// An error is answered as the Worker answers it ([`error_text`]).
-pub fn key_answer(result: Result<(u16, String), ApiError>) -> JsValue {
+/// What workerd answers an RPC call to an object whose class is not a
+/// `DurableObject`: one of the previous release's, while a deploy rolls out.
+const NOT_RPC: &str = "does not support RPC";
+
+/// An object's answer to a call ([`call_object`]), as the runtime carries it
+/// over RPC: `[status, JSON text, Retry-After seconds or undefined]`. An error
+/// is answered as the Worker answers it ([`error_text`]).
+pub fn answer_to_router(result: Result<(u16, String), ApiError>) -> JsValue {
     let (status, text, retry_after) = match result {
         Ok((status, text)) => (status, text, None),
         Err(e) => (e.status(), error_text(&e, false), e.retry_after_secs()),
@@ -211,15 +206,27 @@ pub fn key_answer(result: Result<(u16, String), ApiError>) -> JsValue {
     Array::of3(&status.into(), &text.into(), &retry_after).into()
 }
 
-/// Call the key object behind `stub` over RPC with `wire` (a `KeyCall`'s
-/// JSON) and read its answer ([`key_answer`]): no `Request`, `Response` or
-/// `Headers` is made on either side.
-pub async fn call_key_object(stub: worker::Stub, wire: &str) -> Result<ObjectAnswer, ApiError> {
-    let what = "a key object's answer";
-    let stub: super::sys::KeyObjectStub = stub.into_rpc();
-    let answer = settled(stub.call(wire), what).await?;
+/// Call the object behind `stub` with `wire` (the call as text) and read its
+/// answer: over RPC (its `call`, [`answer_to_router`]), so no `Request`,
+/// `Response` or `Headers` is made on either side; or, if the object is of the
+/// previous release (not a `DurableObject`: a deploy is rolling out), as a
+/// `POST` of `wire` to `url` (which only names the kind of object in its log).
+pub async fn call_object(stub: worker::Stub, url: &str, wire: &str) -> Result<ObjectAnswer, ApiError> {
+    let what = "an object's answer";
+    let raw: worker::worker_sys::DurableObject = stub.into_rpc();
+    let rpc: &super::sys::ObjectStub = raw.unchecked_ref();
+    let called = match rpc.call(wire) {
+        Ok(promise) => JsFuture::from(promise).await,
+        Err(e) => Err(e),
+    };
+    let answer = match called {
+        Ok(answer) => answer,
+        Err(e) if thrown_text(&e).contains(NOT_RPC) => return post_to_object(&raw, url, wire).await,
+        Err(e) => return Err(thrown(what)(e)),
+    };
     let answer: &Array = answer.dyn_ref().ok_or_else(|| ApiError::Internal(format!("{what} is not a list")))?;
-    let status = answer.get(0).as_f64().filter(|s| (100.0..600.0).contains(s));
+    // A status a `Response` could carry, as the previous release's answers did.
+    let status = answer.get(0).as_f64().filter(|s| s.fract() == 0.0 && (200.0..=599.0).contains(s));
     let (Some(status), Some(text)) = (status, answer.get(1).as_string()) else {
         return Err(ApiError::Internal(format!("{what} is not [status, text]")));
     };
@@ -227,24 +234,25 @@ pub async fn call_key_object(stub: worker::Stub, wire: &str) -> Result<ObjectAns
     Ok((status as u16, text, retry_after))
 }
 
-/// Send `body` to the object behind `stub` (a `POST` to `url`, which only
-/// names the kind of object in its log) and read its answer: status, text and
-/// `Retry-After` (on a refusal). The request and the answer are the runtime's
-/// own, read in one call each (`Response.text()`): `worker::Stub` wraps the
-/// answer in a `worker::Response` around its body's stream, and reading that
-/// rebuilds a `Response` and its headers.
-pub async fn call_object(stub: worker::Stub, url: &str, body: &str) -> Result<ObjectAnswer, ApiError> {
+/// `wire` as a `POST` to `url` on the object `raw`, as the previous release
+/// called its objects, and its answer: status, text and `Retry-After` (on a
+/// refusal). Both are the runtime's own, the answer read in one call
+/// (`Response.text()`).
+async fn post_to_object(
+    raw: &worker::worker_sys::DurableObject,
+    url: &str,
+    wire: &str,
+) -> Result<ObjectAnswer, ApiError> {
     let init = RequestInit::new();
     init.set_method("POST");
-    init.set_body(&JsValue::from_str(body));
+    init.set_body(&JsValue::from_str(wire));
     let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(thrown("an object's request"))?;
-    let stub: worker::worker_sys::DurableObject = stub.into_rpc();
-    let answer: Reply = settled(stub.fetch_with_request(&request), "an object's answer")
+    let answer: Reply = settled(raw.fetch_with_request(&request), "an object's answer")
         .await?
         .dyn_into()
         .map_err(thrown("an object's answer"))?;
     let status = answer.status();
-    // An object sets `Retry-After` only on a refusal (`error`): a success's headers are not read.
+    // An object sets `Retry-After` only on a refusal: a success's headers are not read.
     let retry_after = if status >= 400 { answer.headers().get("retry-after").ok().flatten() } else { None };
     Ok((status, text_of(answer.text(), "an object's answer").await?, retry_after))
 }

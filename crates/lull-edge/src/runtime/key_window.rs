@@ -5,9 +5,9 @@
 //!
 //! Its exports are written here, not by `#[durable_object]`: the router calls
 //! it over RPC (`call`, through the class `js/entry.mjs` declares a
-//! `DurableObject`), a `KeyCall`'s JSON in and `[status, text, Retry-After]`
-//! out ([`http::call_key_object`], [`http::key_answer`]), so no `Request`,
-//! `Response` or `Headers` is made for a call.
+//! `DurableObject`), the call's text ([`KeyCall::to_wire`]) in and `[status,
+//! text, Retry-After]` out ([`http::call_object`], [`http::answer_to_router`]),
+//! so no `Request`, `Response` or `Headers` is made for a call.
 
 use std::panic::AssertUnwindSafe;
 
@@ -78,12 +78,12 @@ impl KeyWindow {
         KeyWindow { key: KeyObject::new(store, host, fetcher), env }
     }
 
-    /// A call from the router: a [`KeyCall`]'s JSON, answered as
-    /// [`http::key_answer`] (an error too). (Each export's future is asserted
-    /// unwind-safe, as `#[durable_object]`'s are: under `panic = "unwind"`
-    /// wasm-bindgen asks it of an exported future.)
-    pub async fn call(&self, wire: String) -> Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move { Ok(http::key_answer(self.serve(wire).await)) }).await
+    /// A call from the router: a [`KeyCall`] as text ([`KeyCall::to_wire`]),
+    /// answered as [`http::answer_to_router`] (an error too). (Each export's
+    /// future is asserted unwind-safe, as `#[durable_object]`'s are: under
+    /// `panic = "unwind"` wasm-bindgen asks it of an exported future.)
+    pub async fn call(&self, wire: String) -> JsValue {
+        AssertUnwindSafe(async move { http::answer_to_router(self.serve(wire).await) }).await
     }
 
     /// The key's alarm: a window due, a retry, a deadline or its collection.

@@ -255,7 +255,7 @@ async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
 pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<http::ObjectAnswer, ApiError> {
     let namespace = config::key_windows(env)?;
     let stub = namespace.id_from_name(&object_name(&call.topic, &call.key)).and_then(|id| id.get_stub())?;
-    http::call_key_object(stub, &call.to_wire()?).await
+    http::call_object(stub, "https://key-window/", &call.to_wire()?).await
 }
 
 /// Hand `call` to its key's object and pass its answer on.

@@ -1,7 +1,7 @@
 //! Raw JS behind a small typed extension (the shape of workers-rs'
 //! `worker-sys/src/ext`): what workers-rs 0.8.7 does not offer yet — a
 //! second handle on a Durable Object's state, `storage.transactionSync`, a
-//! `fetch` whose synchronous throw is caught, a key object's RPC method, and
+//! `fetch` whose synchronous throw is caught, an object's RPC method, and
 //! a queue message's `attempts`. All are small enough to offer upstream.
 
 use wasm_bindgen::JsCast;
@@ -31,12 +31,12 @@ mod glue {
             init: &worker::worker_sys::web_sys::RequestInit,
         ) -> Result<worker::js_sys::Promise, JsValue>;
 
-        /// A key object's stub, as RPC reaches the methods of its class (`js/entry.mjs`).
-        pub type KeyObjectStub;
+        /// An object's stub, as RPC reaches the methods of its class (`js/entry.mjs`).
+        pub type ObjectStub;
 
-        /// `stub.call(wire)`: the key object's `call`, over RPC; or the error it threw before it began.
+        /// `stub.call(wire)`: the object's `call`, over RPC; or the error it threw before it began.
         #[wasm_bindgen(method, catch)]
-        pub fn call(this: &KeyObjectStub, wire: &str) -> Result<worker::js_sys::Promise, JsValue>;
+        pub fn call(this: &ObjectStub, wire: &str) -> Result<worker::js_sys::Promise, JsValue>;
 
         /// A queue message, for the properties workers-rs does not bind.
         pub type QueueMessage;
@@ -47,7 +47,7 @@ mod glue {
     }
 }
 
-pub use glue::KeyObjectStub;
+pub use glue::ObjectStub;
 
 /// `fetch(url, init)` begun, or the error it threw before it began.
 pub fn fetch(url: &str, init: &worker::worker_sys::web_sys::RequestInit) -> Result<worker::js_sys::Promise, JsValue> {

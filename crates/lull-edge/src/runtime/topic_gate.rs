@@ -2,21 +2,21 @@
 //! a shell around [`GateObject`] over its storage ([`SqlGateStore`]: the gate
 //! as a key-value entry, dead letters and failing forwards as SQLite rows),
 //! the queue bindings (replays) and the clock; and [`GateClient`], how the
-//! consumer and the router call it: one [`GateCall`] as JSON in the request's
-//! body, the answer as JSON. Its exports are written here, as the key
-//! object's are ([`super::key_window`]).
+//! consumer and the router call it: one [`GateCall`] as JSON, over RPC (its
+//! `call`, [`http::call_object`]), the answer as JSON. Its exports are
+//! written here, as the key object's are ([`super::key_window`]).
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
-use worker::worker_sys::{DurableObjectState, web_sys};
+use worker::worker_sys::DurableObjectState;
 use worker::{Env, SqlStorage, SqlStorageValue, State};
 
 use super::config;
 use super::consumer::WorkersClock;
-use super::http::{self, Reply};
+use super::http;
 use super::outbound::Queues;
 use super::sys::StateExt;
 use crate::http::ApiError;
@@ -344,7 +344,7 @@ pub struct GateClient<'a> {
 impl GateClient<'_> {
     /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
     /// written: unparsed) and `Retry-After` (on a refusal).
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<(u16, String, Option<String>), ApiError> {
+    pub async fn call(&self, topic: &str, op: GateOp) -> Result<http::ObjectAnswer, ApiError> {
         let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -374,9 +374,8 @@ pub struct TopicGate {
 }
 
 impl TopicGate {
-    async fn serve(&self, req: web_sys::Request) -> Result<Reply, ApiError> {
-        let call: GateCall = serde_json::from_str(&http::object_body(&req).await?)
-            .map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
+    async fn serve(&self, wire: String) -> Result<(u16, String), ApiError> {
+        let call: GateCall = serde_json::from_str(&wire).map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
         // Dead letters are kept, listed and discarded whatever the configuration is (even none that loads).
         let config = match call.op {
             GateOp::DeadLetter { .. } | GateOp::DeadLetters { .. } | GateOp::Discard { .. } => {
@@ -386,7 +385,7 @@ impl TopicGate {
         };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
         let answer = self.gate.call(&call.topic, topic, call.op).await?;
-        http::json_text(200, &answer.to_text())
+        Ok((200, answer.to_text()))
     }
 }
 
@@ -399,9 +398,10 @@ impl TopicGate {
         TopicGate { env, gate: GateObject::new(SqlGateStore { state: State::from(state) }, queues, WorkersClock) }
     }
 
-    /// A call from the router or the queue consumer: a [`GateCall`] in its body
-    /// (its future asserted unwind-safe, as the key object's are).
-    pub async fn fetch(&self, req: web_sys::Request) -> Result<JsValue, JsValue> {
-        AssertUnwindSafe(async move { http::respond(self.serve(req).await).map(JsValue::from) }).await
+    /// A call from the router or the queue consumer: a [`GateCall`]'s JSON,
+    /// answered as [`http::answer_to_router`] (its future asserted unwind-safe,
+    /// as the key object's are).
+    pub async fn call(&self, wire: String) -> JsValue {
+        AssertUnwindSafe(async move { http::answer_to_router(self.serve(wire).await) }).await
     }
 }
