@@ -21,7 +21,7 @@ import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
-import { lullWorker, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { anotherLullWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 
 const out = process.argv[2] ?? "edge.json";
 const ROUNDS = 4;
@@ -66,17 +66,10 @@ const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: 
  * isolate takes only its own role's loads, so no row is measured on an
  * isolate that took another row's. Only the main worker takes queue messages.
  */
-const lullRole = (name, host, topics, vars = {}) => {
-  const { queueConsumers, ...worker } = lullWorker(topics, undefined, vars);
-  return { name, routes: [`${host}/*`], ...worker };
-};
+const lullRole = (name, host, topics, vars = {}) => ({ name, routes: [`${host}/*`], ...anotherLullWorker(topics, undefined, vars) });
 const mf = new Miniflare(
   convertV4MiniflareOptions({
-    host: "127.0.0.1",
-    port: 0,
-    cf: false,
-    resourcePersistencePath: state.dir,
-    handleStructuredLogs: () => {},
+    ...runtimeOptions(state.dir),
     workers: [
       { name: "lull", routes: ["lull.bench/*"], ...lullWorker({ b: lullTopic("/lull") }) },
       lullRole("lull-client", "lullclient.bench", { c: lullTopic("/client") }, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),

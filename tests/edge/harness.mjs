@@ -88,16 +88,28 @@ export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {})
   };
 }
 
+/**
+ * `lullWorker`'s options for another lull-edge worker beside the first on one
+ * runtime (the arguments as `lullWorker`'s): it takes no queue's messages (a
+ * queue has one consumer, the first worker).
+ */
+export function anotherLullWorker(...args) {
+  const { queueConsumers, ...worker } = lullWorker(...args);
+  return worker;
+}
+
+/**
+ * What every local runtime here starts with: 127.0.0.1 on a free port, no
+ * `cf` fetched, state persisted to `persist`, log lines into `logs` (or dropped).
+ */
+export function runtimeOptions(persist, logs) {
+  const handleStructuredLogs = logs ? ({ message }) => logs.push(message) : () => {};
+  return { host: "127.0.0.1", port: 0, cf: false, resourcePersistencePath: persist, handleStructuredLogs };
+}
+
 /** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, `vars`, `consumers`: as `lullWorker`). */
 export async function startEdge({ topics, persist, logs = [], build, vars, consumers }) {
-  const options = convertV4MiniflareOptions({
-    host: "127.0.0.1",
-    port: 0,
-    cf: false,
-    resourcePersistencePath: persist,
-    handleStructuredLogs: ({ message }) => logs.push(message),
-    ...lullWorker(topics, build, vars, consumers),
-  });
+  const options = convertV4MiniflareOptions({ ...runtimeOptions(persist, logs), ...lullWorker(topics, build, vars, consumers) });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { mf, url, logs, stop: () => mf.dispose() };

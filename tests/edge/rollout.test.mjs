@@ -10,7 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { TOKENS, lullWorker, stateDir } from "./harness.mjs";
+import { TOKENS, anotherLullWorker, lullWorker, runtimeOptions, stateDir } from "./harness.mjs";
 
 // The previous release's key object as the runtime saw it: a plain class with
 // `fetch` (no RPC), taking the call as a POST body. It answers as the object
@@ -53,15 +53,11 @@ let mf, state;
 before(async () => {
   state = stateDir();
   const lull = lullWorker(TOPICS);
-  // A second router of this release, its key objects the previous release's (it takes no queue's messages).
-  const { queueConsumers, ...router } = lullWorker(TOPICS);
+  // A second router of this release, its key objects the previous release's.
+  const router = anotherLullWorker(TOPICS);
   mf = new Miniflare(
     convertV4MiniflareOptions({
-      host: "127.0.0.1",
-      port: 0,
-      cf: false,
-      resourcePersistencePath: state.dir,
-      handleStructuredLogs: () => {},
+      ...runtimeOptions(state.dir),
       workers: [
         { name: "lull", ...lull },
         {
