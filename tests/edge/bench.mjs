@@ -13,7 +13,7 @@
 // large as the JS object's (max_batch 10,000), and the JS object taking the
 // same batches (one object request and one row per key of a batch). Each
 // role (a row, or a group of rows of one target) runs in a worker, so an
-// isolate, of its own: no row is measured on an isolate that took another's load.
+// isolate, of its own: no role's rows run on an isolate that took another role's load.
 // Usage: node bench.mjs OUT.json
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
@@ -63,8 +63,7 @@ const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: 
 /**
  * lull-edge as a worker (so an isolate) of its own at `host`, with `topics`,
  * as each role of the JS object's is (js, js-push, js-hot, js-down): each
- * isolate takes only its own role's loads, so no row is measured on an
- * isolate that took another row's. Only the main worker takes queue messages.
+ * isolate takes only its own role's loads. Only the main worker takes queue messages.
  */
 const lullRole = (name, host, topics, vars = {}) => ({ name, routes: [`${host}/*`], ...anotherLullWorker(topics, undefined, vars) });
 const mf = new Miniflare(

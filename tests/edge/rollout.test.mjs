@@ -50,6 +50,9 @@ export default {
 const TOPICS = { t: { target: "http://127.0.0.1:9/never", wait_ms: 60_000, payload: "all" } };
 
 let mf, state;
+const logs = [];
+/** The `rpc_fallback` lines logged: an isolate logs its first call that fell back to a POST. */
+const fallbacks = () => logs.filter((m) => m.includes('"lull":"rpc_fallback"'));
 before(async () => {
   state = stateDir();
   const lull = lullWorker(TOPICS);
@@ -57,7 +60,7 @@ before(async () => {
   const router = anotherLullWorker(TOPICS);
   mf = new Miniflare(
     convertV4MiniflareOptions({
-      ...runtimeOptions(state.dir),
+      ...runtimeOptions(state.dir, logs),
       workers: [
         { name: "lull", ...lull },
         {
@@ -109,6 +112,9 @@ test("a router of this release reaching an object of the previous one sends the 
   assert.equal(refused.status, 429);
   assert.equal(refused.headers.get("retry-after"), "7", "the refusal's Retry-After is passed on");
   assert.equal((await refused.json()).error.code, "too_many_pending");
+  // That router's isolate logged its first fallback, once.
+  assert.equal(fallbacks().length, 1, fallbacks().join("\n"));
+  assert.match(fallbacks()[0], /does not support RPC/);
 });
 
 test("a router of the previous release reaching an object of this one is answered over fetch, as its objects answered", async () => {
@@ -134,4 +140,6 @@ test("a router of the previous release reaching an object of this one is answere
   const state = await status.json();
   assert.equal(status.status, 200, JSON.stringify(state));
   assert.equal(state.stats.events, 1);
+  // A router of this release calling this release's objects never falls back: only the other router's line is there.
+  assert.equal(fallbacks().length, 1, fallbacks().join("\n"));
 });

@@ -206,14 +206,26 @@ pub fn answer_to_router(result: Result<(u16, String), ApiError>) -> JsValue {
     Array::of3(&status.into(), &text.into(), &retry_after).into()
 }
 
-/// Call the object behind `stub` with `wire` (the call as text) and read its
+thread_local! {
+    /// Whether this isolate has logged a call that fell back to a `POST` ([`call_object`]).
+    static FELL_BACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Call the object `stub_of` gives with `wire` (the call as text) and read its
 /// answer: over RPC (its `call`, [`answer_to_router`]), so no `Request`,
 /// `Response` or `Headers` is made on either side; or, if the object is of the
 /// previous release (not a `DurableObject`: a deploy is rolling out), as a
-/// `POST` of `wire` to `url` (which only names the kind of object in its log).
-pub async fn call_object(stub: worker::Stub, url: &str, wire: &str) -> Result<ObjectAnswer, ApiError> {
+/// `POST` of `wire` to `url` (which only names the kind of object in its log),
+/// through a new stub (a stub that threw may refuse every later call). The
+/// first such `POST` of an isolate is logged (`rpc_fallback`): seen outside
+/// a rollout, it means the build lost its entry module (`js/entry.mjs`).
+pub async fn call_object(
+    stub_of: impl Fn() -> Result<worker::Stub, ApiError>,
+    url: &str,
+    wire: &str,
+) -> Result<ObjectAnswer, ApiError> {
     let what = "an object's answer";
-    let raw: worker::worker_sys::DurableObject = stub.into_rpc();
+    let raw: worker::worker_sys::DurableObject = stub_of()?.into_rpc();
     let rpc: &super::sys::ObjectStub = raw.unchecked_ref();
     let called = match rpc.call(wire) {
         Ok(promise) => JsFuture::from(promise).await,
@@ -221,7 +233,16 @@ pub async fn call_object(stub: worker::Stub, url: &str, wire: &str) -> Result<Ob
     };
     let answer = match called {
         Ok(answer) => answer,
-        Err(e) if thrown_text(&e).contains(NOT_RPC) => return post_to_object(&raw, url, wire).await,
+        Err(e) if thrown_text(&e).contains(NOT_RPC) => {
+            let why = thrown_text(&e);
+            if !FELL_BACK.replace(true) {
+                console_log!("{}", Fact::new("rpc_fallback", json!({"url": url, "error": why})).line(&[]));
+            }
+            let fresh: worker::worker_sys::DurableObject = stub_of()?.into_rpc();
+            return post_to_object(&fresh, url, wire)
+                .await
+                .map_err(|e| ApiError::Internal(format!("{} (after RPC failed: {why})", e.message())));
+        }
         Err(e) => return Err(thrown(what)(e)),
     };
     let answer: &Array = answer.dyn_ref().ok_or_else(|| ApiError::Internal(format!("{what} is not a list")))?;

@@ -254,8 +254,9 @@ async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
 /// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
 pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<http::ObjectAnswer, ApiError> {
     let namespace = config::key_windows(env)?;
-    let stub = namespace.id_from_name(&object_name(&call.topic, &call.key)).and_then(|id| id.get_stub())?;
-    http::call_object(stub, "https://key-window/", &call.to_wire()?).await
+    let name = object_name(&call.topic, &call.key);
+    let stub_of = || -> Result<worker::Stub, ApiError> { Ok(namespace.id_from_name(&name)?.get_stub()?) };
+    http::call_object(stub_of, "https://key-window/", &call.to_wire()?).await
 }
 
 /// Hand `call` to its key's object and pass its answer on.

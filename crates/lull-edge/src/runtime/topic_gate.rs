@@ -345,10 +345,12 @@ impl GateClient<'_> {
     /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
     /// written: unparsed) and `Retry-After` (on a refusal).
     pub async fn call(&self, topic: &str, op: GateOp) -> Result<http::ObjectAnswer, ApiError> {
-        let stub = self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?;
+        let stub_of = || -> Result<worker::Stub, ApiError> {
+            Ok(self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?)
+        };
         let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        http::call_object(stub, "https://gate/", &body).await
+        http::call_object(stub_of, "https://gate/", &body).await
     }
 }
 
