@@ -233,8 +233,11 @@ pub async fn call_object(
     };
     let answer = match called {
         Ok(answer) => answer,
-        Err(e) if thrown_text(&e).contains(NOT_RPC) => {
+        Err(e) => {
             let why = thrown_text(&e);
+            if !why.contains(NOT_RPC) {
+                return Err(ApiError::Internal(format!("{what}: {why}")));
+            }
             if !FELL_BACK.replace(true) {
                 console_log!("{}", Fact::new("rpc_fallback", json!({"url": url, "error": why})).line(&[]));
             }
@@ -243,7 +246,6 @@ pub async fn call_object(
                 .await
                 .map_err(|e| ApiError::Internal(format!("{} (after RPC failed: {why})", e.message())));
         }
-        Err(e) => return Err(thrown(what)(e)),
     };
     let answer: &Array = answer.dyn_ref().ok_or_else(|| ApiError::Internal(format!("{what} is not a list")))?;
     // A status a `Response` could carry, as the previous release's answers did.

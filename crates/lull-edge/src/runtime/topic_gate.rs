@@ -348,8 +348,7 @@ impl GateClient<'_> {
         let stub_of = || -> Result<worker::Stub, ApiError> {
             Ok(self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?)
         };
-        let body = serde_json::to_string(&GateCall { topic: topic.to_string(), op })
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let body = http::json_of(&GateCall { topic: topic.to_string(), op })?;
         http::call_object(stub_of, "https://gate/", &body).await
     }
 }
