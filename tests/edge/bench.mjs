@@ -237,10 +237,10 @@ function lost(path, key, accepted) {
   return missing;
 }
 
-/** Post events first..end-1 of `key` as one `events:batch`; how many were refused (`accepted` collects the i of the rest). */
-async function postBatch(host, key, first, end, accepted, topic = "b") {
+/** Post events first..end-1 of `key` (topic `b`) as one `events:batch`; how many were refused (`accepted` collects the i of the rest). */
+async function postBatch(host, key, first, end, accepted) {
   const events = Array.from({ length: end - first }, (_, j) => ({ key, event: payload(first + j) }));
-  const res = await request(host, "POST", `/v1/topics/${topic}/events:batch`, JSON.stringify({ events }));
+  const res = await request(host, "POST", "/v1/topics/b/events:batch", JSON.stringify({ events }));
   const results = res.status === 207 ? JSON.parse(res.body).results : [];
   results.forEach((r, j) => r.status === 202 && accepted?.add(first + j));
   return events.length - results.filter((r) => r.status === 202).length;
@@ -261,7 +261,7 @@ function batchLoad(host, total, key, per, clients, accepted) {
  * producers' connections and meets a cold key); the warm-up's p99 is reported
  * apart. Every batch's events count toward `accepted`, `events` and `errors`.
  */
-async function pacedBatchLoad(host, key, per, producers, offered, warmup, ms, accepted, topic = "b") {
+async function pacedBatchLoad(host, key, per, producers, offered, warmup, ms, accepted) {
   const period = (producers * per * 1000) / offered;
   const started = performance.now();
   const measuredFrom = started + warmup;
@@ -282,7 +282,7 @@ async function pacedBatchLoad(host, key, per, producers, offered, warmup, ms, ac
         const lag = Math.max(0, performance.now() - at);
         const first = next;
         next += per;
-        const refused = await postBatch(host, key, first, first + per, accepted, topic);
+        const refused = await postBatch(host, key, first, first + per, accepted);
         const latency = performance.now() - at;
         errors += refused; // a refusal in the warm-up counts too
         if (at < measuredFrom) {
@@ -399,9 +399,9 @@ const PACED_KIND = `batch, paced at ${PACED_VS_NOOP}x no-op`;
  * paced loads: none of the closed-loop loads above.
  */
 const PACED_TARGETS = [
-  { label: "", host: "lullpaced.bench", topic: "b", path: "/lullpaced" },
-  { label: ", max_batch 10,000", host: "lullpacedh.bench", topic: "b", path: "/lullpacedh" },
-  { label: ", plain JS DO", host: "jshot.bench", topic: "b", path: "/jshot" },
+  { label: "", host: "lullpaced.bench", path: "/lullpaced" },
+  { label: ", max_batch 10,000", host: "lullpacedh.bench", path: "/lullpacedh" },
+  { label: ", plain JS DO", host: "jshot.bench", path: "/jshot" },
 ];
 const pacedPhase = (t) => `${PACED_KIND} ${Math.max(...PRODUCERS)}${t.label}`;
 const hotKeyPhases = Object.fromEntries(PRODUCERS.flatMap((n) => HOT_KINDS.map((kind) => [`${kind} ${n}`, []])));
@@ -503,12 +503,12 @@ for (let round = 0; round < ROUNDS; round++) {
     calmWaits.push(await calm());
     const producers = Math.max(...PRODUCERS);
     const before = delivered(t.path);
-    const key = `hotpaced${producers}${t.topic}-${round}`;
+    const key = `hotpaced${producers}-${round}`;
     const offered = PACED_VS_NOOP * results["no-op DO"].hot[round].per_sec;
     const accepted = new Set();
-    const result = await pacedBatchLoad(t.host, key, BATCH, producers, offered, PACED_WARMUP_MS, PACED_MS, accepted, t.topic);
+    const result = await pacedBatchLoad(t.host, key, BATCH, producers, offered, PACED_WARMUP_MS, PACED_MS, accepted);
     await settle(t.path, before + result.events);
-    const measured = { ...result, ...(await rows(t.host, [key], t.topic)), lost: lost(t.path, key, accepted) };
+    const measured = { ...result, ...(await rows(t.host, [key])), lost: lost(t.path, key, accepted) };
     hotKeyPhases[pacedPhase(t)].push(measured);
   }
   process.stdout.write(`round ${round + 1}: lull-edge, one hot key at ${PRODUCERS.join(" and ")} producers done\n`);
