@@ -61,3 +61,33 @@ test("a `last` window stored one row per event goes on under this release: its d
   assert.ok(after.event_rows <= 6, `${after.event_rows} rows`);
   assert.equal(after.stored_events, 0);
 });
+
+// The release before kept a key's snapshot in a table of its own; this one
+// moves it into the events table (row 0) at the key's first load. A restart
+// then loads each key from the moved row: the same life of the key (its
+// incarnation, in every delivery's idempotency key) and the next seq, where
+// a key that had lost its snapshot would be refused (rows without a snapshot).
+test("after a restart, migrated keys load from their moved snapshot: the same life of the key, the next seq", async () => {
+  // `{topic}/{key}/{incarnation}.{window}` (`{topic}/{key}/{window}` for a key from before incarnations) without the window.
+  const life = (topic) => rx.of("pre").filter((d) => d.body.topic === topic).at(-1).idempotencyKey.replace(/[./]\d+$/, "");
+  const before = { open: life("open"), last: life("last") };
+  await edge.stop();
+  edge = await startEdge({
+    persist: state.dir,
+    topics: {
+      open: { target: `${rx.url}/hook`, wait_ms: 3_600_000, payload: "all" },
+      last: { target: `${rx.url}/hook`, wait_ms: 3_600_000, payload: "last" },
+    },
+  });
+  api = client(edge.url);
+  const open = await api.event("open", "pre", { n: 5 });
+  assert.equal(open.status, 202, JSON.stringify(open.json));
+  assert.equal(open.json.seq, 5, "open/pre goes on from its moved snapshot");
+  const last = await api.event("last", "pre", { n: 7 });
+  assert.equal(last.status, 202, JSON.stringify(last.json));
+  assert.equal(last.json.seq, 7, "last/pre goes on from its moved snapshot");
+  for (const topic of ["open", "last"]) assert.equal((await api.flush(topic, "pre")).status, 200);
+  await until(() => rx.of("pre").some((d) => d.body.topic === "open" && d.body.events?.some((e) => e.n === 5)), 10_000, "open/pre delivered");
+  await until(() => rx.of("pre").some((d) => d.body.topic === "last" && d.body.event?.n === 7), 10_000, "last/pre delivered");
+  assert.deepEqual({ open: life("open"), last: life("last") }, before, "the same incarnation before and after the restart");
+});

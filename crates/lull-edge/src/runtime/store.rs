@@ -1,7 +1,7 @@
 //! [`Store`] over the object's SQLite: one row per request's events (the
-//! events alone, in [`RowFormat`]),
-//! one snapshot row, one row per backlog window, one per remembered producer
-//! key. A batch commits inside `transactionSync`, so it applies all or nothing.
+//! events alone, in [`RowFormat`]), the snapshot as row 0 of the same table,
+//! one row per backlog window, one per remembered producer key. A batch
+//! commits inside `transactionSync`, so it applies all or nothing.
 //!
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
@@ -19,7 +19,10 @@ use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
 use crate::ports::{Bodies, DedupeRow, RowFormat, RowRead, Store, StoreError, Stored, WindowRow, Write};
 use lull_core::Seq;
 
-/// The tables every key writes from its first event: its event rows and its snapshot.
+/// The table every key writes from its first event: its event rows (`seq` 1
+/// and up) and, as row [`SNAPSHOT_ROW`], its snapshot. One table, not two: a
+/// table made costs a new key's first statement about as much as the rest of
+/// its first event, and takes a page of the key's storage.
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS events (
   seq   INTEGER PRIMARY KEY,
@@ -28,11 +31,11 @@ CREATE TABLE IF NOT EXISTS events (
   bytes INTEGER,
   n     INTEGER NOT NULL DEFAULT 1,
   sizes TEXT
-);
-CREATE TABLE IF NOT EXISTS snapshot (
-  id   INTEGER PRIMARY KEY CHECK (id = 0),
-  json TEXT    NOT NULL
 );";
+
+/// The `events` row that holds the key's snapshot (its JSON in `body`; `n`,
+/// `bytes` and `at` 0: it holds no event). Event seqs start at 1.
+const SNAPSHOT_ROW: u64 = 0;
 
 /// The tables a key makes when it first needs them: backlog windows and
 /// remembered producer keys (most keys never write either; a table made costs
@@ -51,9 +54,10 @@ CREATE TABLE IF NOT EXISTS dedupe (
   reply TEXT    NOT NULL
 );";
 
-/// The `events` column added last: a table that has it is current, and
-/// [`TABLES`] made the snapshot's with it. A schema change adds its own
-/// column or table here, and a step in [`SqlStore::prepare`].
+/// The `events` column added last: a table that has it is current (once a
+/// `snapshot` table of the release before, if any, is moved into row
+/// [`SNAPSHOT_ROW`]). A schema change adds its own column or table here, and
+/// a step in [`SqlStore::prepare`].
 const NEWEST_COLUMN: &str = "n";
 
 /// The most a database with no table takes: its header page (a table takes a
@@ -107,6 +111,11 @@ struct BodySql {
 #[derive(Deserialize)]
 struct Json {
     json: String,
+}
+
+#[derive(Deserialize)]
+struct Name {
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -178,11 +187,13 @@ impl SqlStore {
     }
 
     /// Make the tables; migrate older storage (schema 1: event rows carry a
-    /// `state` column; later rows lack `bytes`, or `n` and `sizes`). A new
-    /// key's storage is told by its size alone; otherwise one read of which
-    /// [`LATER_TABLES`] exist and one of the events table's columns, so a
-    /// current key's load changes no schema. Answers whether the storage was
-    /// empty (a new key: its tables were just made, and there is nothing to read).
+    /// `state` column; later rows lack `bytes`, or `n` and `sizes`; until
+    /// this release the snapshot had a table of its own). A new key's storage
+    /// is told by its size alone; otherwise one read of which of
+    /// [`LATER_TABLES`] and `snapshot` exist and one of the events table's
+    /// columns, so a current key's load changes no schema. Answers whether
+    /// the storage was empty (a new key: its table was just made, and there
+    /// is nothing to read).
     fn prepare(&self) -> Result<bool, StoreError> {
         // A new object's storage, told without a statement: no table, so no migration to look for.
         if self.sql.database_size() <= EMPTY_DATABASE_BYTES {
@@ -190,35 +201,43 @@ impl SqlStore {
             self.later.set(false);
             return Ok(true);
         }
-        let later: Vec<Count> = self
+        let tables: Vec<Name> = self
             .sql
             .exec(
-                "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('windows', 'dedupe')",
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('windows', 'dedupe', 'snapshot')",
                 None,
             )
             .and_then(|c| c.to_array())
             .map_err(error)?;
-        self.later.set(later.first().is_some_and(|c| c.n == 2));
+        let exists = |table: &str| tables.iter().any(|t| t.name == table);
+        self.later.set(exists("windows") && exists("dedupe"));
         let columns: Vec<Column> =
             self.sql.exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
         let has = |name: &str| columns.iter().any(|c| c.name == name);
         if has("state") {
             return self.migrate_schema_1().map(|()| false);
         }
-        if has(NEWEST_COLUMN) {
-            return Ok(false);
+        if !has(NEWEST_COLUMN) {
+            self.sql.exec(TABLES, None).map_err(error)?;
+            if columns.is_empty() {
+                return Ok(true);
+            }
+            self.add_columns(has("bytes"))?;
         }
-        self.sql.exec(TABLES, None).map_err(error)?;
-        if columns.is_empty() {
-            return Ok(true);
+        if exists("snapshot") {
+            self.move_snapshot()?;
         }
+        Ok(false)
+    }
+
+    /// Event rows written before `bytes` existed get the column, filled once
+    /// (a load never reads a body to learn its length); rows written before
+    /// events shared rows hold one event each (`n` = 1). One transaction: all
+    /// or none. The later tables are made too (their release came before these columns).
+    fn add_columns(&self, has_bytes: bool) -> Result<(), StoreError> {
         self.make_later_tables()?;
-        // Event rows written before `bytes` existed get the column, filled once
-        // (a load never reads a body to learn its length); rows written before
-        // events shared rows hold one event each. One transaction: all or none.
-        let bytes = !has("bytes");
         self.transaction(move |sql| {
-            if bytes {
+            if !has_bytes {
                 sql.exec(
                     "ALTER TABLE events ADD COLUMN bytes INTEGER;
                      UPDATE events SET bytes = length(CAST(body AS BLOB));",
@@ -232,7 +251,25 @@ impl SqlStore {
             )?;
             Ok(0)
         })
-        .map(|_| false)
+        .map(|_| ())
+    }
+
+    /// The release before kept the snapshot in a table of its own: it becomes
+    /// row [`SNAPSHOT_ROW`] and the table goes, in one transaction (a failure
+    /// leaves both as they were, and the next load tries again).
+    fn move_snapshot(&self) -> Result<(), StoreError> {
+        self.transaction(|sql| {
+            sql.exec(
+                &format!(
+                    "INSERT INTO events (seq, at, body, bytes, n) SELECT {SNAPSHOT_ROW}, 0, json, 0, 0 FROM snapshot
+                       WHERE id = 0 ON CONFLICT (seq) DO UPDATE SET body = excluded.body;
+                     DROP TABLE snapshot;"
+                ),
+                None,
+            )?;
+            Ok(0)
+        })
+        .map(|_| ())
     }
 
     /// Make [`LATER_TABLES`] if they may not be there yet.
@@ -267,7 +304,7 @@ impl SqlStore {
             sql.exec(TABLES, None)?;
             sql.exec(LATER_TABLES, None)?;
             if let Some(state) = newest.into_iter().max_by_key(|s| s.ver) {
-                sql.exec("INSERT INTO snapshot (id, json) VALUES (0, ?)", vec![state.state.into()])?;
+                apply(sql, Write::Snapshot(state.state))?;
             }
             Ok(0)
         })
@@ -279,7 +316,8 @@ impl SqlStore {
 /// begins at most `MAX_ROW_EVENTS - 1` seqs before the first event it holds
 /// (the primary key bounds the scan) and holds `seq..seq + n`.
 fn overlapping(first: Seq, last: Seq) -> Vec<SqlStorageValue> {
-    let lowest = first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1);
+    // Never row `SNAPSHOT_ROW`: events start at 1.
+    let lowest = first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1).max(SNAPSHOT_ROW + 1);
     vec![int(lowest), int(last.0), int(first.0)]
 }
 
@@ -305,8 +343,9 @@ fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
             }
         }
         Write::Snapshot(json) => sql.exec(
-            "INSERT INTO snapshot (id, json) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET json = excluded.json",
-            vec![json.into()],
+            "INSERT INTO events (seq, at, body, bytes, n) VALUES (?, 0, ?, 0, 0)
+             ON CONFLICT (seq) DO UPDATE SET body = excluded.body",
+            vec![int(SNAPSHOT_ROW), json.into()],
         )?,
         Write::Window(w) => sql.exec(
             "INSERT INTO windows (win, ord, dead, json) VALUES (?, ?, ?, ?)
@@ -329,10 +368,15 @@ impl Store for SqlStore {
             return Ok(Stored::default());
         }
         let sql = &self.sql;
-        let snapshot: Vec<Json> =
-            sql.exec("SELECT json FROM snapshot WHERE id = 0", None).and_then(|c| c.to_array()).map_err(error)?;
+        let snapshot: Vec<Json> = sql
+            .exec("SELECT body AS json FROM events WHERE seq = ?", Some(vec![int(SNAPSHOT_ROW)]))
+            .and_then(|c| c.to_array())
+            .map_err(error)?;
         let rows: Vec<EventSql> = sql
-            .exec("SELECT seq, at, coalesce(bytes, 0) AS bytes, n, sizes FROM events ORDER BY seq", None)
+            .exec(
+                "SELECT seq, at, coalesce(bytes, 0) AS bytes, n, sizes FROM events WHERE seq > ? ORDER BY seq",
+                Some(vec![int(SNAPSHOT_ROW)]),
+            )
             .and_then(|c| c.to_array())
             .map_err(error)?;
         let mut events = Vec::with_capacity(rows.len());
@@ -394,7 +438,7 @@ impl Store for SqlStore {
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
-        self.count("SELECT count(*) AS n FROM events", vec![])
+        self.count("SELECT count(*) AS n FROM events WHERE seq > ?", vec![int(SNAPSHOT_ROW)])
     }
 
     fn size(&self) -> u64 {
