@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS dedupe (
 );";
 
 /// The `events` column added last: a table that has it is current (once a
-/// `snapshot` table of the release before, if any, is moved into row
+/// `snapshot` table of an earlier release, if any, is moved into row
 /// [`SNAPSHOT_ROW`]). A schema change adds its own column or table here, and
 /// a step in [`SqlStore::prepare`].
 const NEWEST_COLUMN: &str = "n";
@@ -187,8 +187,8 @@ impl SqlStore {
     }
 
     /// Make the tables; migrate older storage (schema 1: event rows carry a
-    /// `state` column; later rows lack `bytes`, or `n` and `sizes`; until
-    /// this release the snapshot had a table of its own). A new key's storage
+    /// `state` column; later rows lack `bytes`, or `n` and `sizes`; in earlier
+    /// releases the snapshot had a table of its own). A new key's storage
     /// is told by its size alone; otherwise one read of which of
     /// [`LATER_TABLES`] and `snapshot` exist and one of the events table's
     /// columns, so a current key's load changes no schema. Answers whether
@@ -254,15 +254,16 @@ impl SqlStore {
         .map(|_| ())
     }
 
-    /// The release before kept the snapshot in a table of its own: it becomes
+    /// Earlier releases kept the snapshot in a table of its own: it becomes
     /// row [`SNAPSHOT_ROW`] and the table goes, in one transaction (a failure
-    /// leaves both as they were, and the next load tries again).
+    /// leaves both as they were, and the next load tries again). A row 0
+    /// already there was written since, so it is newer and stays.
     fn move_snapshot(&self) -> Result<(), StoreError> {
         self.transaction(|sql| {
             sql.exec(
                 &format!(
                     "INSERT INTO events (seq, at, body, bytes, n) SELECT {SNAPSHOT_ROW}, 0, json, 0, 0 FROM snapshot
-                       WHERE id = 0 ON CONFLICT (seq) DO UPDATE SET body = excluded.body;
+                       WHERE id = 0 ON CONFLICT (seq) DO NOTHING;
                      DROP TABLE snapshot;"
                 ),
                 None,
