@@ -12,10 +12,8 @@ import { startEdge, startReceiver, stateDir, client, until } from "./harness.mjs
 
 let edge, rx, state, api;
 
-before(async () => {
-  rx = await startReceiver(() => 200);
-  state = stateDir();
-  cpSync(join(import.meta.dirname, "fixtures/schema-2-state"), state.dir, { recursive: true });
+/** The worker on the state directory, with the fixture's topics (again after a restart). */
+async function start() {
   const target = `${rx.url}/hook`;
   edge = await startEdge({
     persist: state.dir,
@@ -25,6 +23,13 @@ before(async () => {
     },
   });
   api = client(edge.url);
+}
+
+before(async () => {
+  rx = await startReceiver(() => 200);
+  state = stateDir();
+  cpSync(join(import.meta.dirname, "fixtures/schema-2-state"), state.dir, { recursive: true });
+  await start();
 });
 
 after(async () => {
@@ -72,14 +77,7 @@ test("after a restart, migrated keys load from their moved snapshot: the same li
   const life = (topic) => rx.of("pre").filter((d) => d.body.topic === topic).at(-1).idempotencyKey.replace(/[./]\d+$/, "");
   const before = { open: life("open"), last: life("last") };
   await edge.stop();
-  edge = await startEdge({
-    persist: state.dir,
-    topics: {
-      open: { target: `${rx.url}/hook`, wait_ms: 3_600_000, payload: "all" },
-      last: { target: `${rx.url}/hook`, wait_ms: 3_600_000, payload: "last" },
-    },
-  });
-  api = client(edge.url);
+  await start();
   const open = await api.event("open", "pre", { n: 5 });
   assert.equal(open.status, 202, JSON.stringify(open.json));
   assert.equal(open.json.seq, 5, "open/pre goes on from its moved snapshot");
