@@ -1,7 +1,8 @@
 //! [`Store`] over the object's SQLite: one row per request's events (the
 //! events alone, in [`RowFormat`]), the snapshot as row 0 of the same table,
 //! one row per backlog window, one per remembered producer key. A batch
-//! commits inside `transactionSync`, so it applies all or nothing.
+//! commits inside `transactionSync`, so it applies all or nothing; a batch of
+//! one statement (one write, or a new row of events with the snapshot) opens none.
 //!
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
@@ -302,7 +303,6 @@ impl SqlStore {
                  DROP TABLE IF EXISTS key_state;",
                 None,
             )?;
-            sql.exec(TABLES, None)?;
             sql.exec(LATER_TABLES, None)?;
             if let Some(state) = newest.into_iter().max_by_key(|s| s.ver) {
                 apply(sql, Write::Snapshot(state.state))?;
@@ -322,15 +322,34 @@ fn overlapping(first: Seq, last: Seq) -> Vec<SqlStorageValue> {
     vec![int(lowest), int(last.0), int(first.0)]
 }
 
+/// The bindings of a new row holding `bodies` (seqs from `first`), as
+/// `INSERT INTO events (seq, at, body, bytes, n, sizes)` takes them.
+fn event_row(first: Seq, at: u64, bodies: &[String]) -> Vec<SqlStorageValue> {
+    let (body, sizes) = RowFormat::pack(bodies);
+    let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
+    let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
+    vec![int(first.0), int(at), body.into(), bytes, n, sizes]
+}
+
+/// A request's events in a new row and the snapshot in row [`SNAPSHOT_ROW`],
+/// in one statement: atomic by itself, so no transaction is opened (a new
+/// key's first event, and any request that takes no free row and writes the
+/// snapshot). As a plain insert would, it fails, writing nothing, if the
+/// events' row is already there: its conflict sets `n` NULL, which the column
+/// refuses.
+fn new_row_and_snapshot(sql: &SqlStorage, first: Seq, at: u64, bodies: &[String], json: String) -> worker::Result<u64> {
+    let query = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?), (?, 0, ?, 0, 0, NULL)
+                 ON CONFLICT (seq) DO UPDATE SET body = excluded.body, n = iif(seq = ?, 0, NULL)";
+    let snapshot = vec![int(SNAPSHOT_ROW), json.into(), int(SNAPSHOT_ROW)];
+    Ok(sql.exec(query, [event_row(first, at, bodies), snapshot].concat())?.rows_written() as u64)
+}
+
 /// Carry out one write; the rows SQLite wrote for it.
 fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
     let cursor = match write {
         Write::Events { first, at, bodies, reuse } => {
             let insert = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?)";
-            let (body, sizes) = RowFormat::pack(&bodies);
-            let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
-            let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
-            let values = vec![int(first.0), int(at), body.into(), bytes, n, sizes];
+            let values = event_row(first, at, &bodies);
             match reuse {
                 Some(old) => {
                     let update =
@@ -424,6 +443,10 @@ impl Store for SqlStore {
             && let Some(one) = writes.pop()
         {
             return apply(&self.sql, one).map_err(error);
+        }
+        if let [Write::Events { first, at, bodies, reuse: None }, Write::Snapshot(json)] = writes.as_mut_slice() {
+            let (first, at, bodies, json) = (*first, *at, std::mem::take(bodies), std::mem::take(json));
+            return new_row_and_snapshot(&self.sql, first, at, &bodies, json).map_err(error);
         }
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
