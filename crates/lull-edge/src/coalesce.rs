@@ -54,7 +54,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::ApiError;
+use crate::http::{ApiError, ObjectAnswer};
 use crate::key::KeyRequest;
 
 /// Most events one coalesced batch holds: the next arrival goes alone.
@@ -381,17 +381,6 @@ pub fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)>) -> K
     }
 }
 
-/// A member's answer: what its own request would have had.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
-    /// The HTTP status.
-    pub status: u16,
-    /// The JSON body, as the object wrote it.
-    pub body: String,
-    /// The `Retry-After` header, if the object sent one.
-    pub retry_after: Option<String>,
-}
-
 #[derive(Deserialize, Serialize)]
 struct Accepted<'a> {
     #[serde(borrow)]
@@ -403,8 +392,13 @@ struct Accepted<'a> {
 /// as it came, so the answer is its own; a batch's `202 {"accepted": […]}`
 /// gives each member its entries, byte for byte (an event its entry, a share
 /// `{"accepted": […]}` of its own); any other answer is every member's.
-pub fn share(shapes: &[Shape], status: u16, body: &str, retry_after: Option<&str>) -> Vec<Result<Answer, ApiError>> {
-    let whole = || Answer { status, body: body.to_string(), retry_after: retry_after.map(str::to_string) };
+pub fn share(
+    shapes: &[Shape],
+    status: u16,
+    body: &str,
+    retry_after: Option<&str>,
+) -> Vec<Result<ObjectAnswer, ApiError>> {
+    let whole = || ObjectAnswer { status, body: body.to_string(), retry_after: retry_after.map(str::to_string) };
     if shapes.len() == 1 || status != 202 {
         return shapes.iter().map(|_| Ok(whole())).collect();
     }
@@ -421,7 +415,7 @@ pub fn share(shapes: &[Shape], status: u16, body: &str, retry_after: Option<&str
                     }
                 };
                 answers
-                    .push(body.map(|body| Answer { status, body, retry_after: None }).ok_or_else(|| {
+                    .push(body.map(|body| ObjectAnswer { status, body, retry_after: None }).ok_or_else(|| {
                         ApiError::Internal("a coalesced batch's answer could not be shared out".into())
                     }));
             }
@@ -662,11 +656,11 @@ mod tests {
         assert!(
             answers
                 .iter()
-                .all(|a| a == &Ok(Answer { status: 429, body: refused.into(), retry_after: Some("60".into()) }))
+                .all(|a| a == &Ok(ObjectAnswer { status: 429, body: refused.into(), retry_after: Some("60".into()) }))
         );
         // One member's request was a single event: its answer, as it came.
         let one = share(&[Shape::Single], 202, r#"{"seq":1,"window":1}"#, None);
-        assert_eq!(one, [Ok(Answer { status: 202, body: r#"{"seq":1,"window":1}"#.into(), retry_after: None })]);
+        assert_eq!(one, [Ok(ObjectAnswer { status: 202, body: r#"{"seq":1,"window":1}"#.into(), retry_after: None })]);
         // An answer that does not fit its batch fails every member, none gets another's entry.
         for bad in [r#"{"accepted":[{"seq":1,"window":1}]}"#, "{}", "not json"] {
             let answers = share(&[Shape::Single; 2], 202, bad, None);
@@ -723,7 +717,7 @@ mod tests {
         // A lone share's request went as it came: the answer is its own.
         assert_eq!(
             share(&[Shape::Share(4)], 202, body, None),
-            [Ok(Answer { status: 202, body: body.into(), retry_after: None })]
+            [Ok(ObjectAnswer { status: 202, body: body.into(), retry_after: None })]
         );
         // Entries that do not add up to the members' events fail them all.
         assert!(share(&[Shape::Single, Shape::Share(2)], 202, body, None).iter().all(Result::is_err));

@@ -11,3 +11,17 @@ pub mod error;
 pub mod route;
 
 pub use error::ApiError;
+
+/// An object's answer to the router (a key's or a gate's): its status, its
+/// JSON text as the object wrote it, and its `Retry-After` seconds (on a
+/// refusal). A coalesced producer's share of one has this form too: what its
+/// own request would have had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON body, as the object wrote it.
+    pub body: String,
+    /// The `Retry-After` header, if the object sent one.
+    pub retry_after: Option<String>,
+}

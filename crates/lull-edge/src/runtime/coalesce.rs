@@ -31,9 +31,9 @@ use worker::{Context, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
 use super::router::ask;
-use crate::coalesce::{ANSWER_WITHIN_MS, Answer, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
-use crate::http::ApiError;
+use crate::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::http::batch::{self, KeyAnswer};
+use crate::http::{ApiError, ObjectAnswer};
 use crate::key::KeyCall;
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};
@@ -47,7 +47,7 @@ thread_local! {
 /// Where a waiting request finds its answer (its event's, or its share's), once its batch was answered.
 #[derive(Default)]
 struct Slot {
-    answer: RefCell<Option<Result<Answer, ApiError>>>,
+    answer: RefCell<Option<Result<ObjectAnswer, ApiError>>>,
 }
 
 /// Sleep `ms` on a timer of the caller's own: a promise made here, resolved by its `setTimeout`.
@@ -75,7 +75,7 @@ pub(crate) async fn event(
 ) -> Result<Reply, ApiError> {
     let slot = Rc::new(Slot::default());
     let member = Member::single(body, idempotency_key, Rc::clone(&slot));
-    respond(carry(env, ctx, topic, key, member, &slot).await?)
+    http::pass_on(&carry(env, ctx, topic, key, member, &slot).await?)
 }
 
 /// Accept one key's share of a batch of `topic` (which coalesces): alone when
@@ -105,15 +105,12 @@ async fn carry(
     key: Key,
     member: Member<Rc<Slot>>,
     slot: &Slot,
-) -> Result<Answer, ApiError> {
+) -> Result<ObjectAnswer, ApiError> {
     let lane = object_name(&topic.name, &key);
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
     let own = |key, member: Member<Rc<Slot>>| {
         let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
-        async move {
-            let (status, body, retry_after) = ask(env, call).await?;
-            Ok(Answer { status, body, retry_after })
-        }
+        async move { ask(env, call).await }
     };
     match arrival {
         Arrival::Alone { flight, member } => {
@@ -136,7 +133,7 @@ fn land(lane: &str, flight: Flight) {
 }
 
 /// Wait at `place` for the member's answer, sending its batch if it falls to this request.
-async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Result<Answer, ApiError> {
+async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Result<ObjectAnswer, ApiError> {
     loop {
         let answer = slot.answer.borrow_mut().take();
         if let Some(answer) = answer {
@@ -161,11 +158,6 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
             }
         }
     }
-}
-
-/// The event's own answer, as its single-event request would have had it.
-fn respond(answer: Answer) -> Result<Reply, ApiError> {
-    http::pass_on(answer.status, &answer.body, answer.retry_after.as_deref())
 }
 
 /// What sends a batch of one key.
@@ -194,7 +186,7 @@ impl Sender {
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
         let (answers, status) = match ask(&self.env, call).await {
-            Ok((status, body, retry_after)) => (share(&shapes, status, &body, retry_after.as_deref()), Some(status)),
+            Ok(a) => (share(&shapes, a.status, &a.body, a.retry_after.as_deref()), Some(a.status)),
             Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };
         land(&lane, flight);

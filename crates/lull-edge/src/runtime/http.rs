@@ -11,8 +11,8 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{self, Headers, RequestInit, ResponseInit};
 
-use crate::http::ApiError;
 use crate::http::route::path_and_query;
+use crate::http::{ApiError, ObjectAnswer};
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
@@ -74,10 +74,11 @@ pub fn json_text(status: u16, text: &str) -> Result<Reply, ApiError> {
 }
 
 /// An object's answer passed on to the caller as it came: status, JSON text and `Retry-After`.
-pub fn pass_on(status: u16, text: &str, retry_after: Option<&str>) -> Result<Reply, ApiError> {
+pub fn pass_on(answer: &ObjectAnswer) -> Result<Reply, ApiError> {
+    let ObjectAnswer { status, body, retry_after } = answer;
     match retry_after {
-        Some(secs) => reply(status, Some(text), &[("content-type", "application/json"), ("retry-after", secs)]),
-        None => json_text(status, text),
+        Some(secs) => reply(*status, Some(body), &[("content-type", "application/json"), ("retry-after", secs)]),
+        None => json_text(*status, body),
     }
 }
 
@@ -187,9 +188,6 @@ async fn text_of(promise: Result<Promise, JsValue>, what: &str) -> Result<String
     settled(promise, what).await?.as_string().ok_or_else(|| ApiError::Internal(format!("{what} is not text")))
 }
 
-/// An object's answer to the router: status, JSON text and `Retry-After` (seconds, on a refusal).
-pub type ObjectAnswer = (u16, String, Option<String>);
-
 /// What workerd answers an RPC call to an object whose class is not a
 /// `DurableObject`: one of the previous release's, while a deploy rolls out.
 const NOT_RPC: &str = "does not support RPC";
@@ -254,7 +252,7 @@ pub async fn call_object(
         return Err(ApiError::Internal(format!("{what} is not [status, text]")));
     };
     let retry_after = answer.get(2).as_f64().map(|secs| (secs as u64).to_string());
-    Ok((status as u16, text, retry_after))
+    Ok(ObjectAnswer { status: status as u16, body: text, retry_after })
 }
 
 /// `wire` as a `POST` to `url` on the object `raw`, as the previous release
@@ -277,5 +275,5 @@ async fn post_to_object(
     let status = answer.status();
     // An object sets `Retry-After` only on a refusal: a success's headers are not read.
     let retry_after = if status >= 400 { answer.headers().get("retry-after").ok().flatten() } else { None };
-    Ok((status, text_of(answer.text(), "an object's answer").await?, retry_after))
+    Ok(ObjectAnswer { status, body: text_of(answer.text(), "an object's answer").await?, retry_after })
 }

@@ -14,11 +14,11 @@ use super::http::{self, Incoming, Reply};
 use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
-use crate::http::ApiError;
 use crate::http::auth::{Access, Target};
 use crate::http::batch;
 use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page, with_queue_page};
+use crate::http::{ApiError, ObjectAnswer};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
 use crate::ports::{GateAnswer, GateOp, Gates};
@@ -114,8 +114,7 @@ async fn handle(
             if topic.queue.is_none() {
                 return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
             }
-            let (status, body, retry_after) = GateClient { env }.call(&topic.name, GateOp::Status).await?;
-            http::pass_on(status, &body, retry_after.as_deref())
+            http::pass_on(&GateClient { env }.call(&topic.name, GateOp::Status).await?)
         }
         Route::QueueDeadLetters { topic, op } => {
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
@@ -130,8 +129,7 @@ async fn handle(
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }
             // The gate object's text, unparsed: bodies reach the caller byte for byte.
-            let (status, body, retry_after) = GateClient { env }.call(&topic.name, op).await?;
-            http::pass_on(status, &body, retry_after.as_deref())
+            http::pass_on(&GateClient { env }.call(&topic.name, op).await?)
         }
         #[cfg(feature = "demo")]
         Route::Demo(page) => demo::handle(req.into_request(), env, page).await,
@@ -247,12 +245,12 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let (status, body, _) = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
-    batch::read_key_answer(status, &body)
+    let answer = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
+    batch::read_key_answer(answer.status, &answer.body)
 }
 
 /// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
-pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<http::ObjectAnswer, ApiError> {
+pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<ObjectAnswer, ApiError> {
     let namespace = config::key_windows(env)?;
     let name = object_name(&call.topic, &call.key);
     let stub_of = || -> Result<worker::Stub, ApiError> { Ok(namespace.id_from_name(&name)?.get_stub()?) };
@@ -261,6 +259,5 @@ pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<http::ObjectAnswer, 
 
 /// Hand `call` to its key's object and pass its answer on.
 pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
-    let (status, body, retry_after) = ask(env, call).await?;
-    http::pass_on(status, &body, retry_after.as_deref())
+    http::pass_on(&ask(env, call).await?)
 }

@@ -19,7 +19,7 @@ use super::consumer::WorkersClock;
 use super::http;
 use super::outbound::Queues;
 use super::sys::StateExt;
-use crate::http::ApiError;
+use crate::http::{ApiError, ObjectAnswer};
 use crate::ports::{
     DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter, StoreError,
 };
@@ -344,7 +344,7 @@ pub struct GateClient<'a> {
 impl GateClient<'_> {
     /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
     /// written: unparsed) and `Retry-After` (on a refusal).
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<http::ObjectAnswer, ApiError> {
+    pub async fn call(&self, topic: &str, op: GateOp) -> Result<ObjectAnswer, ApiError> {
         let stub_of = || -> Result<worker::Stub, ApiError> {
             Ok(self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?)
         };
@@ -356,7 +356,7 @@ impl GateClient<'_> {
 impl Gates for GateClient<'_> {
     async fn ask(&self, topic: &str, op: GateOp) -> Result<GateAnswer, String> {
         let name = op.name();
-        let (status, body, _) =
+        let ObjectAnswer { status, body, .. } =
             self.call(topic, op.clone()).await.map_err(|e| format!("gate {name}: {}", e.message()))?;
         if status != 200 {
             let error = serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default();
