@@ -22,6 +22,6 @@ pub struct ObjectAnswer {
     pub status: u16,
     /// The JSON body, as the object wrote it.
     pub body: String,
-    /// The `Retry-After` header, if the object sent one.
+    /// Its `Retry-After` seconds (as the header's text), if the object sent them.
     pub retry_after: Option<String>,
 }

@@ -110,7 +110,7 @@ async fn carry(
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
     let own = |key, member: Member<Rc<Slot>>| {
         let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
-        async move { ask(env, call).await }
+        ask(env, call)
     };
     match arrival {
         Arrival::Alone { flight, member } => {

@@ -2,7 +2,7 @@
 //! events alone, in [`RowFormat`]), the snapshot as row 0 of the same table,
 //! one row per backlog window, one per remembered producer key. A batch
 //! commits inside `transactionSync`, so it applies all or nothing; a batch of
-//! one statement (one write, or a new row of events with the snapshot) opens none.
+//! one statement (one write, or exactly a new events row and the snapshot) opens none.
 //!
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
@@ -331,10 +331,10 @@ fn event_row(first: Seq, at: u64, bodies: &[String]) -> Vec<SqlStorageValue> {
     vec![int(first.0), int(at), body.into(), bytes, n, sizes]
 }
 
-/// A request's events in a new row and the snapshot in row [`SNAPSHOT_ROW`],
-/// in one statement: atomic by itself, so no transaction is opened (a new
-/// key's first event, and any request that takes no free row and writes the
-/// snapshot). As a plain insert would, it fails, writing nothing, if the
+/// A batch of exactly one new events row and the snapshot (row
+/// [`SNAPSHOT_ROW`]), nothing else, in one statement: atomic by itself, so no
+/// transaction is opened (a new key's first request, without a producer's
+/// idempotency key). As a plain insert would, it fails, writing nothing, if the
 /// events' row is already there: its conflict sets `n` NULL, which the column
 /// refuses.
 fn new_row_and_snapshot(sql: &SqlStorage, first: Seq, at: u64, bodies: &[String], json: String) -> worker::Result<u64> {
