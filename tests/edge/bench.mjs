@@ -45,7 +45,7 @@ const BACKLOG = 2_000;
 const BACKLOG_MEASURED = 500;
 
 // "/down" is a target that is down while a backlog turn runs (`downNow`): every delivery fails.
-// Between turns it is up, so no backlog's retries run into later phases (see `backlog`).
+// Between turns it is up, so the backlogs' retries do not run into later phases (see `backlog`).
 let downNow = false;
 const rx = await startReceiver((d) => (d.path === "/down" && downNow ? 500 : 200));
 const state = stateDir();
@@ -453,9 +453,10 @@ async function backlog(t, round) {
   const counters = await rows(t.host, [fresh, full], "down");
   // Measured: the backlogs go, so their retries do not run on into every later phase. The JS
   // object retries its whole backlog each second, for ever: left so, workerd was calm before
-  // none of the run's later turns (44 waits, 34 of them cut off at CALM_MAX_MS), and the
-  // receiver, in this process, parsed each key's whole backlog every second. lull-edge's keys
-  // are cancelled (their queued windows dropped); the JS object's deliver once, the target up again.
+  // few of the run's later turns (34 of 44 waits cut off at CALM_MAX_MS), and the receiver,
+  // in this process, parsed each key's whole backlog every second. lull-edge's keys are
+  // cancelled (their queued windows dropped; the one window waiting on its retry, 10 minutes
+  // off, keeps it and delivers its one event then); the JS object's deliver once, the target up again.
   if (t.cancel) {
     for (const key of [fresh, full]) {
       const res = await request(t.host, "DELETE", `/v1/topics/down/keys/${key}`, undefined, TOKENS.admin);
