@@ -1,8 +1,7 @@
 //! [`Store`] over the object's SQLite: one row per request's events (the
 //! events alone, in [`RowFormat`]), the snapshot as row 0 of the same table,
 //! one row per backlog window, one per remembered producer key. A batch
-//! commits inside `transactionSync`, so it applies all or nothing; a batch of
-//! one statement (one write, or exactly a new events row and the snapshot) opens none.
+//! commits inside `transactionSync`, so it applies all or nothing.
 //!
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
@@ -322,34 +321,15 @@ fn overlapping(first: Seq, last: Seq) -> Vec<SqlStorageValue> {
     vec![int(lowest), int(last.0), int(first.0)]
 }
 
-/// The bindings of a new row holding `bodies` (seqs from `first`), as
-/// `INSERT INTO events (seq, at, body, bytes, n, sizes)` takes them.
-fn event_row(first: Seq, at: u64, bodies: &[String]) -> Vec<SqlStorageValue> {
-    let (body, sizes) = RowFormat::pack(bodies);
-    let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
-    let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
-    vec![int(first.0), int(at), body.into(), bytes, n, sizes]
-}
-
-/// A batch of exactly one new events row and the snapshot (row
-/// [`SNAPSHOT_ROW`]), nothing else, in one statement: atomic by itself, so no
-/// transaction is opened (a new key's first request, without a producer's
-/// idempotency key). As a plain insert would, it fails, writing nothing, if the
-/// events' row is already there: its conflict sets `n` NULL, which the column
-/// refuses.
-fn new_row_and_snapshot(sql: &SqlStorage, first: Seq, at: u64, bodies: &[String], json: String) -> worker::Result<u64> {
-    let query = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?), (?, 0, ?, 0, 0, NULL)
-                 ON CONFLICT (seq) DO UPDATE SET body = excluded.body, n = iif(seq = ?, 0, NULL)";
-    let snapshot = vec![int(SNAPSHOT_ROW), json.into(), int(SNAPSHOT_ROW)];
-    Ok(sql.exec(query, [event_row(first, at, bodies), snapshot].concat())?.rows_written() as u64)
-}
-
 /// Carry out one write; the rows SQLite wrote for it.
 fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
     let cursor = match write {
         Write::Events { first, at, bodies, reuse } => {
             let insert = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?)";
-            let values = event_row(first, at, &bodies);
+            let (body, sizes) = RowFormat::pack(&bodies);
+            let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
+            let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
+            let values = vec![int(first.0), int(at), body.into(), bytes, n, sizes];
             match reuse {
                 Some(old) => {
                     let update =
@@ -443,10 +423,6 @@ impl Store for SqlStore {
             && let Some(one) = writes.pop()
         {
             return apply(&self.sql, one).map_err(error);
-        }
-        if let [Write::Events { first, at, bodies, reuse: None }, Write::Snapshot(json)] = writes.as_mut_slice() {
-            let (first, at, bodies, json) = (*first, *at, std::mem::take(bodies), std::mem::take(json));
-            return new_row_and_snapshot(&self.sql, first, at, &bodies, json).map_err(error);
         }
         self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
     }
