@@ -340,3 +340,9 @@ export async function withFreshKey(name, body, tries = 3) {
  */
 export const idempotencyKeyPattern = (topic, key, window) =>
   new RegExp(`^${topic}/${encodeURIComponent(key)}/[0-9a-z]{10}\\.${window}$`);
+
+/**
+ * The life of the key an `Idempotency-Key` names: `{topic}/{key}/{incarnation}`, its window left
+ * out (`{topic}/{key}` for a key from before incarnations, whose keys end `/{window}`).
+ */
+export const lifeOf = (idempotencyKey) => idempotencyKey.replace(/[./]\d+$/, "");

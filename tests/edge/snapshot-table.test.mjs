@@ -11,7 +11,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { cpSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startEdge, startReceiver, stateDir, client, until } from "./harness.mjs";
+import { startEdge, startReceiver, stateDir, client, until, lifeOf } from "./harness.mjs";
 
 const fixture = join(import.meta.dirname, "fixtures/snapshot-table-state");
 const made = JSON.parse(readFileSync(join(fixture, "made.json"), "utf8"));
@@ -39,8 +39,6 @@ after(async () => {
   state?.cleanup();
 });
 
-/** `{topic}/{key}/{incarnation}` of a delivery's idempotency key (its window left out). */
-const life = (idempotencyKey) => idempotencyKey.replace(/\.\d+$/, "");
 const of = (topic) => rx.of("cur").filter((d) => d.body.topic === topic);
 
 test("an idle key goes on from its moved snapshot: the same life, the next seq and window, its producer key remembered", async () => {
@@ -56,7 +54,7 @@ test("an idle key goes on from its moved snapshot: the same life, the next seq a
   await until(() => of("done").length === 1, 10_000, "done/cur delivered");
   const [delivery] = of("done");
   assert.deepEqual(delivery.body.events, [{ n: 2 }], "the repeat was not stored");
-  assert.equal(life(delivery.idempotencyKey), life(made.idempotency_key), "the same incarnation");
+  assert.equal(lifeOf(delivery.idempotencyKey), lifeOf(made.idempotency_key), "the same incarnation");
   assert.match(delivery.idempotencyKey, /\.2$/, "the next window");
 });
 
@@ -84,7 +82,7 @@ test("after a restart, every key loads from its moved snapshot", async () => {
   assert.equal(next.json.seq, 3);
   assert.equal((await api.flush("done", "cur")).status, 200);
   await until(() => of("done").length === 2, 10_000, "done/cur's next window delivered");
-  assert.equal(life(of("done")[1].idempotencyKey), life(made.idempotency_key), "still the same incarnation");
+  assert.equal(lifeOf(of("done")[1].idempotencyKey), lifeOf(made.idempotency_key), "still the same incarnation");
   assert.equal((await api.event("open", "cur", { n: 5 })).json.seq, 5);
   assert.equal((await api.event("done", "one", { n: 2 })).json.seq, 2, "a key first loaded after the restart moves its snapshot then");
 });
