@@ -2,12 +2,18 @@
 // is deleted — rows, snapshot, remembered producer keys, alarm — once its
 // topic's retention has passed since its last change. A key that comes back
 // starts a new life: window ids from 1 again, under a new incarnation, so a
-// receiver deduping on Idempotency-Key never sees one twice.
+// receiver deduping on Idempotency-Key never sees one twice. And a key that
+// delivered holds nothing open, so the runtime lets its object go as it lets
+// any idle one go.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { join } from "node:path";
 import { startEdge, startReceiver, stateDir, client, until, idempotencyKeyPattern } from "./harness.mjs";
 
 const RETENTION = 1_500;
+// Far longer than the runtime keeps an idle object (about 10 s on workerd).
+const DELIVERY_TIMEOUT = 300_000;
 let edge, rx, state, api;
 
 before(async () => {
@@ -15,7 +21,10 @@ before(async () => {
   state = stateDir();
   edge = await startEdge({
     persist: state.dir,
-    topics: { gc: { target: `${rx.url}/hook`, wait_ms: 50, payload: "all", retention_ms: RETENTION, dedupe_window_ms: 1_000 } },
+    topics: {
+      gc: { target: `${rx.url}/hook`, wait_ms: 50, payload: "all", retention_ms: RETENTION, dedupe_window_ms: 1_000 },
+      held: { target: `${rx.url}/hook`, wait_ms: 50, payload: "all", delivery_timeout_ms: DELIVERY_TIMEOUT },
+    },
   });
   api = client(edge.url);
 });
@@ -47,4 +56,56 @@ test("an idle key is collected after its retention and comes back with a new inc
   assert.match(second.idempotencyKey, idempotencyKeyPattern("gc", "k", 1));
   assert.notEqual(second.idempotencyKey, first.idempotencyKey, "never the same idempotency key");
   assert.deepEqual(second.body.events, [{ n: 2 }]);
+});
+
+/** The key objects' SQLite files under the state directory. */
+function objectFiles() {
+  const root = join(state.dir, "do");
+  return readdirSync(root)
+    .filter((d) => d.endsWith("-KeyWindow"))
+    .flatMap((d) => readdirSync(join(root, d)).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite").map((f) => join(root, d, f)));
+}
+
+/** Whether a child process of this one (the runtime) holds `file` open. */
+function heldOpen(file) {
+  const children = readdirSync("/proc").filter((p) => {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, "utf8");
+      return /^\d+$/.test(p) && Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid;
+    } catch {
+      return false;
+    }
+  });
+  return children.some((pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+          return readlinkSync(`/proc/${pid}/fd/${fd}`) === file;
+        } catch {
+          return false;
+        }
+      });
+    } catch {
+      return false;
+    }
+  });
+}
+
+test("a key that delivered holds nothing open: its object is let go as an idle one is, not after its delivery timeout", async () => {
+  const before = new Set(objectFiles());
+  assert.equal((await api.event("held", "k", { n: 1 })).status, 202);
+  await rx.waitFor(1, 5_000, "k");
+  const [file] = objectFiles().filter((f) => !before.has(f));
+  assert.ok(file, "the key's storage file");
+  const delivered = Date.now();
+  // The object is in memory now (the probe sees what it means to see) ...
+  assert.ok(heldOpen(file), "the object holds its storage open after its delivery");
+  // ... and is let go once idle: a timer left running (the delivery's timeout)
+  // would keep it DELIVERY_TIMEOUT longer.
+  await until(() => {
+    until.last = { held_open: file, since_delivery_ms: Date.now() - delivered };
+    return !heldOpen(file);
+  }, 45_000, "the object let go");
+  const heldFor = Date.now() - delivered;
+  assert.ok(heldFor < DELIVERY_TIMEOUT, `held ${heldFor} ms`);
 });

@@ -5,9 +5,12 @@
 //! takes, see [`crate::delivery::queue_message::batches`]).
 
 use worker::js_sys::Promise;
+use worker::wasm_bindgen::closure::Closure;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{AbortSignal, RequestInit, RequestRedirect, Response};
+use worker::worker_sys::web_sys::{
+    AbortController, AbortSignal, RequestInit, RequestRedirect, Response, WorkerGlobalScope,
+};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
@@ -52,20 +55,65 @@ const MAX_LOCATION: usize = 256;
 
 /// Send it; never fails, the outcome says what happened. A redirect is not
 /// followed: it is a failed attempt naming the status and the `Location`.
-/// The runtime's own `fetch` and `AbortSignal.timeout()` carry it: no timer,
-/// controller or response wrapper of ours.
+/// The timeout is a timer of the send's own, cleared as soon as the answer
+/// comes: a pending timer keeps the object's context alive, so one left
+/// running (as `AbortSignal.timeout()`'s is) held every object in memory, its
+/// storage open, for the whole timeout after each delivery.
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
-    let timeout = AbortSignal::timeout_with_f64(out.timeout_ms as f64);
-    let sending = match fetch(&out, secrets, &timeout) {
+    let timeout = match Deadline::start(out.timeout_ms) {
+        Ok(timeout) => timeout,
+        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
+    };
+    let sending = match fetch(&out, secrets, &timeout.signal()) {
         Ok(sending) => sending,
         Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
     };
-    match JsFuture::from(sending).await {
+    let answer = JsFuture::from(sending).await;
+    let timed_out = timeout.finish();
+    match answer {
         Ok(response) => answered(&response.unchecked_into()),
         // Told by the signal, not by the error's shape.
-        Err(_) if timeout.aborted() => Outcome { ok: false, detail: "timeout".into() },
+        Err(_) if timed_out => Outcome { ok: false, detail: "timeout".into() },
         Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
     }
+}
+
+/// A send's timeout: an `AbortController` aborted by a timer of its own,
+/// which [`finish`](Self::finish) clears.
+struct Deadline {
+    controller: AbortController,
+    timer: i32,
+    /// The timer's callback, kept until the timer is cleared (or has run).
+    _abort: Closure<dyn FnMut()>,
+}
+
+impl Deadline {
+    /// Start the timer: `ms` from now it aborts [`signal`](Self::signal).
+    fn start(ms: u64) -> Result<Self, JsValue> {
+        let controller = AbortController::new()?;
+        let aborting = controller.clone();
+        let abort = Closure::once(move || aborting.abort());
+        let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+        let timer =
+            global().set_timeout_with_callback_and_timeout_and_arguments_0(abort.as_ref().unchecked_ref(), ms)?;
+        Ok(Deadline { controller, timer, _abort: abort })
+    }
+
+    /// The signal the timer aborts.
+    fn signal(&self) -> AbortSignal {
+        self.controller.signal()
+    }
+
+    /// Clear the timer; whether it had already aborted the signal.
+    fn finish(self) -> bool {
+        global().clear_timeout_with_handle(self.timer);
+        self.controller.signal().aborted()
+    }
+}
+
+/// The worker's global scope (its timers).
+fn global() -> WorkerGlobalScope {
+    worker::js_sys::global().unchecked_into()
 }
 
 /// What an answer means: a 2xx delivered; a 3xx is a redirect not followed.
