@@ -327,7 +327,8 @@ impl Route {
 
 /// A URL's path (`/` if none) and query, read off the text as the runtime gave it.
 pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    // A byte scan: `str::find` with a text pattern sets up a two-way searcher per call.
+    let after_scheme = url.as_bytes().windows(3).position(|w| w == b"://").map_or(0, |i| i + 3);
     let rest = url[after_scheme..].find('/').map_or("", |i| &url[after_scheme + i..]);
     let rest = rest.split('#').next().unwrap_or_default();
     let (path, query) = match rest.split_once('?') {
