@@ -55,10 +55,10 @@ const MAX_LOCATION: usize = 256;
 
 /// Send it; never fails, the outcome says what happened. A redirect is not
 /// followed: it is a failed attempt naming the status and the `Location`.
-/// The timeout is a timer of the send's own, cleared as soon as the answer
-/// comes: a pending timer keeps the object's context alive, so one left
-/// running (as `AbortSignal.timeout()`'s is) held every object in memory, its
-/// storage open, for the whole timeout after each delivery.
+/// The timeout is a timer of the send's own ([`Deadline`]), cleared as soon
+/// as the send ends: a pending timer keeps the object's context alive, so one
+/// left running (as `AbortSignal.timeout()`'s is) held every object in memory,
+/// its storage open, for the whole timeout after each delivery.
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
     let timeout = match Deadline::start(out.timeout_ms) {
         Ok(timeout) => timeout,
@@ -68,18 +68,16 @@ pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
         Ok(sending) => sending,
         Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
     };
-    let answer = JsFuture::from(sending).await;
-    let timed_out = timeout.finish();
-    match answer {
+    match JsFuture::from(sending).await {
         Ok(response) => answered(&response.unchecked_into()),
         // Told by the signal, not by the error's shape.
-        Err(_) if timed_out => Outcome { ok: false, detail: "timeout".into() },
+        Err(_) if timeout.passed() => Outcome { ok: false, detail: "timeout".into() },
         Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
     }
 }
 
 /// A send's timeout: an `AbortController` aborted by a timer of its own,
-/// which [`finish`](Self::finish) clears.
+/// cleared when the deadline is dropped (on every way out of the send).
 struct Deadline {
     controller: AbortController,
     timer: i32,
@@ -104,10 +102,15 @@ impl Deadline {
         self.controller.signal()
     }
 
-    /// Clear the timer; whether it had already aborted the signal.
-    fn finish(self) -> bool {
-        global().clear_timeout_with_handle(self.timer);
+    /// Whether the timer has aborted the signal.
+    fn passed(&self) -> bool {
         self.controller.signal().aborted()
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        global().clear_timeout_with_handle(self.timer);
     }
 }
 
