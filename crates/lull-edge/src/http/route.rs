@@ -351,6 +351,8 @@ mod tests {
         assert_eq!(path_and_query("http://127.0.0.1:8787"), ("/", None));
         assert_eq!(path_and_query("https://h/?"), ("/", Some("")));
         assert_eq!(path_and_query("https://h/a#b?c"), ("/a", None));
+        assert_eq!(path_and_query("https://h/é/ü?x=http://b"), ("/é/ü", Some("x=http://b")));
+        assert_eq!(path_and_query("/a?x=http://b"), ("/", None), "no scheme: read from the first `://`, as before");
     }
 
     fn key_route(method: &str, path: &str) -> Result<KeyRequest, ApiError> {

@@ -23,10 +23,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde_json::json;
-use worker::js_sys::{self, Promise};
-use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::js_sys::Promise;
+use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::{JsFuture, future_to_promise};
-use worker::web_sys::WorkerGlobalScope;
 use worker::{Context, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
@@ -55,9 +54,7 @@ async fn sleep(ms: u64) {
     let mut made = None;
     let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
     let Some(resolve) = made else { return };
-    let global: WorkerGlobalScope = js_sys::global().unchecked_into();
-    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
-    if global.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).is_err() {
+    if super::sys::set_timeout(&resolve, ms).is_err() {
         return;
     }
     let _ = JsFuture::from(promise).await;

@@ -4,17 +4,15 @@
 //! topic, the window's messages sent to its queue (in batches the queue
 //! takes, see [`crate::delivery::queue_message::batches`]).
 
-use worker::js_sys::Promise;
-use worker::wasm_bindgen::closure::Closure;
+use worker::js_sys::{Function, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{
-    AbortController, AbortSignal, RequestInit, RequestRedirect, Response, WorkerGlobalScope,
-};
+use worker::worker_sys::web_sys::{AbortController, AbortSignal, RequestInit, RequestRedirect, Response};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
 use super::http::thrown_text;
+use super::sys::{clear_timeout, set_timeout};
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing::{self, Secret};
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
@@ -60,41 +58,40 @@ const MAX_LOCATION: usize = 256;
 /// left running (as `AbortSignal.timeout()`'s is) held every object in memory,
 /// its storage open, for the whole timeout after each delivery.
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
-    let timeout = match Deadline::start(out.timeout_ms) {
-        Ok(timeout) => timeout,
-        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
+    let deadline = match Deadline::start(out.timeout_ms) {
+        Ok(deadline) => deadline,
+        Err(e) => return Outcome { ok: false, detail: format!("timer: {}", thrown_text(&e)) },
     };
-    let sending = match fetch(&out, secrets, &timeout.signal()) {
+    let sending = match fetch(&out, secrets, &deadline.signal()) {
         Ok(sending) => sending,
         Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
     };
     match JsFuture::from(sending).await {
         Ok(response) => answered(&response.unchecked_into()),
         // Told by the signal, not by the error's shape.
-        Err(_) if timeout.passed() => Outcome { ok: false, detail: "timeout".into() },
+        Err(_) if deadline.passed() => Outcome { ok: false, detail: "timeout".into() },
         Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
     }
 }
 
-/// A send's timeout: an `AbortController` aborted by a timer of its own,
-/// cleared when the deadline is dropped (on every way out of the send).
+/// A send's timeout: an `AbortController` its own timer aborts. Dropped (on
+/// every way out of the send), it clears the timer and aborts the controller:
+/// the answer's body, never read, is let go at once, and a send dropped
+/// midway stops.
 struct Deadline {
+    /// What aborts the fetch (its signal is the fetch's).
     controller: AbortController,
+    /// The timer's id, for `clearTimeout`.
     timer: i32,
-    /// The timer's callback, kept until the timer is cleared (or has run).
-    _abort: Closure<dyn FnMut()>,
 }
 
 impl Deadline {
-    /// Start the timer: `ms` from now it aborts [`signal`](Self::signal).
+    /// Start the timer: `ms` from now it calls the controller's own `abort`.
     fn start(ms: u64) -> Result<Self, JsValue> {
         let controller = AbortController::new()?;
-        let aborting = controller.clone();
-        let abort = Closure::once(move || aborting.abort());
-        let ms = i32::try_from(ms).unwrap_or(i32::MAX);
-        let timer =
-            global().set_timeout_with_callback_and_timeout_and_arguments_0(abort.as_ref().unchecked_ref(), ms)?;
-        Ok(Deadline { controller, timer, _abort: abort })
+        let abort: Function = Reflect::get(&controller, &JsValue::from_str("abort"))?.dyn_into()?;
+        let timer = set_timeout(&abort.bind0(&controller), ms)?;
+        Ok(Deadline { controller, timer })
     }
 
     /// The signal the timer aborts.
@@ -110,13 +107,9 @@ impl Deadline {
 
 impl Drop for Deadline {
     fn drop(&mut self) {
-        global().clear_timeout_with_handle(self.timer);
+        clear_timeout(self.timer);
+        self.controller.abort();
     }
-}
-
-/// The worker's global scope (its timers).
-fn global() -> WorkerGlobalScope {
-    worker::js_sys::global().unchecked_into()
 }
 
 /// What an answer means: a 2xx delivered; a 3xx is a redirect not followed.

@@ -2,7 +2,8 @@
 //! `worker-sys/src/ext`): what workers-rs 0.8.7 does not offer yet — a
 //! second handle on a Durable Object's state, `storage.transactionSync`, a
 //! `fetch` whose synchronous throw is caught, an object's RPC method, and
-//! a queue message's `attempts`. All are small enough to offer upstream.
+//! a queue message's `attempts` — and the timers (`setTimeout` with any JS
+//! callback, `clearTimeout`). All are small enough to offer upstream.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -48,6 +49,22 @@ mod glue {
 }
 
 pub use glue::ObjectStub;
+
+/// `setTimeout(callback, ms)`: the timer's id (for [`clear_timeout`]), or the error it threw.
+pub fn set_timeout(callback: &Function, ms: u64) -> Result<i32, JsValue> {
+    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+    global_scope().set_timeout_with_callback_and_timeout_and_arguments_0(callback, ms)
+}
+
+/// `clearTimeout(id)`: a timer that has run already is left as it is.
+pub fn clear_timeout(id: i32) {
+    global_scope().clear_timeout_with_handle(id);
+}
+
+/// The worker's global scope (its timers).
+fn global_scope() -> worker::worker_sys::web_sys::WorkerGlobalScope {
+    worker::js_sys::global().unchecked_into()
+}
 
 /// `fetch(url, init)` begun, or the error it threw before it began.
 pub fn fetch(url: &str, init: &worker::worker_sys::web_sys::RequestInit) -> Result<worker::js_sys::Promise, JsValue> {
