@@ -387,18 +387,15 @@ struct Accepted<'a> {
     accepted: Vec<&'a RawValue>,
 }
 
-/// Each member's answer, in order (`shapes`), from the object's answer to
-/// their request (`status`, `body`, `retry_after`): a lone member's request went
-/// as it came, so the answer is its own; a batch's `202 {"accepted": […]}`
-/// gives each member its entries, byte for byte (an event its entry, a share
-/// `{"accepted": […]}` of its own); any other answer is every member's.
-pub fn share(
-    shapes: &[Shape],
-    status: u16,
-    body: &str,
-    retry_after: Option<&str>,
-) -> Vec<Result<ObjectAnswer, ApiError>> {
-    let whole = || ObjectAnswer { status, body: body.to_string(), retry_after: retry_after.map(str::to_string) };
+/// Each member's answer, in order (`shapes`), from the object's `answer` to
+/// their request: a lone member's request went as it came, so the answer is
+/// its own; a batch's `202 {"accepted": […]}` gives each member its entries,
+/// byte for byte (an event its entry, a share `{"accepted": […]}` of its
+/// own); any other answer is every member's.
+pub fn share(shapes: &[Shape], answer: &ObjectAnswer) -> Vec<Result<ObjectAnswer, ApiError>> {
+    let ObjectAnswer { status, body, .. } = answer;
+    let status = *status;
+    let whole = || answer.clone();
     if shapes.len() == 1 || status != 202 {
         return shapes.iter().map(|_| Ok(whole())).collect();
     }
@@ -643,27 +640,33 @@ mod tests {
         assert_eq!(lanes.turn(&place, late), Turn::GiveUp, "a member swept with its batch gives up");
     }
 
+    /// An object's answer with `status`, `body` and `retry_after`.
+    fn answer(status: u16, body: &str, retry_after: Option<&str>) -> ObjectAnswer {
+        ObjectAnswer { status, body: body.into(), retry_after: retry_after.map(str::to_string) }
+    }
+
     #[test]
     fn each_member_gets_its_own_entry_or_the_batchs_error() {
         let body = r#"{"accepted":[{"seq":7,"window":2},{"seq":8,"window":2},{"seq":7,"window":2}]}"#;
-        let answers: Vec<_> = share(&[Shape::Single; 3], 202, body, None).into_iter().map(Result::unwrap).collect();
+        let answers: Vec<_> =
+            share(&[Shape::Single; 3], &answer(202, body, None)).into_iter().map(Result::unwrap).collect();
         assert_eq!(
             answers.iter().map(|a| (a.status, a.body.as_str())).collect::<Vec<_>>(),
             [(202, r#"{"seq":7,"window":2}"#), (202, r#"{"seq":8,"window":2}"#), (202, r#"{"seq":7,"window":2}"#)]
         );
         let refused = r#"{"error":{"code":"too_many_pending","message":"m","request_id":"r"}}"#;
-        let answers = share(&[Shape::Single, Shape::Share(4)], 429, refused, Some("60"));
+        let answers = share(&[Shape::Single, Shape::Share(4)], &answer(429, refused, Some("60")));
         assert!(
             answers
                 .iter()
                 .all(|a| a == &Ok(ObjectAnswer { status: 429, body: refused.into(), retry_after: Some("60".into()) }))
         );
         // One member's request was a single event: its answer, as it came.
-        let one = share(&[Shape::Single], 202, r#"{"seq":1,"window":1}"#, None);
+        let one = share(&[Shape::Single], &answer(202, r#"{"seq":1,"window":1}"#, None));
         assert_eq!(one, [Ok(ObjectAnswer { status: 202, body: r#"{"seq":1,"window":1}"#.into(), retry_after: None })]);
         // An answer that does not fit its batch fails every member, none gets another's entry.
         for bad in [r#"{"accepted":[{"seq":1,"window":1}]}"#, "{}", "not json"] {
-            let answers = share(&[Shape::Single; 2], 202, bad, None);
+            let answers = share(&[Shape::Single; 2], &answer(202, bad, None));
             assert!(answers.iter().all(|a| matches!(a, Err(ApiError::Internal(_)))), "{bad}");
         }
     }
@@ -705,7 +708,7 @@ mod tests {
         let body =
             r#"{"accepted":[{"seq":1,"window":1},{"seq":2,"window":1},{"seq":3,"window":1},{"seq":4,"window":1}]}"#;
         let shapes = [Shape::Single, Shape::Share(2), Shape::Single];
-        let answers: Vec<_> = share(&shapes, 202, body, None).into_iter().map(|a| a.unwrap().body).collect();
+        let answers: Vec<_> = share(&shapes, &answer(202, body, None)).into_iter().map(|a| a.unwrap().body).collect();
         assert_eq!(
             answers,
             [
@@ -716,10 +719,10 @@ mod tests {
         );
         // A lone share's request went as it came: the answer is its own.
         assert_eq!(
-            share(&[Shape::Share(4)], 202, body, None),
+            share(&[Shape::Share(4)], &answer(202, body, None)),
             [Ok(ObjectAnswer { status: 202, body: body.into(), retry_after: None })]
         );
         // Entries that do not add up to the members' events fail them all.
-        assert!(share(&[Shape::Single, Shape::Share(2)], 202, body, None).iter().all(Result::is_err));
+        assert!(share(&[Shape::Single, Shape::Share(2)], &answer(202, body, None)).iter().all(Result::is_err));
     }
 }

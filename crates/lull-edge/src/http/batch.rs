@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::http::ApiError;
 use crate::http::route::producer_key;
+use crate::http::{ApiError, ObjectAnswer};
 use crate::names::Key;
 
 /// Events a batch holds at most.
@@ -100,13 +100,13 @@ pub fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
 /// the status and error every one of them got (nothing of that key was stored).
 pub type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 
-/// One key's answer read from its object's (`status`, JSON `body`): `202
-/// {"accepted": […]}` is its events' entries; anything else is every event's error.
-pub fn read_key_answer(status: u16, body: &str) -> KeyAnswer {
-    let body: Value = serde_json::from_str(body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
+/// One key's answer read from its object's: `202 {"accepted": […]}` is its
+/// events' entries; anything else is every event's error.
+pub fn read_key_answer(answer: &ObjectAnswer) -> KeyAnswer {
+    let body: Value = serde_json::from_str(&answer.body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
     match body.get("accepted").and_then(Value::as_array) {
-        Some(accepted) if status == 202 => Ok(accepted.clone()),
-        _ => Err((status, body)),
+        Some(accepted) if answer.status == 202 => Ok(accepted.clone()),
+        _ => Err((answer.status, body)),
     }
 }
 

@@ -87,7 +87,7 @@ pub(crate) async fn batch_share(
 ) -> KeyAnswer {
     let slot = Rc::new(Slot::default());
     match carry(env, ctx, topic, key, Member::share(events, Rc::clone(&slot)), &slot).await {
-        Ok(answer) => batch::read_key_answer(answer.status, &answer.body),
+        Ok(answer) => batch::read_key_answer(&answer),
         Err(e) => Err(batch::key_failed(&e)),
     }
 }
@@ -183,7 +183,7 @@ impl Sender {
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
         let (answers, status) = match ask(&self.env, call).await {
-            Ok(a) => (share(&shapes, a.status, &a.body, a.retry_after.as_deref()), Some(a.status)),
+            Ok(answer) => (share(&shapes, &answer), Some(answer.status)),
             Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };
         land(&lane, flight);

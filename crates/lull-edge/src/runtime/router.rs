@@ -246,7 +246,7 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
     let answer = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
-    batch::read_key_answer(answer.status, &answer.body)
+    batch::read_key_answer(&answer)
 }
 
 /// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
