@@ -204,6 +204,8 @@ export async function startReceiver(respond = () => 200) {
         headers: req.headers,
         signature: req.headers["webhook-signature"],
         verified: verifyWebhook(TOKENS.secret, req.headers, raw),
+        /** The sender's port: one per connection (deliveries that share it came over one connection). */
+        connection: req.socket.remotePort,
       };
       deliveries.push(delivery);
       const answer = respond(delivery);

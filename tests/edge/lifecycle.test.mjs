@@ -4,7 +4,8 @@
 // starts a new life: window ids from 1 again, under a new incarnation, so a
 // receiver deduping on Idempotency-Key never sees one twice. And a key that
 // delivered holds nothing open, so the runtime lets its object go as it lets
-// any idle one go.
+// any idle one go, and its delivery's connection goes back to the runtime's
+// pool for the next one.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -125,3 +126,14 @@ test(
     );
   },
 );
+
+test("deliveries one after another reuse the receiver's connection", async () => {
+  const KEYS = 10;
+  for (let i = 0; i < KEYS; i++) {
+    assert.equal((await api.event("held", `pool-${i}`, { i })).status, 202);
+    await rx.waitFor(1, 10_000, `pool-${i}`);
+  }
+  const connections = new Set(rx.deliveries.filter((d) => d.body.key.startsWith("pool-")).map((d) => d.connection));
+  // One connection would do; a few allow for the runtime's pool. A new one per delivery is the defect.
+  assert.ok(connections.size <= 3, `${KEYS} deliveries came over ${connections.size} connections`);
+});

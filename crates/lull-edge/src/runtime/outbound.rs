@@ -66,23 +66,28 @@ pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
         Ok(sending) => sending,
         Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
     };
-    match JsFuture::from(sending).await {
-        Ok(response) => answered(&response.unchecked_into()),
+    let response: Response = match JsFuture::from(sending).await {
+        Ok(response) => response.unchecked_into(),
         // Told by the signal, not by the error's shape.
-        Err(_) if deadline.passed() => Outcome { ok: false, detail: "timeout".into() },
-        Err(e) => Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
-    }
+        Err(_) if deadline.passed() => return Outcome { ok: false, detail: "timeout".into() },
+        Err(e) => return Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
+    };
+    // The answer came: leave its connection to the runtime's pool (an abort now closes it).
+    deadline.release();
+    answered(&response)
 }
 
 /// A send's timeout: an `AbortController` its own timer aborts. Dropped (on
-/// every way out of the send), it clears the timer and aborts the controller:
-/// the answer's body, never read, is let go at once, and a send dropped
+/// every way out of the send), it clears the timer and, unless the answer
+/// came ([`release`](Self::release)), aborts the controller: a send dropped
 /// midway stops.
 struct Deadline {
     /// What aborts the fetch (its signal is the fetch's).
     controller: AbortController,
     /// The timer's id, for `clearTimeout`.
     timer: i32,
+    /// Whether the drop aborts (a send that ends without an answer).
+    abort: bool,
 }
 
 impl Deadline {
@@ -91,7 +96,15 @@ impl Deadline {
         let controller = AbortController::new()?;
         let abort: Function = Reflect::get(&controller, &JsValue::from_str("abort"))?.dyn_into()?;
         let timer = set_timeout(&abort.bind0(&controller), ms)?;
-        Ok(Deadline { controller, timer })
+        Ok(Deadline { controller, timer, abort: true })
+    }
+
+    /// The answer came: clear the timer, and leave the fetch alone. An abort,
+    /// even after the answer, closes its connection; left alone, the runtime
+    /// reads or lets go of the body and its pool takes the connection back
+    /// for the next delivery (a new connection per delivery otherwise).
+    fn release(mut self) {
+        self.abort = false;
     }
 
     /// The signal the timer aborts.
@@ -108,7 +121,9 @@ impl Deadline {
 impl Drop for Deadline {
     fn drop(&mut self) {
         clear_timeout(self.timer);
-        self.controller.abort();
+        if self.abort {
+            self.controller.abort();
+        }
     }
 }
 
