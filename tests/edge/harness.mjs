@@ -204,8 +204,8 @@ export async function startReceiver(respond = () => 200) {
         headers: req.headers,
         signature: req.headers["webhook-signature"],
         verified: verifyWebhook(TOKENS.secret, req.headers, raw),
-        /** The sender's port: one per connection (deliveries that share it came over one connection). */
-        connection: req.socket.remotePort,
+        /** The connection it came over (numbered from 1 as they open). */
+        connection: req.socket.connection,
       };
       deliveries.push(delivery);
       const answer = respond(delivery);
@@ -217,6 +217,11 @@ export async function startReceiver(respond = () => 200) {
       });
     });
   });
+  let connections = 0;
+  server.on("connection", (socket) => (socket.connection = ++connections));
+  // An idle connection stays open a minute (Node's default is 5 s): on a
+  // loaded machine a sender's next delivery may come later than that.
+  server.keepAliveTimeout = 60_000;
   await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
   const { port } = server.address();
   return {

@@ -130,10 +130,12 @@ test(
 test("deliveries one after another reuse the receiver's connection", async () => {
   const KEYS = 10;
   for (let i = 0; i < KEYS; i++) {
-    assert.equal((await api.event("held", `pool-${i}`, { i })).status, 202);
-    await rx.waitFor(1, 10_000, `pool-${i}`);
+    const key = `pool-${i}`;
+    assert.equal((await api.event("held", key, { i })).status, 202);
+    // Answered, not only arrived: the next delivery begins after this one ended.
+    await until(async () => (await api.status("held", key)).json.stats.succeeded === 1, 10_000, `${key} delivered`);
   }
   const connections = new Set(rx.deliveries.filter((d) => d.body.key.startsWith("pool-")).map((d) => d.connection));
   // One connection would do; a few allow for the runtime's pool. A new one per delivery is the defect.
-  assert.ok(connections.size <= 3, `${KEYS} deliveries came over ${connections.size} connections`);
+  assert.ok(connections.size <= KEYS / 2, `${KEYS} deliveries came over ${connections.size} connections`);
 });

@@ -72,7 +72,6 @@ pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
         Err(_) if deadline.passed() => return Outcome { ok: false, detail: "timeout".into() },
         Err(e) => return Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
     };
-    // The answer came: leave its connection to the runtime's pool (an abort now closes it).
     deadline.release();
     answered(&response)
 }
@@ -100,9 +99,9 @@ impl Deadline {
     }
 
     /// The answer came: clear the timer, and leave the fetch alone. An abort,
-    /// even after the answer, closes its connection; left alone, the runtime
-    /// reads or lets go of the body and its pool takes the connection back
-    /// for the next delivery (a new connection per delivery otherwise).
+    /// even after the answer, closes its connection (a new one per delivery);
+    /// left alone, the runtime finishes a short body and its pool takes the
+    /// connection back for the next delivery (a long body still closes it).
     fn release(mut self) {
         self.abort = false;
     }
