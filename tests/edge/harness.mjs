@@ -212,6 +212,7 @@ export async function startReceiver(respond = () => 200) {
       for (const w of waiters.splice(0)) w();
       Promise.resolve(answer).then((answer) => {
         if (answer === "hang") return; // the worker's delivery timeout ends it
+        if (answer === "open body") return void res.writeHead(200, { "content-type": "text/plain" }).write("partial"); // never ended
         const { status, delayMs = 0 } = typeof answer === "number" ? { status: answer } : answer;
         setTimeout(() => res.writeHead(status, { "content-type": "text/plain" }).end("ok"), delayMs);
       });
