@@ -6,10 +6,11 @@
 //! context: I/O begun in one request's context cannot be used from another's,
 //! and wasm-bindgen-futures runs every ready Rust task in one microtask of
 //! whichever context woke the first. So, here, no request ever wakes another:
-//! - a waiting request sleeps on a timer of its own (a promise it made, resolved
-//!   by its own `setTimeout`), then looks in its [`Slot`] for its answer, left
-//!   there as plain data (status and JSON text, never a `Response`) by its
-//!   batch's sender, and asks the lanes what to do next; it builds its own response;
+//! - a waiting request sleeps on a timer of its own ([`super::sys::sleep`]: a
+//!   promise it made, resolved by its own `setTimeout`), then looks in its
+//!   [`Slot`] for its answer, left there as plain data (status and JSON text,
+//!   never a `Response`) by its batch's sender, and asks the lanes what to do
+//!   next; it builds its own response;
 //! - a batch is sent by one of its own members, from its own task, inside its
 //!   `waitUntil` (a member whose client went away still finishes the send).
 //!
@@ -23,9 +24,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde_json::json;
-use worker::js_sys::Promise;
 use worker::wasm_bindgen::JsValue;
-use worker::wasm_bindgen_futures::{JsFuture, future_to_promise};
+use worker::wasm_bindgen_futures::future_to_promise;
 use worker::{Context, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
@@ -47,17 +47,6 @@ thread_local! {
 #[derive(Default)]
 struct Slot {
     answer: RefCell<Option<Result<ObjectAnswer, ApiError>>>,
-}
-
-/// Sleep `ms` on a timer of the caller's own: a promise made here, resolved by its `setTimeout`.
-async fn sleep(ms: u64) {
-    let mut made = None;
-    let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
-    let Some(resolve) = made else { return };
-    if super::sys::set_timeout(&resolve, ms).is_err() {
-        return;
-    }
-    let _ = JsFuture::from(promise).await;
 }
 
 /// Accept one single event of `topic` (which coalesces): alone when nothing of its
@@ -147,7 +136,7 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
                 // The send runs either way; `waitUntil` keeps it alive if this request's client goes away.
                 let _ = ctx.as_ref().wait_until(&promise);
             }
-            Turn::Wait { until } => sleep(until.saturating_sub(now).max(1)).await,
+            Turn::Wait { until } => super::sys::sleep(until.saturating_sub(now).max(1)).await,
             Turn::GiveUp => {
                 return Err(ApiError::Internal(format!(
                     "the request carrying these events to their key gave no answer within {ANSWER_WITHIN_MS} ms"
