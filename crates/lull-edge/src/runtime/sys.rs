@@ -68,7 +68,7 @@ pub fn clear_timeout(id: i32) {
 /// (a waker called from another context's timer would run it there, see
 /// `coalesce`). Dropped before it ends, it clears its timer: a pending timer
 /// keeps the object or request that set it alive. The one way the worker
-/// sleeps (the coalescer's waits, the queue's gate and consumer).
+/// sleeps (the coalescer's waits, the queue's gate and consumer, the demo search's latency).
 pub async fn sleep(ms: u64) {
     let mut made = None;
     let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
