@@ -9,9 +9,10 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use worker::{Env, Request};
+use worker::{Delay, Env, Request};
 
 use crate::demo::places::Places;
 use crate::http::ApiError;
@@ -99,6 +100,6 @@ async fn search(req: Request, env: &Env) -> Result<Reply, ApiError> {
             log.pop_front();
         }
     });
-    crate::runtime::sys::sleep(latency_ms).await;
+    Delay::from(Duration::from_millis(latency_ms)).await;
     http::json(200, &answer)
 }

@@ -580,8 +580,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             };
             let first = leave.me.as_ref().is_some_and(|(id, _)| self.waiters.borrow().is_first(*id));
             let until = if first { retry_at.min(deadline) } else { deadline };
-            let sleep = pin!(self.clock.sleep(until.saturating_sub(now).max(1)));
-            let _ = select(slot.handed(), sleep).await;
+            {
+                // Its own block: the sleep (and its timer) ends with the select, not the loop below.
+                let sleep = pin!(self.clock.sleep(until.saturating_sub(now).max(1)));
+                let _ = select(slot.handed(), sleep).await;
+            }
             loop {
                 if let Some(Handed::Go(grant)) = slot.take() {
                     // Handed by a release, which stored it and took us out of the queue.

@@ -6,11 +6,11 @@
 //! context: I/O begun in one request's context cannot be used from another's,
 //! and wasm-bindgen-futures runs every ready Rust task in one microtask of
 //! whichever context woke the first. So, here, no request ever wakes another:
-//! - a waiting request sleeps on a timer of its own ([`super::sys::sleep`]: a
-//!   promise it made, resolved by its own `setTimeout`), then looks in its
-//!   [`Slot`] for its answer, left there as plain data (status and JSON text,
-//!   never a `Response`) by its batch's sender, and asks the lanes what to do
-//!   next; it builds its own response;
+//! - a waiting request sleeps on a timer of its own (workers-rs' [`Delay`]:
+//!   a `setTimeout` it set, in its own context, cleared if the wait is
+//!   dropped), then looks in its [`Slot`] for its answer, left there as plain
+//!   data (status and JSON text, never a `Response`) by its batch's sender,
+//!   and asks the lanes what to do next; it builds its own response;
 //! - a batch is sent by one of its own members, from its own task, inside its
 //!   `waitUntil` (a member whose client went away still finishes the send).
 //!
@@ -22,11 +22,12 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Duration;
 
 use serde_json::json;
 use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::future_to_promise;
-use worker::{Context, Env, console_log};
+use worker::{Context, Delay, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
 use super::router::ask;
@@ -136,7 +137,7 @@ async fn wait(ctx: &Context, sender: Sender, place: &Place, slot: &Slot) -> Resu
                 // The send runs either way; `waitUntil` keeps it alive if this request's client goes away.
                 let _ = ctx.as_ref().wait_until(&promise);
             }
-            Turn::Wait { until } => super::sys::sleep(until.saturating_sub(now).max(1)).await,
+            Turn::Wait { until } => Delay::from(Duration::from_millis(until.saturating_sub(now).max(1))).await,
             Turn::GiveUp => {
                 return Err(ApiError::Internal(format!(
                     "the request carrying these events to their key gave no answer within {ANSWER_WITHIN_MS} ms"

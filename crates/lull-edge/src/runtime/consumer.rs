@@ -8,10 +8,12 @@
 //! the typed batch): it needs each message's `attempts`, which workers-rs
 //! 0.8.7's `MessageBatch` does not expose ([`MessageAttempts`]).
 
+use std::time::Duration;
+
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{Context as ContextSys, Message as MessageSys, MessageBatch as MessageBatchSys};
-use worker::{Env, MessageExt, QueueRetryOptionsBuilder, RawMessage, console_log};
+use worker::{Delay, Env, MessageExt, QueueRetryOptionsBuilder, RawMessage, console_log};
 
 use super::config;
 use super::http::now_ms;
@@ -37,7 +39,7 @@ impl Clock for WorkersClock {
     }
 
     async fn sleep(&self, ms: u64) {
-        super::sys::sleep(ms).await;
+        Delay::from(Duration::from_millis(ms)).await;
     }
 
     fn log(&self, line: &str) {

@@ -16,7 +16,7 @@ mod key_window;
 mod outbound;
 pub(crate) mod router;
 mod store;
-pub(crate) mod sys;
+mod sys;
 mod topic_gate;
 
 pub use key_window::KeyWindow;

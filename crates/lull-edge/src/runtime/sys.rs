@@ -3,14 +3,12 @@
 //! second handle on a Durable Object's state, `storage.transactionSync`, a
 //! `fetch` whose synchronous throw is caught, an object's RPC method, and
 //! a queue message's `attempts` — and the timers (`setTimeout` with any JS
-//! callback, `clearTimeout`, and [`sleep`] over them). All are small enough
-//! to offer upstream.
+//! callback, `clearTimeout`). All are small enough to offer upstream.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use worker::State;
-use worker::js_sys::{Function, Promise};
-use worker::wasm_bindgen_futures::JsFuture;
+use worker::js_sys::Function;
 use worker::worker_sys::{DurableObjectState, DurableObjectStorage};
 
 mod glue {
@@ -61,32 +59,6 @@ pub fn set_timeout(callback: &Function, ms: u64) -> Result<i32, JsValue> {
 /// `clearTimeout(id)`: a timer that has run already is left as it is.
 pub fn clear_timeout(id: i32) {
     global_scope().clear_timeout_with_handle(id);
-}
-
-/// Sleep `ms` on a timer of the caller's own: a promise made here, resolved
-/// by its own `setTimeout`, so the sleeper wakes in its own request's context
-/// (a waker called from another context's timer would run it there, see
-/// `coalesce`). Dropped before it ends, it clears its timer: a pending timer
-/// keeps the object or request that set it alive. The one way the worker
-/// sleeps (the coalescer's waits, the queue's gate and consumer, the demo search's latency).
-pub async fn sleep(ms: u64) {
-    let mut made = None;
-    let promise = Promise::new(&mut |resolve, _reject| made = Some(resolve));
-    let Some(resolve) = made else { return };
-    let Ok(timer) = set_timeout(&resolve, ms) else { return };
-    let pending = Pending(timer);
-    let _ = JsFuture::from(promise).await;
-    // It went off: nothing to clear.
-    std::mem::forget(pending);
-}
-
-/// A timer not yet gone off: cleared when dropped (a [`sleep`] dropped midway).
-struct Pending(i32);
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        clear_timeout(self.0);
-    }
 }
 
 /// The worker's global scope (its timers).
