@@ -77,10 +77,43 @@ const ENTRY_IN_BUILD: &str = "entry.mjs";
 
 /// Node 22 running `args` as step `name`, with wrangler kept offline.
 fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(), String> {
+    node22_with(root, tools, name, args, &[])
+}
+
+/// [`node22`] with more environment variables.
+fn node22_with(root: &Path, tools: &Tools, name: &str, args: &[&OsStr], env: &[(&str, &str)]) -> Result<(), String> {
     let mut cmd = Command::new(&tools.node22);
-    cmd.args(args);
+    cmd.args(args).envs(env.iter().copied());
     offline(&mut cmd, root);
     run(name, root, &mut cmd)
+}
+
+/// The ages a fixture test runs at besides `committed` (its stored times as
+/// they are, in the run of every test): `tests/edge/fixture.mjs` moves every
+/// stored time so the fixture was made a minute ago, or 30 days before it was.
+const FIXTURE_AGES: [&str; 2] = ["fresh", "aged"];
+
+/// The edge tests that load stored state an earlier release made (they call
+/// `copyFixture`), as paths relative to `root`.
+fn fixture_tests(root: &Path) -> Result<Vec<String>, String> {
+    let dir = root.join("tests/edge");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default().to_owned();
+        if name.ends_with(".test.mjs") {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if text.contains("copyFixture(") {
+                files.push(format!("tests/edge/{name}"));
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err("no edge test loads a stored fixture (copyFixture): the fixture ages check nothing".into());
+    }
+    Ok(files)
 }
 
 /// End-to-end tests (`files`, a glob), one file at a time, after the worker
@@ -92,6 +125,25 @@ pub fn tests(root: &Path, tools: &Tools, package: &Path, files: &str, name: &str
     build(root, Worker::Demo, BUILD)?;
     let args = ["--test", "--test-concurrency=1", "--test-reporter=spec", files];
     node22(root, tools, name, &args.map(OsStr::new))
+}
+
+/// The tests that load stored fixtures again at each of [`FIXTURE_AGES`]
+/// (after [`tests`] ran them as committed), so none depends on the day it runs.
+pub fn fixture_tests_at_every_age(root: &Path, tools: &Tools) -> Result<(), String> {
+    let files = fixture_tests(root)?;
+    for age in FIXTURE_AGES {
+        let mut args = vec!["--test", "--test-concurrency=1", "--test-reporter=spec"];
+        args.extend(files.iter().map(String::as_str));
+        let name = format!("edge fixture tests, their stored times {age} (LULL_FIXTURE_AGE={age})");
+        node22_with(
+            root,
+            tools,
+            &name,
+            &args.iter().map(OsStr::new).collect::<Vec<_>>(),
+            &[("LULL_FIXTURE_AGE", age)],
+        )?;
+    }
+    Ok(())
 }
 
 /// The edge benchmarks: lull-edge vs a plain JavaScript Durable Object vs a

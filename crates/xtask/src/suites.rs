@@ -225,13 +225,14 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
         },
         Suite {
             id: "edge",
-            name: "edge tests (lull-edge on workerd, real HTTP, restarts)",
+            name: "edge tests (workerd, real HTTP, restarts; fixtures at 3 ages)",
             // wrangler dev (one of these tests) serves the demo page's assets too;
             // production.test.mjs compares the production worker with the demo one.
             run: Box::new(move || {
                 let package = built(&for_edge)?.with_file_name("lull-web");
                 crate::edge::build(root, crate::edge::Worker::Production, crate::edge::PRODUCTION_BUILD)?;
-                crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)")
+                crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)")?;
+                crate::edge::fixture_tests_at_every_age(root, tools)
             }),
         },
         Suite {
