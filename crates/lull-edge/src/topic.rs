@@ -71,6 +71,7 @@ pub enum PayloadMode {
 
 /// `retry`: a topic's retry policy (defaults: `impl Default for RetryConfig`).
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(default, deny_unknown_fields)]
 struct RetryConfig {
     max_attempts: u32,
@@ -81,6 +82,7 @@ struct RetryConfig {
 
 /// `wait_ms`: milliseconds, or `"auto"`.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(untagged)]
 enum WaitConfig {
     Millis(u64),
@@ -89,7 +91,10 @@ enum WaitConfig {
 
 /// One topic as written in `LULL_TOPICS`: `target` and `wait_ms` are
 /// required, everything else has the default `impl Default for TopicConfig` gives.
+/// The manual's settings table (`crates/lull-edge/README.md`) is checked
+/// against it and the limits above (`settings_table_matches_the_defaults`).
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(default, deny_unknown_fields)]
 struct TopicConfig {
     target: Option<String>,
@@ -193,6 +198,7 @@ pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// How a topic's fired windows leave the key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryKind {
     /// The key's object `POST`s the window to the target (the default).
@@ -638,6 +644,69 @@ impl std::error::Error for TopicError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The manual's topic settings table: one row per setting, its default
+    /// as `impl Default for TopicConfig` gives it (JSON; `none` for an unset
+    /// option, `required` for the two without a default), and the range the
+    /// checks above accept, from the named limits.
+    #[test]
+    fn settings_table_matches_the_defaults() {
+        let manual = include_str!("../README.md");
+        let table = manual
+            .split_once("<!-- topic-settings:")
+            .and_then(|(_, rest)| rest.split_once("<!-- /topic-settings -->"))
+            .map(|(table, _)| table)
+            .expect("the manual has the settings table between its markers");
+        let rows: Vec<(String, String, String)> = table
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+                assert!(cells.len() >= 4, "a row has field, default, range and meaning: {line}");
+                (cells[0].trim_matches('`').to_string(), cells[1].to_string(), cells[2].to_string())
+            })
+            .collect();
+        let defaults = serde_json::to_value(TopicConfig::default()).unwrap();
+        let defaults = defaults.as_object().unwrap();
+        let documented: Vec<&str> = rows.iter().map(|(field, _, _)| field.as_str()).collect();
+        let fields: Vec<&str> = defaults.keys().map(String::as_str).collect();
+        let mut sorted = documented.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, fields, "every setting has one row, and every row is a setting");
+        let any = |min: u64, max: u64| format!("{min} to {max}");
+        let ranges = BTreeMap::from([
+            ("wait_ms", any(0, MAX_DURATION_MS)),
+            ("max_wait_ms", format!("wait_ms to {MAX_DURATION_MS}")),
+            ("max_batch", "1 or more".to_string()),
+            ("max_body_bytes", any(1, MAX_BODY_BYTES as u64)),
+            ("max_window_events", any(1, MAX_WINDOW_EVENTS)),
+            ("max_window_bytes", format!("max_body_bytes to {MAX_WINDOW_BYTES}")),
+            ("delivery_timeout_ms", any(1, MAX_DELIVERY_TIMEOUT_MS)),
+            ("max_pending_windows", any(1, MAX_PENDING_WINDOWS as u64)),
+            ("dedupe_window_ms", any(1, MAX_DEDUPE_WINDOW_MS)),
+            ("retention_ms", format!("dedupe_window_ms to {MAX_DURATION_MS}")),
+            ("forward_concurrency", any(1, u64::from(MAX_LIMIT))),
+            ("forward_rate_per_s", format!("above 0, at most {MAX_FORWARD_RATE_PER_S}")),
+            ("forward_max_attempts", any(1, u64::from(MAX_FORWARD_MAX_ATTEMPTS))),
+            ("max_queue_dead_letters", any(1, MAX_QUEUE_DEAD_LETTERS)),
+            ("max_queue_dead_letter_bytes", any(MIN_QUEUE_DEAD_LETTER_BYTES, MAX_QUEUE_DEAD_LETTER_BYTES)),
+        ]);
+        for (field, default, range) in &rows {
+            match &defaults[field] {
+                serde_json::Value::Null if matches!(field.as_str(), "target" | "wait_ms") => {
+                    assert_eq!(default, "required", "{field}'s default");
+                }
+                serde_json::Value::Null => assert_eq!(default, "none", "{field}'s default"),
+                value => {
+                    let written = default.strip_prefix('`').and_then(|d| d.strip_suffix('`'));
+                    let written: Option<serde_json::Value> = written.and_then(|d| serde_json::from_str(d).ok());
+                    assert_eq!(written.as_ref(), Some(value), "{field}'s default: {default}");
+                }
+            }
+            let want = ranges.get(field.as_str()).map_or("–", String::as_str);
+            assert_eq!(range, want, "{field}'s range");
+        }
+    }
 
     #[test]
     fn a_topic_becomes_a_policy_that_never_drops_events() {
