@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::http::route::producer_key;
-use crate::http::{ApiError, ObjectAnswer};
+use crate::http::{ApiError, ObjectAnswer, json_body};
 use crate::names::Key;
 
 /// Events a batch holds at most.
@@ -53,11 +53,7 @@ pub fn parse(bytes: &[u8], max_body_bytes: usize) -> Result<Vec<BatchEvent>, Api
     if bytes.len() > MAX_BATCH_BYTES {
         return Err(ApiError::PayloadTooLarge { limit: MAX_BATCH_BYTES });
     }
-    let body: Body = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::BadRequest(format!(
-            r#"the body must be {{"events": [{{"key", "event", "idempotency_key"?}}, …]}}: {e}"#
-        ))
-    })?;
+    let body: Body = json_body(bytes, r#"{"events": [{"key", "event", "idempotency_key"?}, …]}"#)?;
     if body.events.is_empty() {
         return Err(ApiError::BadRequest("the batch holds no event".into()));
     }
@@ -183,6 +179,14 @@ mod tests {
         let idem = error(r#"{"key": "a", "event": 1, "idempotency_key": "has space"}"#);
         assert_eq!(idem.code(), "invalid_idempotency_key");
         assert_eq!(parse(b"{}", 100).unwrap_err().code(), "bad_request");
+        for not_json in [&b""[..], b"{ not json", br#"{"events": [{"key": "a", "event": 1}]} x"#, b"{\"events\": ["] {
+            let error = parse(not_json, 100).unwrap_err();
+            assert_eq!((error.status(), error.code()), (400, "malformed_json"), "as an event's body: {error:?}");
+        }
+        for dots in [".", ".."] {
+            let item = error(&format!(r#"{{"key": "{dots}", "event": 1}}"#));
+            assert_eq!((item.status(), item.code()), (400, "invalid_key"), "as a path's key: {}", item.message());
+        }
         assert_eq!(parse(&body(""), 100).unwrap_err().code(), "bad_request");
         let many = vec![r#"{"key": "a", "event": 1}"#; MAX_BATCH_EVENTS + 1].join(",");
         assert_eq!(parse(&body(&many), 100).unwrap_err().code(), "too_many_items");

@@ -125,7 +125,15 @@ pub struct MintRequest {
 }
 
 impl MintRequest {
-    /// The claims it asks for on `topic`, from `now` (unix seconds); `400 bad_request` says what is wrong.
+    /// The request a body holds: `400 malformed_json` if it is not JSON,
+    /// `400 bad_request` if it is not such a request (an unknown field, say).
+    pub fn parse(body: &[u8]) -> Result<MintRequest, ApiError> {
+        crate::http::json_body(body, r#"{"key" | "key_prefix", "ttl_s"?, "events_per_minute"?}"#)
+    }
+
+    /// The claims it asks for on `topic`, from `now` (unix seconds): `400
+    /// bad_request` says what is wrong, `400 invalid_key` (as for a path's
+    /// key) if the key or prefix is not one.
     pub fn claims(self, topic: &str, now: u64) -> Result<Claims, ApiError> {
         let bad = |why: String| Err(ApiError::BadRequest(why));
         let ttl = self.ttl_s.unwrap_or(DEFAULT_TTL_S);
@@ -143,7 +151,7 @@ impl MintRequest {
         // A key is checked as every key is; a prefix as its text (it may be `.`).
         let checked = if prefix { crate::names::check_text(&scope) } else { Key::new(scope.clone()).map(drop) };
         let field = if prefix { "key_prefix" } else { "key" };
-        checked.map_err(|e| ApiError::BadRequest(format!("{field}: {}", e.message())))?;
+        checked.map_err(|e| ApiError::InvalidKey(format!("{field}: {}", e.message())))?;
         Ok(Claims::new(topic, &scope, prefix, now, ttl, self.events_per_minute))
     }
 }
@@ -367,15 +375,36 @@ mod tests {
         for bad in [
             r#"{}"#,
             r#"{"key": "a", "key_prefix": "b"}"#,
-            r#"{"key": ""}"#,
-            r#"{"key": ".."}"#,
             r#"{"key": "a", "ttl_s": 0}"#,
             r#"{"key": "a", "ttl_s": 86401}"#,
             r#"{"key": "a", "events_per_minute": 0}"#,
         ] {
             assert_eq!(ask(bad).unwrap_err().code(), "bad_request", "{bad}");
         }
-        assert!(serde_json::from_str::<MintRequest>(r#"{"key": "a", "scope": "all"}"#).is_err(), "unknown fields");
+        let long = format!(r#"{{"key": "{}"}}"#, "k".repeat(513));
+        // A key that is not one is refused as a path's key is (and a batch's): one problem, one code.
+        for bad in [
+            r#"{"key": ""}"#,
+            r#"{"key": "."}"#,
+            r#"{"key": ".."}"#,
+            r#"{"key": "a\u0000b"}"#,
+            &long,
+            r#"{"key_prefix": ""}"#,
+        ] {
+            let error = ask(bad).unwrap_err();
+            assert_eq!((error.status(), error.code()), (400, "invalid_key"), "{bad}");
+            assert_eq!(error.code(), crate::names::Key::new(String::new()).unwrap_err().code());
+        }
+        assert!(ask(r#"{"key": "."}"#).unwrap_err().message().starts_with("key: "), "names the field");
+        assert!(ask(r#"{"key_prefix": "."}"#).is_ok(), "a prefix may be a dot");
+        let parse = |body: &str| MintRequest::parse(body.as_bytes()).map(drop).map_err(|e| e.code());
+        assert_eq!(parse(r#"{"key": "a", "ttl_s": 60}"#), Ok(()));
+        assert_eq!(parse(r#"{"key": "a", "scope": "all"}"#), Err("bad_request"), "unknown fields");
+        assert_eq!(parse(r#"{"key": 7}"#), Err("bad_request"));
+        assert_eq!(parse(r#"{"key": "a", "ttl_s": 1e400}"#), Err("bad_request"), "JSON, as an event's body would be");
+        for not_json in ["", "{ not json", r#"{"key": "a"} x"#, r#"{"key": "a""#] {
+            assert_eq!(parse(not_json), Err("malformed_json"), "as an event's body: {not_json:?}");
+        }
     }
 
     #[test]

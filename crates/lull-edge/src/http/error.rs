@@ -44,7 +44,9 @@ pub enum ApiError {
         /// What is wrong with it.
         error: Box<ApiError>,
     },
-    /// `400 invalid_key`: the key (or topic) in the path is empty, too long or not UTF-8.
+    /// `400 invalid_key`: a key (in the path, in a batch's event, in a client
+    /// token's request) is not one: empty, too long, not UTF-8, with control
+    /// characters, or a path's dot segment (`.`, `..`).
     InvalidKey(String),
     /// `400 bad_request`: the body is JSON but not what the route takes.
     BadRequest(String),

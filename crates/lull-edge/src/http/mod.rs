@@ -12,6 +12,17 @@ pub mod route;
 
 pub use error::ApiError;
 
+/// A request's JSON body read as `T`: `400 malformed_json` if it is not JSON
+/// at all (judged as an event's body is), `400 bad_request` if it is JSON of
+/// another shape than `shape` (the route's, as the message shows it). One
+/// problem, one code, on every route that takes a body.
+pub fn json_body<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], shape: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| match serde_json::from_slice::<&serde_json::value::RawValue>(bytes) {
+        Err(not_json) => ApiError::MalformedJson(not_json.to_string()),
+        Ok(_) => ApiError::BadRequest(format!("the body must be {shape}: {e}")),
+    })
+}
+
 /// An object's answer to the router (a key's or a gate's): its status, its
 /// JSON text as the object wrote it, and its `Retry-After` seconds (on a
 /// refusal). A coalesced producer's share of one has this form too: what its

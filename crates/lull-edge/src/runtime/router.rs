@@ -139,12 +139,7 @@ async fn handle(
             let now_s = http::now_ms() / 1000;
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), key: None, now_s })?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let asked: MintRequest =
-                serde_json::from_slice(&body_within(&req, SMALL_BODY_BYTES).await?).map_err(|e| {
-                    ApiError::BadRequest(format!(
-                        "the body must be {{\"key\" | \"key_prefix\", \"ttl_s\"?, \"events_per_minute\"?}}: {e}"
-                    ))
-                })?;
+            let asked = MintRequest::parse(&body_within(&req, SMALL_BODY_BYTES).await?)?;
             let claims = asked.claims(&topic.name, now_s)?;
             let token = tokens.client_secrets().mint(&claims)?;
             http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
