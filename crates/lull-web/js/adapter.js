@@ -57,8 +57,8 @@ function driverOf(h) {
   return h.driver;
 }
 
-/** The timing settings of lull-web's debounce options, which a new driver applies. */
-const timing = (wait, options) => [wait, ...['leading', 'trailing', 'maxWait', 'flushOnHide'].map((k) => get(options, k))];
+/** The settings of lull-web's debounce options that a new driver applies (compared, not read). */
+const debounceSettings = (wait, options) => [wait, ...['leading', 'trailing', 'maxWait', 'flushOnHide'].map((k) => get(options, k))];
 
 /**
  * A debounced function over `make(call, wait, options)` (lull-web's `debounce`
@@ -72,7 +72,7 @@ export function timedCallback(make, read) {
     gone: false,
     driver: undefined,
     key: undefined,
-    settings: () => timing(read().wait, read().options),
+    settings: () => debounceSettings(read().wait, read().options),
     make: (call) => make(call, read().wait, read().options),
     call(...args) {
       return read().fn.apply(this, args);
@@ -106,7 +106,7 @@ export function asyncCallback(read, publish) {
     key: undefined,
     // The controllers of the runs in flight, aborted at the end.
     runs: new Set(),
-    settings: () => [...timing(read().wait, read().options), ...['mode', 'timeout', 'signal'].map((k) => get(read().options, k))],
+    settings: () => [...debounceSettings(read().wait, read().options), ...['mode', 'timeout', 'signal'].map((k) => get(read().options, k))],
     make: (call) => debounceAsync(call, read().wait, read().options),
     // `fn` gets a signal that aborts with the driver's (a newer run superseded it) or at the end.
     call(...args) {

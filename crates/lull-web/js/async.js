@@ -5,7 +5,7 @@
 
 import { DROPPED, FIRE, TIMED_OUT, seed } from './engine.js';
 import { full } from './full.js';
-import { created, duration, get, timing, waitOf } from './options.js';
+import { created, duration, get, groupArgs, lodashTiming } from './options.js';
 import { abort, domError, follow, needFunction, now, onHide, own, startRun, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
@@ -99,6 +99,13 @@ function onAbort(signal, s, unhook) {
 }
 
 /**
+ * `debounceAsync`'s defaults: lodash's edges (`leading` defaults to `false`,
+ * `trailing` to `true`), no `maxWait`; `mode` defaults to `"latest"` (a newer
+ * run supersedes the one running); no `timeout`.
+ */
+const DEFAULTS = { leading: false, trailing: true, mode: 'latest' };
+
+/**
  * `debounceAsync(fn, wait, { leading, trailing, maxWait, mode, timeout, signal, flushOnHide })`.
  * With `timeout` (ms), a run not settled by then is over: its callers reject
  * with a `TimeoutError` and its signal aborts, so a promise that never
@@ -106,8 +113,8 @@ function onAbort(signal, s, unhook) {
  */
 export function debounceAsync(func, wait, options) {
   needFunction(func, 'func');
-  const mode = get(options, 'mode');
-  if (mode !== undefined && mode !== 'latest' && mode !== 'queue') {
+  const mode = get(options, 'mode') ?? DEFAULTS.mode;
+  if (mode !== 'latest' && mode !== 'queue') {
     throw typeError('`mode` must be "latest" or "queue"');
   }
   let signal = get(options, 'signal');
@@ -117,7 +124,8 @@ export function debounceAsync(func, wait, options) {
   }
   const timeout = duration(options, 'timeout');
   const e = full();
-  const h = created(e.keyed_create(seed(), ...timing(waitOf(wait), options, false, true), +(mode !== 'queue'), timeout ?? -1));
+  const policy = { ...lodashTiming(wait, options, DEFAULTS), overlap: mode === 'queue' ? 'queue' : 'supersede', runTimeout: timeout };
+  const h = created(e.keyed_create(seed(), ...groupArgs(policy)));
   const s = { e, h, func, calls: new Map(), waiters: new Map(), running: undefined, timer: undefined, due: 0 };
   const unhook = onHide(get(options, 'flushOnHide'), s, flush);
   own(s, e.keyed_free, h, signal ? onAbort(signal, s, unhook) : unhook);

@@ -8,7 +8,7 @@
 // its own last call's `this` and arguments.
 
 import { CANCEL, DEADLINE, EVENT, EVENT_IN_TURN, FLUSH, HORIZON, PENDING, TIMEOUT, lite } from './lite.js';
-import { get, lodashWait, timing, waitOf } from './options.js';
+import { get, liteArgs, lodashTiming, lodashWait } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, thisTurn } from './runtime.js';
 
 /**
@@ -89,12 +89,10 @@ function flushNow(s) {
   return pump(s, -1);
 }
 
-function make(func, wait, options, leading, maxWait) {
+function make(func, policy, options) {
   needFunction(func, 'func');
   const e = lite();
-  const policy = timing(wait, options, leading, true);
-  if (maxWait !== undefined) policy[1] = maxWait;
-  const h = e.create(...policy);
+  const h = e.create(...liteArgs(policy));
   // lodash's timing is never refused; only memory can run out (`UNUSABLE`).
   if (h < 0) throw new RangeError('lull: out of memory');
   const s = {
@@ -154,11 +152,17 @@ function make(func, wait, options, leading, maxWait) {
  * Returns a function with `cancel()`, `flush()`, `pending()`.
  */
 export function debounce(func, wait, options) {
-  return make(func, waitOf(wait), options, false);
+  return make(func, lodashTiming(wait, options, DEBOUNCE), options);
 }
 
-/** lodash's `throttle(func, wait, { leading, trailing })`, plus `flushOnHide`. */
+/** lodash's `throttle(func, wait, { leading, trailing })`, plus `flushOnHide`; `maxWait` is always `wait`. */
 export function throttle(func, wait, options) {
-  const ms = lodashWait(wait);
-  return make(func, ms, options, true, ms);
+  const policy = lodashTiming(lodashWait(wait), options, THROTTLE);
+  return make(func, { ...policy, maxWait: policy.wait }, options);
 }
+
+/** `debounce`'s defaults, as lodash's: `leading` defaults to `false`, `trailing` to `true`, no `maxWait`. */
+const DEBOUNCE = { leading: false, trailing: true };
+
+/** `throttle`'s defaults, as lodash's: `leading` and `trailing` default to `true`. */
+const THROTTLE = { leading: true, trailing: true };

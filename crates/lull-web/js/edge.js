@@ -320,13 +320,20 @@ class EdgeClient {
 }
 
 /**
+ * `edge()`'s defaults: `retries` defaults to 4 (tries after a network error,
+ * `429` or `5xx`), each after a random delay up to `backoffMs` × 2^attempt
+ * (`backoffMs` 250), at most `backoffCapMs` (10 s).
+ */
+const DEFAULTS = { retries: 4, backoffMs: 250, backoffCapMs: 10_000 };
+
+/**
  * A client of the lull-edge at `url` with a bearer `token`: a client token
  * (a short-lived JWT scoped to a key or a key prefix: send, flush, cancel),
  * or a function returning (a promise of) one, called again before the token's
  * `exp` and after a `401`; status and timeline take the admin token.
- * `retries` (default 4): tries after a network error, `429` or `5xx`.
+ * `retries`: see `DEFAULTS`.
  */
-export function edge({ url, token, retries = 4, fetch: fetchImpl } = {}) {
+export function edge({ url, token, retries = DEFAULTS.retries, fetch: fetchImpl } = {}) {
   const mint = typeof token === 'function' ? token : undefined;
   const c = {
     url: text('url', url).replace(/\/+$/, ''),
@@ -340,7 +347,7 @@ export function edge({ url, token, retries = 4, fetch: fetchImpl } = {}) {
     producer: Math.random().toString(36).slice(2, 10) + Date.now().toString(36),
     sent: 0,
     leaving: false,
-    backoff: (attempt) => Math.random() * Math.min(10_000, 250 * 2 ** attempt),
+    backoff: (attempt) => Math.random() * Math.min(DEFAULTS.backoffCapMs, DEFAULTS.backoffMs * 2 ** attempt),
   };
   // The hook holds the client weakly; held sends keep it alive (their timers hold it).
   c.unhook = onHide(true, c, () => {

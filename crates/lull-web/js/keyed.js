@@ -4,7 +4,7 @@
 
 import { FIRE, seed } from './engine.js';
 import { full } from './full.js';
-import { created, get, timing, waitOf } from './options.js';
+import { created, get, groupArgs, lodashTiming } from './options.js';
 import { follow, needFunction, now, onHide, own, reportLater, typeError } from './runtime.js';
 
 /** Keys are strings or numbers (numbers as their string form, like object keys). */
@@ -81,6 +81,9 @@ function onTimer(s) {
   if (threw) reportLater(error);
 }
 
+/** `debounceKeyed`'s defaults, lodash's: `leading` defaults to `false`, `trailing` to `true`, no `maxWait`. */
+const DEFAULTS = { leading: false, trailing: true };
+
 /**
  * `debounceKeyed(fn, wait, { leading, trailing, maxWait, flushOnHide })`:
  * `f(key, ...args)` debounces per key, with one timer for all keys; `fn` is
@@ -90,7 +93,7 @@ function onTimer(s) {
 export function debounceKeyed(func, wait, options) {
   needFunction(func, 'func');
   const e = full();
-  const h = created(e.keyed_create(seed(), ...timing(waitOf(wait), options, false, true), 0, -1));
+  const h = created(e.keyed_create(seed(), ...groupArgs(lodashTiming(wait, options, DEFAULTS))));
   const s = { e, h, func, ids: new Map(), nextId: 0, calls: new Map(), timer: undefined, due: 0 };
   /** `act` on `key`, or on every key when `key` is `undefined`; then pump. */
   const onKeyOrAll = (key, act) => {

@@ -28,8 +28,8 @@ const clampMs = (ms) => Math.floor(Math.min(Math.max(ms, 0), MAX_MS));
 /** `wait` as lodash reads it (`undefined` and non-numbers are 0). */
 export const lodashWait = (value) => clampMs(toNumber(value));
 
-/** `wait` for the engine: milliseconds, or -1 for `"auto"` (learned from the gaps). */
-export const waitOf = (value) => (value === 'auto' ? -1 : lodashWait(value));
+/** `wait` as lull's drivers take it: `"auto"` (learned from the gaps), else as lodash reads it. */
+const waitOf = (value) => (value === 'auto' ? value : lodashWait(value));
 
 /** A flag: `undefined` when absent, else truthy or falsy. */
 const flag = (options, key) => {
@@ -38,19 +38,41 @@ const flag = (options, key) => {
 };
 
 /**
- * lodash's timing as the engine's `create` takes it: `wait` (ms, or -1 for
- * auto), `maxWait` (ms, or -1 for none) and the two edges (1 or 0), from
- * `options` with the given defaults.
+ * The engine's policy, named: what every driver hands the engine, and the
+ * one place it becomes the engine's arguments ([`liteArgs`], [`groupArgs`]).
+ * - `wait`: ms, or `"auto"` (learned from the gaps);
+ * - `maxWait`: ms, or `undefined` for no bound;
+ * - `leading`, `trailing`: the edges;
+ * - `overlap` (groups only): `"queue"` (a newer run waits for the one running)
+ *   or `"supersede"` (it replaces it);
+ * - `runTimeout` (groups only): ms after which a run not ended has failed, or `undefined`.
+ * @typedef {{ wait: number | 'auto', maxWait?: number, leading: boolean, trailing: boolean,
+ *   overlap?: 'queue' | 'supersede', runTimeout?: number }} Policy
  */
-export function timing(wait, options, leading, trailing) {
+
+/**
+ * lodash's timing from `wait` and `options` as lodash reads them, the edges
+ * defaulting to `edges` (`{ leading, trailing }`): a [`Policy`] without
+ * `overlap` and `runTimeout`.
+ */
+export function lodashTiming(wait, options, edges) {
   const maxWait = get(options, 'maxWait');
-  return [
-    wait,
-    maxWait === undefined ? -1 : clampMs(toNumber(maxWait)),
-    +(flag(options, 'leading') ?? leading),
-    +(flag(options, 'trailing') ?? trailing),
-  ];
+  return {
+    wait: waitOf(wait),
+    maxWait: maxWait === undefined ? undefined : clampMs(toNumber(maxWait)),
+    leading: flag(options, 'leading') ?? edges.leading,
+    trailing: flag(options, 'trailing') ?? edges.trailing,
+  };
 }
+
+/** The engine's numbers for a wait: ms, or -1 for `"auto"`. */
+const waitArg = (wait) => (wait === 'auto' ? -1 : wait);
+
+/** `policy` as the lite engine's `create` takes it: wait, max wait (-1: none), leading, trailing. */
+export const liteArgs = (policy) => [waitArg(policy.wait), policy.maxWait ?? -1, +policy.leading, +policy.trailing];
+
+/** `policy` as the full engine's `keyed_create` takes it after its seed: the lite four, supersede (1 or 0), run timeout (-1: none). */
+export const groupArgs = (policy) => [...liteArgs(policy), +(policy.overlap === 'supersede'), policy.runTimeout ?? -1];
 
 /** lull's own count option (strict): absent, or a whole number from 0 to 4294967295. */
 export function count(options, key) {

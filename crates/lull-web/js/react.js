@@ -14,6 +14,7 @@ import { useEffect, useInsertionEffect, useRef, useState, useSyncExternalStore }
 import { asyncCallback, edgeClient, needEdgeOptions, needFunction, needOptions, needWait, searchBox, timedCallback } from './adapter.js';
 import { debounce, throttle } from './debounce.js';
 import { get } from './options.js';
+import { domError, reportLater } from './runtime.js';
 
 // What every hook shares: a controller made once per hook instance (see
 // adapter.js), the latest committed props, the unmount decision and a small store.
@@ -36,16 +37,23 @@ function useLatest(value) {
 /**
  * Track `life` (`{ mounted, gone }`) and call `unmount()` when the component
  * unmounts for real: a microtask after the effect's cleanup, unless an effect
- * ran again meanwhile (StrictMode's simulated unmount and remount). `gone`
- * holds from then until the component shows again (React's `<Activity>`).
+ * ran again meanwhile (StrictMode's simulated unmount and remount). Until
+ * then a controller that can (`hold`, `resume`: see `holding`) holds what
+ * its driver runs, so an unmount cancels a pending call at once, as
+ * use-debounce does, even under fake timers advanced before the microtask.
+ * `gone` holds from then until the component shows again (React's `<Activity>`).
  */
 function useLife(life, unmount) {
   const latest = useLatest(unmount);
   useEffect(() => {
     life.mounted = true;
     life.gone = false;
+    // Mounted again before the decision (StrictMode): what the driver ran meanwhile runs now.
+    life.resume?.();
     return () => {
       life.mounted = false;
+      // Until the decision, what the driver runs is held: a real unmount drops it, even if its timer came first.
+      life.hold?.();
       Promise.resolve().then(() => {
         if (life.mounted || life.gone) return;
         life.gone = true;
@@ -54,6 +62,58 @@ function useLife(life, unmount) {
     };
   }, [life]);
 }
+
+/**
+ * Let controller `h` (adapter.js) hold what its driver runs while React
+ * decides whether the component is gone: from `hold()` each run the driver
+ * starts waits (`wait(entry)` is what the driver gets meanwhile); `resume()`
+ * runs them in order (the component stayed: StrictMode); `end(flush)` runs
+ * them (flushing) or drops them (`drop(entry)`) before it ends the driver.
+ */
+function holding(h, wait, drop) {
+  const held = [];
+  const { call, end } = h;
+  const release = (run) => {
+    h.holding = false;
+    held.splice(0).forEach((entry) => (run ? entry.run() : drop(entry)));
+  };
+  h.call = function (...args) {
+    if (!h.holding) return call.apply(this, args);
+    const entry = { run: () => call.apply(this, args) };
+    held.push(entry);
+    return wait(entry);
+  };
+  h.hold = () => (h.holding = true);
+  h.resume = () => release(true);
+  h.end = (flush) => (release(flush), end(flush));
+  return h;
+}
+
+/** A held timed call: nothing for the driver; what it throws when run is reported, as the driver's timer would. */
+const heldCall = (entry) => {
+  const run = entry.run;
+  entry.run = () => {
+    try {
+      run();
+    } catch (error) {
+      reportLater(error);
+    }
+  };
+};
+
+/** A held async run: a promise for the driver, settled by the run, or rejected as the unmount aborts it. */
+const heldRun = (entry) =>
+  new Promise((resolve, reject) => {
+    const start = entry.run;
+    entry.run = () => {
+      try {
+        resolve(start());
+      } catch (error) {
+        reject(error);
+      }
+    };
+    entry.reject = reject;
+  });
 
 /** A store for `useSyncExternalStore`: a snapshot object replaced (never changed) on each update. */
 function store(initial) {
@@ -86,7 +146,7 @@ function useTimedCallback(make, fn, wait, options, auto) {
   needWait(wait, auto);
   needOptions(options);
   const latest = useLatest({ fn, wait, options });
-  const h = useOnce(() => timedCallback(make, () => latest.current));
+  const h = useOnce(() => holding(timedCallback(make, () => latest.current), heldCall, () => {}));
   useLife(h, () => h.end(get(latest.current.options, 'flushOnUnmount')));
   return h.debounced;
 }
@@ -142,7 +202,8 @@ export function useDebouncedAsync(fn, wait, options) {
   const latest = useLatest({ fn, wait, options });
   const h = useOnce(() => {
     const s = store({ data: undefined, error: undefined, pending: false });
-    return Object.assign(asyncCallback(() => latest.current, s.set), { store: s });
+    const unmounted = (entry) => entry.reject(domError('the component unmounted', 'AbortError'));
+    return Object.assign(holding(asyncCallback(() => latest.current, s.set), heldRun, unmounted), { store: s });
   });
   useLife(h, () => h.end(get(latest.current.options, 'flushOnUnmount')));
   const { data, error, pending } = useStore(h.store);

@@ -3,7 +3,7 @@
 
 import { DROPPED, FIRE, seed } from './engine.js';
 import { full } from './full.js';
-import { count, created, timing, waitOf } from './options.js';
+import { count, created, groupArgs, lodashTiming } from './options.js';
 import { abort, clear, domError, follow, needFunction, now, own, reportLater, startRun, typeError, weak } from './runtime.js';
 
 // The one key of the engine's group.
@@ -163,6 +163,15 @@ class SearchBinding {
   }
 }
 
+/**
+ * `bindSearch`'s defaults: `wait` defaults to 250 ms, `minLength` to 1
+ * (shorter queries are not searched), `cache` to 0 (no cache), no `maxWait`.
+ */
+const DEFAULTS = { wait: 250, minLength: 1, cache: 0 };
+
+/** A search runs on the trailing edge only, and a newer one supersedes (aborts) the one running. */
+const EDGES = { leading: false, trailing: true };
+
 /** `bindSearch(input, { search, wait, maxWait, minLength, cache, onResults, onError, onPending })`. */
 export function bindSearch(input, options) {
   if (!(typeof HTMLInputElement === 'function' && input instanceof HTMLInputElement)) {
@@ -171,20 +180,20 @@ export function bindSearch(input, options) {
   if (options === null || typeof options !== 'object') {
     throw typeError('bindSearch options must be an object with a `search` function');
   }
-  const minLength = count(options, 'minLength') ?? 1;
-  const capacity = count(options, 'cache') ?? 0;
+  const minLength = count(options, 'minLength') ?? DEFAULTS.minLength;
+  const capacity = count(options, 'cache') ?? DEFAULTS.cache;
   const callbacks = {
     search: callback(options, 'search', true),
     onResults: callback(options, 'onResults'),
     onError: callback(options, 'onError'),
     onPending: callback(options, 'onPending'),
   };
-  const wait = options.wait;
   const e = full();
-  // Only `wait` and `maxWait` count here: a search runs on the trailing edge, superseding.
-  const policy = timing(wait === undefined ? 250 : waitOf(wait), { maxWait: options.maxWait }, false, true);
-  const fixed = policy[0] < 0 ? undefined : policy[0];
-  const h = created(e.keyed_create(seed(), ...policy, 1, -1));
+  // Only `wait` and `maxWait` are read: the edges and the overlap are the search's own.
+  const wait = options.wait === undefined ? DEFAULTS.wait : options.wait;
+  const policy = { ...lodashTiming(wait, { maxWait: options.maxWait }, EDGES), overlap: 'supersede' };
+  const fixed = policy.wait === 'auto' ? undefined : policy.wait;
+  const h = created(e.keyed_create(seed(), ...groupArgs(policy)));
   const s = {
     e,
     h,

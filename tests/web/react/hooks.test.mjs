@@ -8,6 +8,7 @@ import { StrictMode, createElement as h, useEffect, useState, version } from 're
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { liveObjects } from 'lull-web';
 import { useDebouncedAsync, useDebouncedCallback, useDebouncedValue, useEdge, useSearch, useThrottledCallback } from 'lull-web/react';
+import { useDebouncedCallback as udDebounced } from 'use-debounce';
 import { edgeServer } from '../edge-fake.mjs';
 
 beforeEach(() => vi.useFakeTimers({ now: 0 }));
@@ -118,6 +119,51 @@ describe('useDebouncedCallback / useThrottledCallback', () => {
     act(() => save(2));
     advance(500);
     expect(runs).toEqual([]);
+  });
+
+  test('unmount cancels a pending call at once: a clock advanced before the unmount is decided runs nothing (as use-debounce)', async () => {
+    const runs = { lull: [], ud: [] };
+    const { result, unmount } = renderHook(() => ({
+      lull: useDebouncedCallback((x) => runs.lull.push(x), 100),
+      ud: udDebounced((x) => runs.ud.push(x), 100),
+    }));
+    act(() => {
+      result.current.lull(1);
+      result.current.ud(1);
+    });
+    advance(20);
+    unmount();
+    vi.advanceTimersByTime(80); // the timer is due before the microtask that decides the unmount
+    await settle();
+    vi.advanceTimersByTime(500);
+    expect(runs).toEqual({ lull: [], ud: [] });
+  });
+
+  test('StrictMode: a call made while mounting runs once, after its wait (the simulated unmount holds and drops nothing)', async () => {
+    const runs = [];
+    function Editor() {
+      const save = useDebouncedCallback((x) => runs.push([Date.now(), x]), 30);
+      useEffect(() => void save('a'), [save]);
+      return null;
+    }
+    render(h(StrictMode, null, h(Editor)));
+    await settle();
+    advance(30);
+    advance(100);
+    expect(runs).toEqual([[30, 'a']]);
+  });
+
+  test('unmount with flushOnUnmount runs a pending call once, even when its timer is due before the decision', async () => {
+    const runs = [];
+    const { result, unmount } = renderHook(() => useDebouncedCallback((x) => runs.push([Date.now(), x]), 100, { flushOnUnmount: true }));
+    act(() => result.current(1));
+    unmount();
+    vi.advanceTimersByTime(100); // due: held until the decision
+    expect(runs).toEqual([]);
+    await settle();
+    expect(runs).toEqual([[100, 1]]);
+    vi.advanceTimersByTime(500);
+    expect(runs).toHaveLength(1);
   });
 
   test('unmount with flushOnUnmount runs the pending call with its last arguments, once', async () => {
@@ -273,6 +319,21 @@ describe('useDebouncedAsync', () => {
     expect(signal.aborted).toBe(true);
     await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
     await expect(run(3)).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  test('unmount rejects a waiting call at once: a run due before the unmount is decided never starts', async () => {
+    const started = [];
+    const { result, unmount } = renderHook(() => useDebouncedAsync((x) => (started.push(x), Promise.resolve(x)), 50));
+    let waiting;
+    act(() => {
+      waiting = result.current.run(1);
+      waiting.catch(() => {});
+    });
+    unmount();
+    vi.advanceTimersByTime(50); // due before the microtask that decides the unmount
+    await settle();
+    await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
+    expect(started).toEqual([]);
   });
 
   test('StrictMode: the double effects abort nothing (a leading run in flight at the simulated unmount goes on)', async () => {
