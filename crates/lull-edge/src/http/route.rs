@@ -9,7 +9,7 @@ use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};
 use crate::names::{Key, is_topic_name};
-use crate::queue::gate_object::GateOp;
+use crate::queue::gate::GateOp;
 
 /// Longest producer `Idempotency-Key`, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;

@@ -21,8 +21,7 @@ use crate::http::route::{Route, producer_key, with_page, with_queue_page};
 use crate::http::{ApiError, ObjectAnswer};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
-use crate::ports::{GateAnswer, GateOp, Gates};
-use crate::queue::gate_object::FULL_RETRY_SECS;
+use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::RoomCache;
 use crate::topic::Topic;
 
@@ -40,7 +39,7 @@ async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
         None => {
             // A gate that cannot answer refuses nothing.
             let answer = GateClient { env }.ask(&topic.name, GateOp::Room).await;
-            let full = matches!(answer, Ok(GateAnswer::Room(true)));
+            let full = matches!(answer, Ok(GateAnswer::Room { full: true }));
             ROOM.with_borrow_mut(|room| room.record(&topic.name, full, now));
             full
         }

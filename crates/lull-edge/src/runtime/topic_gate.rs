@@ -20,11 +20,11 @@ use super::http;
 use super::outbound::Queues;
 use super::sys::StateExt;
 use crate::http::{ApiError, ObjectAnswer};
-use crate::ports::{
-    DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter, StoreError,
+use crate::ports::StoreError;
+use crate::queue::gate::{
+    DeadLetterRow, DeadTotals, Failing, Gate, GateAnswer, GateCall, GateObject, GateOp, GateState, GateStore, Gates,
+    NewDeadLetter,
 };
-use crate::queue::gate::Gate;
-use crate::queue::gate_object::{GateCall, GateObject};
 
 /// The binding's name in `wrangler.toml`.
 pub const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
@@ -348,8 +348,8 @@ impl GateClient<'_> {
         let stub_of = || -> Result<worker::Stub, ApiError> {
             Ok(self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?)
         };
-        let body = http::json_of(&GateCall { topic: topic.to_string(), op })?;
-        http::call_object(stub_of, "https://gate/", &body).await
+        let wire = GateCall { topic: topic.to_string(), op }.to_wire()?;
+        http::call_object(stub_of, "https://gate/", &wire).await
     }
 }
 
@@ -376,17 +376,13 @@ pub struct TopicGate {
 
 impl TopicGate {
     async fn serve(&self, wire: String) -> Result<(u16, String), ApiError> {
-        let call: GateCall = serde_json::from_str(&wire).map_err(|e| ApiError::Internal(format!("gate call: {e}")))?;
+        let call = GateCall::from_wire(&wire)?;
         // Dead letters are kept, listed and discarded whatever the configuration is (even none that loads).
-        let config = match call.op {
-            GateOp::DeadLetter { .. } | GateOp::DeadLetters { .. } | GateOp::Discard { .. } => {
-                config::load(&self.env).ok()
-            }
-            _ => Some(config::load(&self.env)?),
-        };
+        let config =
+            if call.op.needs_configuration() { Some(config::load(&self.env)?) } else { config::load(&self.env).ok() };
         let topic = config.as_ref().and_then(|c| c.topics.get(&call.topic));
         let answer = self.gate.call(&call.topic, topic, call.op).await?;
-        Ok((200, answer.to_text()))
+        Ok((200, answer.to_text()?))
     }
 }
 
