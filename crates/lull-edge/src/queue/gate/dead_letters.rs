@@ -193,7 +193,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
 
 /// Whether a topic's dead letters are at `bounds`: the count reached, or no
 /// room left for a message of the largest size.
-pub fn is_full(count: u64, bytes: u64, bounds: DeadLetterBounds) -> bool {
+pub(super) fn is_full(count: u64, bytes: u64, bounds: DeadLetterBounds) -> bool {
     count >= bounds.count || bytes.saturating_add(queue_message::MAX_MESSAGE_BYTES as u64) > bounds.bytes
 }
 

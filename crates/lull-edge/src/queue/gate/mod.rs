@@ -50,7 +50,6 @@ use crate::http::ApiError;
 use crate::key::UNAVAILABLE_RETRY_SECS;
 use crate::ports::{Clock, QueueSend, StoreError};
 use crate::topic::{QueueDelivery, Topic};
-pub use dead_letters::is_full;
 pub use lease::{Gate, Grant, MAX_LIMIT};
 pub use op::{Counter, Forwarded, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter};
 pub use store::{DeadLetterRow, DeadTotals, Failing, GateState, GateStore, NewDeadLetter};

@@ -208,7 +208,8 @@ pub enum GateAnswer {
     },
     /// To [`GateOp::Room`]: `{"full": bool}`.
     Room {
-        /// The topic's dead letters are at their bound ([`is_full`](super::is_full)).
+        /// The topic's dead letters are at their bound: the count reached, or
+        /// no room for one more message of the largest size.
         full: bool,
     },
     /// To [`GateOp::Replay`] and [`GateOp::ReplayAll`]: `{"remaining", "replayed"}`.

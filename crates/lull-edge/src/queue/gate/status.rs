@@ -2,7 +2,8 @@
 //! the status: in flight, the bound, counters, requests served and the
 //! oldest dead letters ([`GateStatus`]).
 
-use super::{GateObject, STATUS_DEAD_LETTERS, is_full, not_loaded, unavailable};
+use super::dead_letters::is_full;
+use super::{GateObject, STATUS_DEAD_LETTERS, not_loaded, unavailable};
 use crate::http::ApiError;
 use crate::ports::{Clock, QueueSend};
 use crate::queue::gate::{Counter, GateAnswer, GateState, GateStatus, GateStore, StatusLetter};
