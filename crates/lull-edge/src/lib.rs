@@ -6,10 +6,12 @@
 //!
 //! ```text
 //! http (route, auth, cors, error) ──▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
-//!                                 └─▶ queue (a topic's Gate, for queue delivery)
+//!                                 └─▶ queue (a topic's gate: GateObject over GateStore, QueueSend, Clock;
+//!                                            the consumer's decisions over Gates)
 //! key ──▶ delivery (the body a target receives, its signature, queue messages)
 //! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits)
-//! runtime/ (wasm32): router, KeyWindow and TopicGate objects, consumer, SQLite store, fetch
+//! runtime/ (wasm32): router, KeyWindow and TopicGate objects, their SQLite stores, the gate's client,
+//!                   consumer, clock, fetch and queues
 //! ```
 //!
 //! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
@@ -17,8 +19,10 @@
 //! - [`http`]: routes, bearer tokens, CORS and the API's one error type;
 //! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
-//! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
-//! - [`ports`]: what the objects' logic needs from where it runs;
+//! - [`queue`]: queue delivery — a topic's gate object (its bound on forwards in flight and their
+//!   rate, its waiters, counters and dead letters) and what the consumer does with each message;
+//! - [`ports`]: what the objects' logic needs from where it runs (the gate's own ports, which
+//!   speak its types, stand beside it in [`queue::gate`]);
 //! - [`coalesce`]: same-key single events that arrive while the key's object request is in flight ride the next one;
 //! - `demo` (the `demo` cargo feature): the demo page's search index and endpoints.
 //!

@@ -3,12 +3,13 @@
 //! The key ([`crate::key::KeyObject`]): [`Store`] (rows and a snapshot,
 //! written in all-or-nothing batches), [`Host`] (clock, alarm, randomness,
 //! log lines) and [`Outbound`] (the delivery call). The queue side
-//! ([`crate::queue`]): [`GateStore`] (the topic gate object's stored gate
-//! and its rows: dead letters, failing forwards), [`Gates`] (the consumer's calls to a topic's gate object),
-//! [`QueueSend`] (sending messages to a queue) and [`Clock`] (time, a pause,
-//! log lines). The Workers runtime implements them over SQLite, key-value
-//! storage, `setAlarm`, `fetch` and queue bindings; the native fault
-//! harnesses over fakes that fail or crash at every write and every await.
+//! ([`crate::queue`]): [`QueueSend`] (sending messages to a queue) and
+//! [`Clock`] (time, a pause, log lines); the gate object's own two ports
+//! speak its types, so they stand beside it: `GateStore` (its stored gate and
+//! rows) and `Gates` (calling it), in [`crate::queue::gate`]. The Workers
+//! runtime implements them over SQLite, key-value storage, `setAlarm`,
+//! `fetch` and queue bindings; the native fault harnesses over fakes that
+//! fail or crash at every write and every await.
 //!
 //! Storage holds, per key: one row per event, or per run of events accepted
 //! in one request (seqs, time, bodies — the events alone; the row of finished
@@ -299,102 +300,6 @@ pub struct Outcome {
 pub trait Outbound {
     /// Send one delivery (signed by the implementation).
     fn send(&self, out: Outgoing) -> impl Future<Output = Outcome>;
-}
-
-/// A dead-lettered queue message to keep (one row).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewDeadLetter {
-    /// Its idempotency key.
-    pub idempotency_key: String,
-    /// Forwards made (the last attempt number).
-    pub attempts: u32,
-    /// When its first forward failed (unix ms).
-    pub first_failed_at: u64,
-    /// When it was kept (unix ms).
-    pub kept_at: u64,
-    /// The last forward's outcome (status, `timeout`, network error).
-    pub outcome: String,
-    /// The queue message's text, byte for byte.
-    pub message: String,
-    /// Its place in the first releases' stored list, when migrated from it:
-    /// keeping the same place twice keeps one row.
-    pub legacy: Option<u32>,
-}
-
-/// A kept dead letter: its id (in keeping order, never reused) and what was kept.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeadLetterRow {
-    /// The row's id.
-    pub id: u64,
-    /// What was kept.
-    pub letter: NewDeadLetter,
-}
-
-/// How many dead letters are kept, and the bytes of their messages.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DeadTotals {
-    /// Rows.
-    pub count: u64,
-    /// Bytes of their messages.
-    pub bytes: u64,
-}
-
-/// A forward that failed and may fail again: when it first failed, its last
-/// attempt and outcome (so a dead letter says them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failing {
-    /// When its first forward failed (unix ms).
-    pub first_failed_at: u64,
-    /// Its last attempt number.
-    pub attempt: u32,
-    /// The last forward's outcome.
-    pub outcome: String,
-}
-
-/// The topic gate object's storage: the gate with its counters (one value),
-/// and rows, written synchronously as SQLite is: one per kept dead letter,
-/// one per failing forward (see `STORAGE.md`). Each method is all or nothing.
-pub trait GateStore {
-    /// The stored gate, if any.
-    fn load(&self) -> impl Future<Output = Result<Option<GateState>, StoreError>>;
-    /// Replace the stored gate.
-    fn save(&self, state: &GateState) -> impl Future<Output = Result<(), StoreError>>;
-    /// The first releases' dead letters (one stored list of message texts), if still there.
-    fn legacy_dead_letters(&self) -> impl Future<Output = Result<Option<Vec<String>>, StoreError>>;
-    /// Delete that list.
-    fn forget_legacy_dead_letters(&self) -> impl Future<Output = Result<(), StoreError>>;
-    /// Make the tables if missing.
-    fn prepare(&self) -> Result<(), StoreError>;
-    /// How many dead letters are kept, and their bytes.
-    fn dead_totals(&self) -> Result<DeadTotals, StoreError>;
-    /// Keep `letters` (a row each, all or none; a letter whose idempotency key
-    /// — unless empty — or `legacy` place is already kept is skipped: one row
-    /// per key, as a unique index keeps it), count them in the totals, and
-    /// forget the failing forwards of their keys; the id of the row holding
-    /// the last letter, new or already kept (0 if none).
-    fn keep_dead(&self, letters: &[NewDeadLetter]) -> Result<u64, StoreError>;
-    /// The id of the row keeping `idempotency_key` (never one for an empty key).
-    fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError>;
-    /// Kept dead letters with ids after `after`, in id order, at most `limit`.
-    fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError>;
-    /// The kept dead letter `id`.
-    fn dead_letter(&self, id: u64) -> Result<Option<DeadLetterRow>, StoreError>;
-    /// Forget the dead letters `ids` (and take them off the totals); how many there were.
-    fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError>;
-    /// The failing forward under `idempotency_key`, if any.
-    fn failing(&self, idempotency_key: &str) -> Result<Option<Failing>, StoreError>;
-    /// A forward of `idempotency_key` ended: `Some` records it failing (its
-    /// first failure kept, the rest replaced; rows whose last failure is
-    /// before `stale` are forgotten), `None` (it succeeded) forgets it.
-    fn record_forward(&self, idempotency_key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError>;
-}
-
-pub use crate::queue::gate_object::{GateAnswer, GateOp, GateState};
-
-/// The queue consumer's calls to a topic's gate object.
-pub trait Gates {
-    /// Ask `topic`'s gate object for `op`; `Err` says why it gave no answer.
-    fn ask(&self, topic: &str, op: GateOp) -> impl Future<Output = Result<GateAnswer, String>>;
 }
 
 /// Sending messages to a queue.

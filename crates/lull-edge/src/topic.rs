@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
 use crate::names::is_topic_name;
-use crate::queue::gate::MAX_LIMIT;
+use crate::queue::gate::lease::MAX_LIMIT;
 
 // Each topic setting's default is in `impl Default for TopicConfig` (below),
 // stated once with its value; the limits a topic may set are these.

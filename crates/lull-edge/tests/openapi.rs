@@ -22,7 +22,7 @@ use lull_edge::http::route::Route;
 use lull_edge::key::timeline::TIMELINE_PAGE;
 use lull_edge::key::{DEFAULT_PAGE, KeyRequest};
 use lull_edge::names::Key;
-use lull_edge::ports::GateOp;
+use lull_edge::queue::gate::{Counter, GateOp};
 
 const DOC: &str = include_str!("../openapi.yaml");
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
@@ -112,8 +112,7 @@ fn route_ops(route: &Route) -> Vec<Op> {
         Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_) | Route::Panel(_) => Vec::new(),
         Route::MintClientToken { .. } => vec![op("POST", "/v1/topics/{topic}/client-tokens")],
         Route::Batch { .. } => vec![op("POST", BATCH)],
-        Route::QueueStatus { .. } => vec![op("GET", QUEUE)],
-        Route::QueueDeadLetters { op, .. } => {
+        Route::Queue { op, .. } => {
             vec![gate_op(op).unwrap_or_else(|| panic!("{op:?} is a call of the consumer's, not a route"))]
         }
         Route::Key { request, .. } => vec![key_op(request)],
@@ -141,7 +140,7 @@ fn every_gate_op() -> Vec<GateOp> {
     vec![
         GateOp::Acquire { wait_ms: 0 },
         GateOp::Release { lease: 1, outcome: None },
-        GateOp::Count { counter: lull_edge::queue::gate_object::Counter::Acked },
+        GateOp::Count { counter: Counter::Acked },
         GateOp::DeadLetter { message: "{}".into() },
         GateOp::Room,
         GateOp::Status,
@@ -161,13 +160,9 @@ fn every_route() -> Vec<Route> {
         Route::Preflight,
         Route::MintClientToken { topic: topic() },
         Route::Batch { topic: topic() },
-        Route::QueueStatus { topic: topic() },
     ];
     routes.extend(
-        every_gate_op()
-            .into_iter()
-            .filter(|op| gate_op(op).is_some())
-            .map(|op| Route::QueueDeadLetters { topic: topic(), op }),
+        every_gate_op().into_iter().filter(|op| gate_op(op).is_some()).map(|op| Route::Queue { topic: topic(), op }),
     );
     routes.extend(
         every_key_request()

@@ -25,10 +25,8 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::task::Poll;
 
-use lull_edge::ports::{GateAnswer, GateOp};
 use lull_edge::queue::consume::{GATE_WAIT_BUDGET_MS, MAX_WAITS, Settle};
-use lull_edge::queue::gate::Grant;
-use lull_edge::queue::gate_object::Counter;
+use lull_edge::queue::gate::{Counter, GateAnswer, GateOp, Grant, StatusLetter};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
@@ -66,9 +64,9 @@ fn forty_waiters_are_woken_in_order_with_two_gate_requests_per_forward() {
     assert_eq!(order, expected, "first come, first served");
     assert!(world.started.borrow().iter().all(|(_, _, n)| *n <= LIMIT as usize));
     // The gate's own count agrees (the status shows it).
-    let Ok(GateAnswer::Json(status)) = parts.admin(GateOp::Status) else { panic!() };
-    assert_eq!(status["requests"]["acquire"], 40);
-    assert_eq!(status["requests_total"], total);
+    let Ok(GateAnswer::Status(status)) = parts.admin(GateOp::Status) else { panic!() };
+    assert_eq!(status.requests.get("acquire"), Some(&40));
+    assert_eq!(status.requests_total, total);
 }
 
 #[test]
@@ -134,7 +132,7 @@ fn at_the_bound_a_dead_letter_waits_on_its_queue_and_is_kept_once_there_is_room(
     let settled = all_at_once(&parts, &letters[..BOUND], true);
     assert!(settled.iter().all(|s| *s == Settle::Ack));
     assert_eq!(world.rows.borrow().len(), BOUND);
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room(true)), "full: the router refuses events");
+    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: true }), "full: the router refuses events");
     let over = &letters[BOUND];
     assert_eq!(all_at_once(&parts, std::slice::from_ref(over), true), [Settle::Ack], "acked: a copy waits");
     assert_eq!(world.rows.borrow().len(), BOUND, "nothing written past the bound");
@@ -144,12 +142,12 @@ fn at_the_bound_a_dead_letter_waits_on_its_queue_and_is_kept_once_there_is_room(
     assert_eq!(all_at_once(&parts, std::slice::from_ref(&copy), true), [Settle::Ack]);
     let (_, copy, delay) = world.sent.borrow()[1].clone();
     assert_eq!(delay, 2, "doubling");
-    let Ok(GateAnswer::Json(status)) = parts.admin(GateOp::Status) else { panic!() };
-    assert_eq!((status["counters"]["requeued"].as_u64(), status["dead_letters_full"].as_bool()), (Some(2), Some(true)));
+    let Ok(GateAnswer::Status(status)) = parts.admin(GateOp::Status) else { panic!() };
+    assert_eq!((status.counters.get("requeued"), status.dead_letters_full), (Some(&2), true));
     // Discard one: the waiting letter is kept at its next delivery.
-    assert_eq!(parts.admin(GateOp::Discard { id: 1 }), Ok(GateAnswer::Discarded(1)));
+    assert_eq!(parts.admin(GateOp::Discard { id: 1 }), Ok(GateAnswer::Discarded { discarded: 1 }));
     assert!(parts.admin(GateOp::Discard { id: 1 }).is_err_and(|e| e.code() == "not_found"), "404 for an unknown id");
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room(false)));
+    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: false }));
     assert_eq!(all_at_once(&parts, std::slice::from_ref(&copy), true), [Settle::Ack]);
     let kept = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect::<Vec<_>>();
     assert!(kept.contains(&key_of(over).unwrap()));
@@ -245,7 +243,7 @@ fn the_first_releases_list_migrates_into_rows_once_even_when_interrupted() {
     assert!(parts.admin(GateOp::Room).is_err_and(|e| e.code() == "unavailable"));
     assert_eq!(world.rows.borrow().len(), 4);
     assert!(world.legacy.borrow().is_some());
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room(true)), "4 rows past a bound of 3: full");
+    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: true }), "4 rows past a bound of 3: full");
     assert_eq!(world.rows.borrow().len(), 4, "not kept twice");
     assert!(world.legacy.borrow().is_none(), "the list went");
     let texts: Vec<String> = world.rows.borrow().values().map(|r| r.message.clone()).collect();
@@ -272,7 +270,7 @@ fn a_lost_write_of_the_gate_answers_503_and_grants_nothing_storage_does_not_hold
     assert_eq!(world.gate.borrow().as_ref().unwrap().gate.in_flight(0), LIMIT as usize, "both leases stored");
     let full = parts.admin(GateOp::Acquire { wait_ms: 0 });
     assert_eq!(full, Ok(GateAnswer::Grant(Grant::Wait { retry_at: 1_000 })), "no wait asked: told to come back soon");
-    assert_eq!(parts.admin(GateOp::Count { counter: Counter::Acked }), Ok(GateAnswer::Counted));
+    assert_eq!(parts.admin(GateOp::Count { counter: Counter::Acked }), Ok(GateAnswer::Counted { ok: true }));
 }
 
 #[test]
@@ -282,17 +280,22 @@ fn the_status_shows_in_flight_bound_counters_requests_and_the_oldest_dead_letter
     all_at_once(&parts, &(0..2).map(|i| text(Kind::Poison, i)).collect::<Vec<_>>(), true);
     let Ok(GateAnswer::Grant(Grant::Go { lease, .. })) = parts.admin(GateOp::Acquire { wait_ms: 0 }) else { panic!() };
     parts.admin(GateOp::Acquire { wait_ms: 0 }).unwrap();
-    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released(true)));
-    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released(false)), "once");
-    let Ok(GateAnswer::Json(status)) = parts.admin(GateOp::Status) else { panic!() };
-    assert_eq!(status["topic"], "q");
-    assert_eq!(status["in_flight"], 1);
-    assert_eq!(status["forward_concurrency"], LIMIT);
-    assert_eq!(status["dead_letter_count"], 2);
-    assert_eq!(status["max_queue_dead_letters"], BOUND);
-    assert_eq!(status["requests"]["dead_letter"], 2);
-    assert_eq!(status["requests"]["acquire"], 2);
-    assert_eq!(status["dead_letters"][0], serde_json::json!({"id": 1, "idempotency_key": "q/k0/x.1", "attempts": 1}));
+    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released { released: true }));
+    assert_eq!(
+        parts.admin(GateOp::Release { lease, outcome: None }),
+        Ok(GateAnswer::Released { released: false }),
+        "once"
+    );
+    let Ok(GateAnswer::Status(status)) = parts.admin(GateOp::Status) else { panic!() };
+    assert_eq!(status.topic, "q");
+    assert_eq!(status.in_flight, 1);
+    assert_eq!(status.forward_concurrency, LIMIT);
+    assert_eq!(status.dead_letter_count, 2);
+    assert_eq!(status.max_queue_dead_letters, BOUND as u64);
+    assert_eq!(status.requests.get("dead_letter"), Some(&2));
+    assert_eq!(status.requests.get("acquire"), Some(&2));
+    let oldest = StatusLetter { id: 1, idempotency_key: "q/k0/x.1".into(), attempts: 1 };
+    assert_eq!(status.dead_letters.first(), Some(&oldest));
     let hook = Topics::parse(r#"{"h": {"target": "https://a", "wait_ms": 1}}"#).unwrap();
     let object = object(&world);
     let not_queue = poll(Box::pin(object.call("h", hook.get("h"), GateOp::Status)).as_mut());
@@ -404,15 +407,15 @@ fn a_waiter_whose_time_runs_out_while_its_lease_is_stored_still_gets_it() {
     world.now.set(1_000 + GATE_WAIT_BUDGET_MS);
     assert!(poll(w.as_mut()).is_pending(), "its time is out, but a lease is being stored for it");
     world.hold_saves.set(false);
-    assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+    assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
     let Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { lease, .. }))) = poll(w.as_mut()) else {
         panic!("w got no lease")
     };
     assert_eq!(stored_in_flight(&world), 2, "b and w's lease, nothing else");
     // Its release hands the room on to x at once.
-    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released(true)));
+    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released { released: true }));
     assert!(matches!(poll(x.as_mut()), Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))));
-    assert_eq!(parts.admin(GateOp::Release { lease: b, outcome: None }), Ok(GateAnswer::Released(true)));
+    assert_eq!(parts.admin(GateOp::Release { lease: b, outcome: None }), Ok(GateAnswer::Released { released: true }));
 }
 
 #[test]
@@ -428,10 +431,10 @@ fn a_lease_stored_for_a_waiter_that_left_goes_to_the_next_one() {
         if !taken {
             drop(w); // gone while its lease is stored
             world.hold_saves.set(false);
-            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
         } else {
             world.hold_saves.set(false);
-            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released(true))));
+            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
             assert!(poll(x.as_mut()).is_pending(), "x looked again: no room");
             drop(w); // gone with its lease handed, not taken
         }

@@ -9,7 +9,7 @@ use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};
 use crate::names::{Key, is_topic_name};
-use crate::queue::gate_object::GateOp;
+use crate::queue::gate::GateOp;
 
 /// Longest producer `Idempotency-Key`, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;
@@ -168,16 +168,14 @@ pub enum Route {
         /// The topic name (checked for shape).
         topic: String,
     },
-    /// `GET /v1/topics/{topic}/queue`: a queue topic's forwards in flight, bound and counters.
-    QueueStatus {
-        /// The topic name (checked for shape).
-        topic: String,
-    },
-    /// `GET /v1/topics/{topic}/queue/dead-letters` ([`GateOp::DeadLetters`], its
-    /// page from the query: [`with_queue_page`]), `POST …/dead-letters/{id}/retry`
-    /// ([`GateOp::Replay`]), `POST …/dead-letters/retry` ([`GateOp::ReplayAll`]),
-    /// `DELETE …/dead-letters/{id}` ([`GateOp::Discard`]): a queue topic's dead letters (admin).
-    QueueDeadLetters {
+    /// An operation of a queue topic's gate object (admin): `GET
+    /// /v1/topics/{topic}/queue` ([`GateOp::Status`]: forwards in flight, bound,
+    /// counters), and its dead letters: `GET …/queue/dead-letters`
+    /// ([`GateOp::DeadLetters`], its page from the query: [`with_queue_page`]),
+    /// `POST …/dead-letters/{id}/retry` ([`GateOp::Replay`]), `POST
+    /// …/dead-letters/retry` ([`GateOp::ReplayAll`]), `DELETE
+    /// …/dead-letters/{id}` ([`GateOp::Discard`]).
+    Queue {
         /// The topic name (checked for shape).
         topic: String,
         /// What to ask its gate object.
@@ -265,27 +263,22 @@ impl Route {
                 }
                 Ok(Route::Batch { topic: (*topic).to_string() })
             }
-            ["v1", "topics", topic, "queue"] => {
-                method_check(method, "GET")?;
-                if !is_topic_name(topic) {
-                    return Err(ApiError::UnknownTopic((*topic).to_string()));
-                }
-                Ok(Route::QueueStatus { topic: (*topic).to_string() })
-            }
-            ["v1", "topics", topic, "queue", "dead-letters", rest @ ..] => {
+            ["v1", "topics", topic, "queue", rest @ ..] => {
                 let id = |w: &str| w.parse::<u64>().map_err(|_| not_found());
+                // A page starts at its defaults; [`with_queue_page`] reads the query.
                 let (op, allowed) = match rest {
-                    [] => (GateOp::DeadLetters { after: None, limit: DEFAULT_PAGE }, "GET"),
-                    ["retry"] => (GateOp::ReplayAll, "POST"),
-                    [w] => (GateOp::Discard { id: id(w)? }, "DELETE"),
-                    [w, "retry"] => (GateOp::Replay { id: id(w)? }, "POST"),
+                    [] => (GateOp::Status, "GET"),
+                    ["dead-letters"] => (GateOp::DeadLetters { after: None, limit: DEFAULT_PAGE }, "GET"),
+                    ["dead-letters", "retry"] => (GateOp::ReplayAll, "POST"),
+                    ["dead-letters", w] => (GateOp::Discard { id: id(w)? }, "DELETE"),
+                    ["dead-letters", w, "retry"] => (GateOp::Replay { id: id(w)? }, "POST"),
                     _ => return Err(not_found()),
                 };
                 method_check(method, allowed)?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
-                Ok(Route::QueueDeadLetters { topic: (*topic).to_string(), op })
+                Ok(Route::Queue { topic: (*topic).to_string(), op })
             }
             ["v1", "topics", topic, "keys", key, rest @ ..] => {
                 let window = |w: &str| w.parse::<u64>().map(WindowId).map_err(|_| not_found());
@@ -398,7 +391,10 @@ mod tests {
         assert_eq!(with_page(too_long, Some("limit=257")).unwrap_err().code(), "bad_query");
         assert_eq!(Route::parse("GET", "/healthz"), Ok(Route::Health));
         assert_eq!(Route::parse("OPTIONS", "/v1/topics/t/keys/k/events"), Ok(Route::Preflight));
-        assert_eq!(Route::parse("GET", "/v1/topics/t/queue"), Ok(Route::QueueStatus { topic: "t".into() }));
+        assert_eq!(
+            Route::parse("GET", "/v1/topics/t/queue"),
+            Ok(Route::Queue { topic: "t".into(), op: GateOp::Status })
+        );
         assert_eq!(Route::parse("POST", "/v1/topics/t/events:batch"), Ok(Route::Batch { topic: "t".into() }));
         assert_eq!(Route::parse("GET", "/v1/topics/t/events:batch").unwrap_err().code(), "method_not_allowed");
         let Ok(Route::Key { key, topic, .. }) = Route::parse("POST", "/v1/topics/t/keys/a%2Fb%20c/events") else {
@@ -410,7 +406,7 @@ mod tests {
     #[test]
     fn a_queue_topics_dead_letter_routes_are_typed_gate_operations() {
         let queue = |m: &str, p: &str| match Route::parse(m, p) {
-            Ok(Route::QueueDeadLetters { topic, op }) if topic == "q" => Ok(op),
+            Ok(Route::Queue { topic, op }) if topic == "q" => Ok(op),
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(e.code()),
         };
@@ -423,6 +419,13 @@ mod tests {
         assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters"), Err("method_not_allowed"));
         assert_eq!(queue("DELETE", "/v1/topics/q/queue/dead-letters/x"), Err("not_found"));
         assert_eq!(queue("POST", "/v1/topics/q/queue/dead-letters/1/retry/now"), Err("not_found"));
+        assert_eq!(queue("GET", "/v1/topics/q/queue/nope"), Err("not_found"));
+        assert_eq!(queue("POST", "/v1/topics/q/queue"), Err("method_not_allowed"));
+        assert_eq!(
+            with_queue_page(GateOp::Status, Some("after=1")),
+            Ok(GateOp::Status),
+            "the status ignores the query"
+        );
         assert_eq!(Route::parse("GET", "/v1/topics/b@d/queue/dead-letters").unwrap_err().code(), "unknown_topic");
         assert_eq!(
             with_queue_page(list.clone(), Some("after=7&limit=500")),

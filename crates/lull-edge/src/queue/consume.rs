@@ -43,9 +43,8 @@ use serde_json::json;
 use crate::delivery::queue_message::QueueMessage;
 use crate::log::Fact;
 use crate::names::idempotency_label;
-use crate::ports::{Clock, GateAnswer, GateOp, Gates, Outbound, Outcome, Outgoing, QueueSend};
-use crate::queue::gate::Grant;
-use crate::queue::gate_object::{Counter, Forwarded};
+use crate::ports::{Clock, Outbound, Outcome, Outgoing, QueueSend};
+use crate::queue::gate::{Counter, Forwarded, GateAnswer, GateOp, Gates, Grant};
 use crate::topic::{DEFAULT_FORWARD_MAX_ATTEMPTS, Topic, Topics};
 
 /// Why a message waits when the gate answered, but with no room.

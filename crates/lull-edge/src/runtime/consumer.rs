@@ -8,20 +8,17 @@
 //! the typed batch): it needs each message's `attempts`, which workers-rs
 //! 0.8.7's `MessageBatch` does not expose ([`MessageAttempts`]).
 
-use std::time::Duration;
-
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{Context as ContextSys, Message as MessageSys, MessageBatch as MessageBatchSys};
-use worker::{Delay, Env, MessageExt, QueueRetryOptionsBuilder, RawMessage, console_log};
+use worker::{Env, MessageExt, QueueRetryOptionsBuilder, RawMessage, console_log};
 
+use super::clock::WorkersClock;
 use super::config;
-use super::http::now_ms;
+use super::gate_client::GateClient;
 use super::outbound::{Fetcher, Queues};
 use super::sys::MessageAttempts;
-use super::topic_gate::GateClient;
 use crate::log::Fact;
-use crate::ports::Clock;
 use crate::queue::consume::{Consumer, Settle};
 
 /// The variable naming the dead-letter queue, whose messages are kept.
@@ -29,23 +26,6 @@ const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
 /// The producer binding of the dead-letter queue: a dead letter the gate
 /// cannot keep yet waits there (`wrangler.toml`).
 pub const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";
-
-/// [`Clock`] over `Date.now()`, a timer and the console.
-pub struct WorkersClock;
-
-impl Clock for WorkersClock {
-    fn now(&self) -> u64 {
-        now_ms()
-    }
-
-    async fn sleep(&self, ms: u64) {
-        Delay::from(Duration::from_millis(ms)).await;
-    }
-
-    fn log(&self, line: &str) {
-        console_log!("{line}");
-    }
-}
 
 /// The worker's `queue` handler.
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]

@@ -10,8 +10,8 @@ use worker::{Context, Env, event};
 
 use super::coalesce;
 use super::config;
+use super::gate_client::GateClient;
 use super::http::{self, Incoming, Reply};
-use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
 use crate::http::auth::{Access, Target};
@@ -21,8 +21,7 @@ use crate::http::route::{Route, producer_key, with_page, with_queue_page};
 use crate::http::{ApiError, ObjectAnswer};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
-use crate::ports::{GateAnswer, GateOp, Gates};
-use crate::queue::gate_object::FULL_RETRY_SECS;
+use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::RoomCache;
 use crate::topic::Topic;
 
@@ -40,7 +39,7 @@ async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
         None => {
             // A gate that cannot answer refuses nothing.
             let answer = GateClient { env }.ask(&topic.name, GateOp::Room).await;
-            let full = matches!(answer, Ok(GateAnswer::Room(true)));
+            let full = matches!(answer, Ok(GateAnswer::Room { full: true }));
             ROOM.with_borrow_mut(|room| room.record(&topic.name, full, now));
             full
         }
@@ -108,15 +107,7 @@ async fn handle(
         Route::Sink { post } => sink::handle(req.into_request(), &config, post, tokens, auth.as_deref()).await,
         #[cfg(feature = "demo")]
         Route::SinkFailing { key, on } => sink::failing(&key, on, tokens, auth.as_deref()),
-        Route::QueueStatus { topic } => {
-            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
-            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            if topic.queue.is_none() {
-                return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
-            }
-            http::pass_on(&GateClient { env }.call(&topic.name, GateOp::Status).await?)
-        }
-        Route::QueueDeadLetters { topic, op } => {
+        Route::Queue { topic, op } => {
             tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
             let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
             if topic.queue.is_none() {
@@ -124,7 +115,7 @@ async fn handle(
             }
             let query = req.query();
             let op = with_queue_page(op, query.as_deref())?;
-            if !matches!(op, GateOp::DeadLetters { .. }) {
+            if op.frees_room() {
                 // Room may come back: this isolate asks again at the next event.
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }

@@ -28,12 +28,11 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use lull_edge::ports::{
-    Clock, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateOp, GateState, GateStore, Gates, NewDeadLetter,
-    Outbound, Outcome, Outgoing, QueueSend, StoreError,
-};
+use lull_edge::ports::{Clock, Outbound, Outcome, Outgoing, QueueSend, StoreError};
 use lull_edge::queue::consume::{Consumer, Settle};
-use lull_edge::queue::gate_object::GateObject;
+use lull_edge::queue::gate::{
+    DeadLetterRow, DeadTotals, Failing, GateAnswer, GateObject, GateOp, GateState, GateStore, Gates, NewDeadLetter,
+};
 use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
@@ -365,7 +364,7 @@ impl Gates for &FakeGates {
         if fault == Some(Fault::LoseAnswer) {
             return Err("gate: the answer was lost".into());
         }
-        if let (Ok(GateAnswer::Kept(id)), Some(by)) = (&answer, self.world.delivering.get()) {
+        if let (Ok(GateAnswer::Kept { kept: id }), Some(by)) = (&answer, self.world.delivering.get()) {
             self.world.kept_by.borrow_mut().insert(by, *id);
         }
         answer

@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::queue::gate::Grant;
+use crate::queue::gate::lease::Grant;
 
 /// What a waiter is handed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@
 //! - **A wait says when room can come at the latest without a release**:
 //!   [`Grant::Wait`] carries the rate's next start, or, while every lease is
 //!   held, the soonest expiry. A release is not a time: the gate object wakes
-//!   its waiters on it (`queue::wait`), nobody polls.
+//!   its waiters on it ([`super::wait`]), nobody polls.
 
 use std::collections::BTreeMap;
 
@@ -25,20 +25,26 @@ use serde::{Deserialize, Serialize};
 /// Leases a gate holds at most, whatever the limit asks.
 pub const MAX_LIMIT: u32 = 64;
 
-/// A forward's permission, or when to ask again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A forward's permission, or when to ask again. It crosses to the consumer
+/// as the answer to an `Acquire` ([`GateAnswer::Grant`](crate::queue::gate::GateAnswer::Grant)):
+/// `{"expires_at", "go"}` or `{"wait_until"}` (the fields in the order the
+/// first releases wrote them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
 pub enum Grant {
     /// Go: forward now, then release `lease`.
     Go {
-        /// The lease to release.
-        lease: u64,
         /// When it expires unless released (unix ms).
         expires_at: u64,
+        /// The lease to release.
+        #[serde(rename = "go")]
+        lease: u64,
     },
     /// Not now: the rate's next start, or (every lease held) the soonest
     /// expiry, unless a release comes first (unix ms).
     Wait {
         /// When room comes at the latest without a release.
+        #[serde(rename = "wait_until")]
         retry_at: u64,
     },
 }

@@ -1,0 +1,157 @@
+//! Leases: an `Acquire` granted at once, or held open in the queue of
+//! waiters until a release hands it the room (first come, first served) or
+//! its time runs out; a `Release`, which counts how the forward ended, hands
+//! the room it frees to the first waiters, and records a failing forward for
+//! its dead letter.
+
+use std::pin::pin;
+use std::rc::Rc;
+
+use futures::future::select;
+
+use super::wait::{Handed, Slot};
+use super::{FAILING_KEEP_MS, GateObject, MAX_HOLD_MS, WAIT_HINT_MS, not_loaded};
+use crate::http::ApiError;
+use crate::ports::{Clock, QueueSend};
+use crate::queue::gate::{Counter, Failing, Forwarded, GateAnswer, GateState, GateStore, Grant};
+use crate::topic::{QueueDelivery, Topic};
+
+/// A waiter leaving (its lease taken, its time out, or its request dropped):
+/// out of the queue, and a lease handed but never taken goes back.
+struct Leave<'a, S, Q, C> {
+    object: &'a GateObject<S, Q, C>,
+    me: Option<(u64, Rc<Slot>)>,
+}
+
+impl<S, Q, C> Drop for Leave<'_, S, Q, C> {
+    fn drop(&mut self) {
+        if let Some((id, slot)) = self.me.take() {
+            self.object.waiters.borrow_mut().leave(id);
+            // A lease handed but never taken goes on as a release's would. (A
+            // lease still being stored for it is passed on by that release, which
+            // finds nobody holding the slot.)
+            if let Some(Handed::Go(grant)) = slot.take() {
+                self.object.pass_on(grant);
+            }
+        }
+    }
+}
+
+impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
+    /// A lease now, or after waiting (first come, first served) at most `wait_ms`.
+    pub(super) async fn acquire(
+        &self,
+        topic: &Topic,
+        queue: &QueueDelivery,
+        wait_ms: u64,
+    ) -> Result<GateAnswer, ApiError> {
+        let deadline = self.clock.now().saturating_add(wait_ms.min(MAX_HOLD_MS));
+        let mut leave = Leave { object: self, me: None };
+        loop {
+            self.load(topic, queue).await?;
+            let now = self.clock.now();
+            // Only the first waiter (or a newcomer when none waits) may take room.
+            let mine = match &leave.me {
+                Some((id, _)) => self.waiters.borrow().is_first(*id),
+                None => self.waiters.borrow().is_empty(),
+            };
+            let grant = match self.state.borrow_mut().as_mut() {
+                Some(state) if mine => state.gate.acquire(now),
+                Some(state) => Grant::Wait { retry_at: state.gate.acquire_hint(now) },
+                None => return Err(not_loaded()),
+            };
+            let retry_at = match grant {
+                Grant::Go { .. } => {
+                    if let Some((id, _)) = leave.me.take() {
+                        self.waiters.borrow_mut().leave(id);
+                    }
+                    self.save().await?;
+                    return Ok(GateAnswer::Grant(grant));
+                }
+                Grant::Wait { retry_at } => retry_at,
+            };
+            if now >= deadline {
+                let hint = retry_at.min(now.saturating_add(WAIT_HINT_MS)).max(now);
+                return Ok(GateAnswer::Grant(Grant::Wait { retry_at: hint }));
+            }
+            let slot = match &leave.me {
+                // Still queued (a wake, or the first's timer).
+                Some((id, slot)) if self.waiters.borrow().contains(*id) => slot.clone(),
+                // New, or taken out by a release whose store failed: (re)join at the back.
+                _ => {
+                    let joined = self.waiters.borrow_mut().join();
+                    let slot = joined.1.clone();
+                    leave.me = Some(joined);
+                    slot
+                }
+            };
+            let first = leave.me.as_ref().is_some_and(|(id, _)| self.waiters.borrow().is_first(*id));
+            let until = if first { retry_at.min(deadline) } else { deadline };
+            {
+                // Its own block: the sleep (and its timer) ends with the select, not the loop below.
+                let sleep = pin!(self.clock.sleep(until.saturating_sub(now).max(1)));
+                let _ = select(slot.handed(), sleep).await;
+            }
+            loop {
+                if let Some(Handed::Go(grant)) = slot.take() {
+                    // Handed by a release, which stored it and took us out of the queue.
+                    leave.me = None;
+                    return Ok(GateAnswer::Grant(grant));
+                }
+                if !slot.is_promised() {
+                    break;
+                }
+                // A release took us out of the queue and is storing our lease: wait
+                // for it (or for a wake, if its store fails), even past the deadline.
+                slot.handed().await;
+            }
+        }
+    }
+
+    /// The forward under `lease` ended (and how, if it was forwarded): the
+    /// lease goes, its outcome is counted, and the room goes to the first
+    /// waiters, stored before the answer.
+    pub(super) async fn release(
+        &self,
+        topic: &Topic,
+        queue: &QueueDelivery,
+        lease: u64,
+        outcome: Option<Forwarded>,
+    ) -> Result<GateAnswer, ApiError> {
+        self.load(topic, queue).await?;
+        let now = self.clock.now();
+        let (released, handed, failing) = {
+            let mut guard = self.state.borrow_mut();
+            let Some(GateState { gate, counters }) = guard.as_mut() else { return Err(not_loaded()) };
+            let released = gate.release(lease);
+            // Counted and recorded only by the release that applied: a
+            // retried one (its answer lost) finds the lease gone.
+            let outcome = outcome.filter(|_| released);
+            if let Some(outcome) = &outcome {
+                let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
+                *counters.entry(counter.as_str().to_string()).or_default() += 1;
+            }
+            // The room goes to the first waiters, in order.
+            let mut handed = Vec::new();
+            let mut waiters = self.waiters.borrow_mut();
+            while !waiters.is_empty() {
+                let grant = gate.acquire(now);
+                if matches!(grant, Grant::Wait { .. }) {
+                    break;
+                }
+                if let Some(slot) = waiters.pop() {
+                    handed.push((slot, grant));
+                }
+            }
+            (released, handed, outcome)
+        };
+        self.commit(handed).await?;
+        if let Some(f) = failing {
+            // Only what a dead letter will say of it: a lost record loses no message.
+            let failed = (!f.ok).then_some(Failing { first_failed_at: now, attempt: f.attempt, outcome: f.detail });
+            let stale = now.saturating_sub(FAILING_KEEP_MS);
+            let _ = self.store.record_forward(&f.idempotency_key, failed.as_ref(), stale);
+        }
+        Ok(GateAnswer::Released { released })
+    }
+}
