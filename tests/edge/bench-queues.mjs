@@ -12,8 +12,10 @@
 import { writeFileSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { client, startEdge, startReceiver, stateDir } from "./harness.mjs";
+import { startRun } from "../bench-run.mjs";
 
 const out = process.argv[2] ?? "queues.json";
+const benchRun = startRun();
 const EVENTS = 10_000;
 const KEYS = 1_000;
 const SENDERS = 32;
@@ -132,5 +134,5 @@ console.log(["forwards", "gate requests", "per forward", "requeued", "last deliv
 console.log([gate.calls, gate.gate_requests, gate.gate_requests_per_forward, gate.requeued, gate.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
 console.log(`(by operation: ${JSON.stringify(gate.gate_requests_by_op)}; goal: at most 3 per forward)`);
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate }, null, 2));
+writeFileSync(out, JSON.stringify({ run: { ...benchRun.end(), only: only ?? null }, events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate }, null, 2));
 console.log(`wrote ${out}`);

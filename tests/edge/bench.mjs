@@ -15,7 +15,7 @@
 // same batches (one object request and one row per key of a batch). Each
 // role (a row, or a group of rows of one target) runs in a worker, so an
 // isolate, of its own: no role's rows run on an isolate that took another role's load.
-// Usage: node bench.mjs OUT.json
+// Usage: node bench.mjs OUT.json (LULL_BENCH_ROUNDS=N: N rounds, not 4; for a quick look, not for figures)
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
@@ -23,9 +23,15 @@ import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
 import { anotherLullWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { startRun } from "../bench-run.mjs";
 
 const out = process.argv[2] ?? "edge.json";
-const ROUNDS = 4;
+const benchRun = startRun();
+const ROUNDS = (() => {
+  const n = Number(process.env.LULL_BENCH_ROUNDS ?? 4);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`LULL_BENCH_ROUNDS=${process.env.LULL_BENCH_ROUNDS}: a number of rounds, 1 or more`);
+  return n;
+})();
 const CONCURRENCY = 32;
 const HOT_EVENTS = 2_000;
 const KEYS = 1_000;
@@ -635,6 +641,18 @@ ratios.backlog_held_vs_empty = bl.held.per_sec / bl.empty.per_sec;
 ratios.backlog_p99_held_vs_empty = bl.held.p99_ms / bl.empty.p99_ms;
 ratios.backlog_held_vs_js = bl.held.per_sec / bj.held.per_sec;
 
+/** The installed versions of `names` (this directory's node_modules), for the run's record. */
+function versions(names) {
+  const version = (name) => {
+    try {
+      return JSON.parse(readFileSync(join(import.meta.dirname, "node_modules", name, "package.json"), "utf8")).version;
+    } catch {
+      return null;
+    }
+  };
+  return Object.fromEntries(names.map((name) => [name, version(name)]));
+}
+
 const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
 console.log(
   `\nlull-edge on local workerd (Miniflare), ${CONCURRENCY} keep-alive clients, ${ROUNDS} interleaved rounds (median);` +
@@ -771,7 +789,11 @@ writeFileSync(
   out,
   JSON.stringify(
     {
-      config: { ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED, CALM_TICKS, CALM_SECONDS, CALM_MAX_MS },
+      run: benchRun.end(versions(["miniflare", "workerd", "wrangler"])),
+      config: {
+        ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED, CALM_TICKS, CALM_SECONDS, CALM_MAX_MS,
+        PACED_KEYS, PACE_MS, PRODUCERS, BATCH, HOT_BATCH_EVENTS, PACED_VS_NOOP, PACED_MS, PACED_WARMUP_MS, SLOW_MS, PRICE,
+      },
       calm_waits_ms: calmWaits.map(Math.round),
       summary,
       hot_batch: { batch: BATCH, events_per_round: HOT_BATCH_EVENTS, ...hotBatchSummary, rounds: hotBatch },

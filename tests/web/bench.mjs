@@ -11,8 +11,10 @@ import { launch } from './chromium.mjs';
 import { consumerGoals, consumerSizes, printConsumerSizes } from './consumer-sizes.mjs';
 import { serve } from './serve.mjs';
 import { demangle, wasmSizes } from './wasm-sizes.mjs';
+import { startRun } from '../bench-run.mjs';
 
 const [pkg, out] = process.argv.slice(2).map((p) => resolve(p));
+const benchRun = startRun();
 const here = new URL('.', import.meta.url).pathname;
 const modules = join(here, 'node_modules');
 const page = join(dirname(out), 'web-page');
@@ -25,6 +27,8 @@ cpSync(join(modules, 'es-toolkit/dist/function/debounce.mjs'), join(page, 'es-to
 const CALLS = 200_000;
 const ROUNDS = 9;
 const LOADS = 7;
+// A long wait: every call lands in an open window, so this is the pure per-call path.
+const WAIT_MS = 60_000;
 writeFileSync(join(page, 'index.html'), '<!doctype html><meta charset="utf-8"><script type="module" src="bench.js"></script>');
 writeFileSync(
   join(page, 'bench.js'),
@@ -44,8 +48,7 @@ const module = { exports: {} };
 new Function('module', 'exports', source)(module, module.exports);
 const lodash = module.exports;
 const noop = () => {};
-// A long wait: every call lands in an open window, so this is the pure per-call path.
-const make = { 'lull-web': () => lull(noop, 60000), 'lodash.debounce': () => lodash(noop, 60000), 'es-toolkit': () => esToolkit(noop, 60000) };
+const make = { 'lull-web': () => lull(noop, ${WAIT_MS}), 'lodash.debounce': () => lodash(noop, ${WAIT_MS}), 'es-toolkit': () => esToolkit(noop, ${WAIT_MS}) };
 const perCall = {};
 const run = (name) => {
   const d = make[name]();
@@ -115,6 +118,8 @@ try {
     browser: last.userAgent,
     calls_per_round: CALLS,
     rounds: ROUNDS,
+    wait_ms: WAIT_MS,
+    loads: LOADS,
     per_call_ns: Object.fromEntries(Object.entries(last.perCall).map(([k, v]) => [k, { median: median(v), rounds: v }])),
     bytes: sizes,
     instantiate_ms: Object.fromEntries(
@@ -151,6 +156,7 @@ report.goals = {
   })(),
   ...consumerGoals(report.consumer_sizes),
 };
+report.run = benchRun.end({ chromium: report.browser.match(/Chrom\S+/)?.[0] ?? report.browser });
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, JSON.stringify(report, null, 2));
 

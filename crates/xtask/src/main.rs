@@ -24,7 +24,8 @@ const USAGE: &str = "usage: cargo xtask <command>
           SUITE; with --repeat, run SUITE N times and report which runs and tests failed
   dev     set up, then serve the edge worker and the demo page on http://127.0.0.1:8787 (wrangler dev, workerd)
   www     assemble the demo page (www/, the package, the data set) into target/www
-  bench   run the benchmarks, print a table, write JSON under target/bench
+  bench   run the benchmarks, print a table, write JSON under target/bench and
+          BENCH.md (from that JSON: the one current benchmark document)
   edge-build [--demo]
           build the edge worker into crates/lull-edge/build: as deployed (no demo
           endpoints), or with --demo with the demo's sink and search (wrangler.toml's
@@ -51,7 +52,8 @@ fn main() -> ExitCode {
             let mut bench = std::process::Command::new(&tools.node);
             bench.arg(root.join("tests/web/bench.mjs")).arg(package).arg(&out);
             cmd::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
-            edge::bench(&root, &tools)
+            edge::bench(&root, &tools)?;
+            bench_report(&root, &tools)
         })),
         Some("-h" | "--help" | "help") => {
             println!("{}", usage());
@@ -62,6 +64,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The JSON the benches write under `target/bench`, in the order the report takes them.
+const BENCH_JSON: [&str; 3] = ["web.json", "edge.json", "queues.json"];
+
+/// `BENCH.md` at the root, from the benches' JSON (`tests/bench-report.mjs`, Node 22).
+fn bench_report(root: &std::path::Path, tools: &setup::Tools) -> Result<(), String> {
+    let mut report = std::process::Command::new(&tools.node22);
+    report.arg(root.join("tests/bench-report.mjs"));
+    report.args(BENCH_JSON.map(|json| root.join("target/bench").join(json)));
+    report.arg(root.join("BENCH.md"));
+    cmd::run("BENCH.md (tests/bench-report.mjs)", root, &mut report)
 }
 
 /// `test [SUITE] [--repeat N]`.
