@@ -5,16 +5,17 @@
 //! Worker (`runtime/`, wasm32 only) implements the ports and is a thin shell:
 //!
 //! ```text
-//! http (route, auth, cors, error) ──▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
+//! http (route, auth, cors)        ──▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
 //!                                 └─▶ queue (a topic's Gate, for queue delivery)
 //! key ──▶ delivery (the body a target receives, its signature, queue messages)
-//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits)
+//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits), error (ApiError)
 //! runtime/ (wasm32): router, KeyWindow and TopicGate objects, consumer, SQLite store, fetch
 //! ```
 //!
 //! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
 //! - [`names`]: topic and key names, and the Durable Object names they make;
-//! - [`http`]: routes, bearer tokens, CORS and the API's one error type;
+//! - [`error`]: the crate's one error, [`error::ApiError`] (its status, code and JSON), also at `http::ApiError`;
+//! - [`http`]: routes, bearer tokens and CORS;
 //! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
 //! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
@@ -30,6 +31,7 @@ pub mod coalesce;
 pub mod delivery;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod error;
 pub mod http;
 pub mod key;
 pub mod log;

@@ -17,7 +17,7 @@
 use worker::{Env, Request};
 
 use crate::demo::sink;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::client_token::MintRequest;
 use crate::http::route::{PanelRoute, demo_token_key, with_page};
 use crate::key::KeyCall;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use worker::{Delay, Env, Request};
 
 use crate::demo::places::Places;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::route::DemoRoute;
 use crate::runtime::http::{self, Reply, now_ms};
 

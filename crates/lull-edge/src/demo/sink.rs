@@ -14,7 +14,7 @@ use worker::Request;
 
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::auth::Tokens;
 use crate::http::auth::{Access, Target};
 use crate::names::Key;

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::client_token::{Claims, ClientSecrets};
 
 /// The shortest token accepted (characters).

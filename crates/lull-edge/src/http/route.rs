@@ -4,7 +4,7 @@
 
 use lull_core::WindowId;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};

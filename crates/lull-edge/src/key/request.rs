@@ -9,7 +9,7 @@ use lull_core::WindowId;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::auth::Access;
 use crate::names::Key;
 

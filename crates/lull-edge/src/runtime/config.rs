@@ -8,7 +8,7 @@ use std::thread::LocalKey;
 use worker::{Env, ObjectNamespace};
 
 use crate::delivery::signing::{Keyring, Secret};
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::auth::Tokens;
 use crate::http::client_token::ClientSecrets;
 use crate::http::cors::Cors;

@@ -1,6 +1,11 @@
-//! Errors the HTTP API returns: `{"error": {"code", "message"}}` with a fixed status per code.
+//! The crate's one error, [`ApiError`]: what every route, key object and gate
+//! object answers when a request fails, as `{"error": {"code", "message"}}`
+//! with a fixed status per code (the HTTP API re-exports it: `crate::http::ApiError`).
 
 use serde::Serialize;
+
+/// `Retry-After` when storage failed (seconds): [`ApiError::Unavailable`]'s.
+pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
 
 /// What went wrong with a request. A rejected request changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
