@@ -20,19 +20,20 @@
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
 //! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
 //! - [`ports`]: what the objects' logic needs from where it runs;
-//! - [`coalesce`]: same-key single events that arrive while the key's object request is in flight ride the next one;
+//! - [`ingest`]: events on their way in: a batch's checks, grouping and answers, and coalescing (same-key
+//!   events that arrive while the key's object request is in flight ride the next one);
 //! - `demo` (the `demo` cargo feature): the demo page's search index and endpoints.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod coalesce;
 pub mod delivery;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod error;
 pub mod http;
+pub mod ingest;
 pub mod key;
 pub mod log;
 pub mod names;

@@ -1,10 +1,9 @@
 //! The HTTP API, runtime-free: which operation a method and path ask for
-//! ([`route`]; a batch of events: [`batch`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
+//! ([`route`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
 //! from a browser ([`cors`]); every route answers errors as the crate's
 //! [`ApiError`] ([`crate::error`], re-exported here).
 
 pub mod auth;
-pub mod batch;
 pub mod client_token;
 pub mod cors;
 pub mod route;

@@ -1,4 +1,4 @@
-//! The shell of [`crate::coalesce`]: this isolate's lanes, the object requests
+//! The shell of [`crate::ingest::coalesce`]: this isolate's lanes, the object requests
 //! they ask for, and the waits of the requests (single events and batches'
 //! shares) that joined a batch.
 //!
@@ -31,9 +31,10 @@ use worker::{Context, Delay, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
 use super::router::ask;
-use crate::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
-use crate::http::batch::{self, KeyAnswer};
-use crate::http::{ApiError, ObjectAnswer};
+use crate::error::ApiError;
+use crate::http::ObjectAnswer;
+use crate::ingest::batch::{self, KeyAnswer};
+use crate::ingest::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::key::KeyCall;
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};

@@ -15,10 +15,10 @@ use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
 use crate::http::auth::{Access, Target};
-use crate::http::batch;
 use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page, with_queue_page};
 use crate::http::{ApiError, ObjectAnswer};
+use crate::ingest::batch;
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::object_name;
 use crate::ports::{GateAnswer, GateOp, Gates};
