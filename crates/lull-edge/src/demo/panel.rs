@@ -23,7 +23,7 @@ use crate::http::route::{PanelRoute, demo_token_key, with_page};
 use crate::key::KeyCall;
 use crate::runtime::config::{self, Config};
 use crate::runtime::http::{self, Reply};
-use crate::runtime::router::forward;
+use crate::runtime::key_client::KeyClient;
 
 /// The one topic the page's server side serves.
 pub const TOPIC: &str = "demo";
@@ -56,7 +56,8 @@ pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute)
         }
         PanelRoute::Key { key, request } => {
             let request = with_page(request, req.url()?.query())?;
-            forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
+            let call = KeyCall { topic: topic.name.clone(), key, request };
+            http::pass_on(&KeyClient { env }.call(call).await?)
         }
         PanelRoute::Sink => {
             let mut body = sink::listed(&config.tokens, Some(&admin(env)?))?;

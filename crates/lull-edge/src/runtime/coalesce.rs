@@ -30,7 +30,7 @@ use worker::wasm_bindgen_futures::future_to_promise;
 use worker::{Context, Delay, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
-use super::router::ask;
+use super::key_client::KeyClient;
 use crate::error::ApiError;
 use crate::http::ObjectAnswer;
 use crate::ingest::batch::{self, KeyAnswer};
@@ -96,9 +96,10 @@ async fn carry(
 ) -> Result<ObjectAnswer, ApiError> {
     let lane = object_name(&topic.name, &key);
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
+    let keys = KeyClient { env };
     let own = |key, member: Member<Rc<Slot>>| {
         let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
-        ask(env, call)
+        keys.call(call)
     };
     match arrival {
         Arrival::Alone { flight, member } => {
@@ -173,7 +174,7 @@ impl Sender {
         let request = request(&shapes, events);
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
-        let (answers, status) = match ask(&self.env, call).await {
+        let (answers, status) = match (KeyClient { env: &self.env }).call(call).await {
             Ok(answer) => (share(&shapes, &answer), Some(answer.status)),
             Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };

@@ -1,6 +1,6 @@
 //! The Worker itself (wasm32 only): shells and port implementations, no
 //! decisions. The fetch router ([`router`]) hands each key's request to its
-//! `KeyWindow` Durable Object (a single event through [`coalesce`], the shell of
+//! `KeyWindow` Durable Object through [`key_client`] (a single event through [`coalesce`], the shell of
 //! [`crate::ingest::coalesce`]: same-key events in flight together) ([`key_window`], a shell around
 //! [`crate::key::KeyObject`] over SQLite ([`store`]), the alarm and `fetch`
 //! ([`outbound`])); a queue topic's windows are forwarded by the queue
@@ -12,6 +12,7 @@ mod coalesce;
 pub(crate) mod config;
 pub(crate) mod consumer;
 pub(crate) mod http;
+pub(crate) mod key_client;
 mod key_window;
 mod outbound;
 pub(crate) mod router;

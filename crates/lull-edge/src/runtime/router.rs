@@ -11,16 +11,16 @@ use worker::{Context, Env, event};
 use super::coalesce;
 use super::config;
 use super::http::{self, Incoming, Reply};
+use super::key_client::KeyClient;
 use super::topic_gate::GateClient;
 #[cfg(feature = "demo")]
 use crate::demo::{panel, search as demo, sink};
+use crate::http::ApiError;
 use crate::http::auth::{Access, Target};
 use crate::http::client_token::MintRequest;
 use crate::http::route::{Route, producer_key, with_page, with_queue_page};
-use crate::http::{ApiError, ObjectAnswer};
 use crate::ingest::batch;
 use crate::key::{KeyCall, KeyRequest};
-use crate::names::object_name;
 use crate::ports::{GateAnswer, GateOp, Gates};
 use crate::queue::gate_object::FULL_RETRY_SECS;
 use crate::queue::room::RoomCache;
@@ -240,19 +240,11 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let answer = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
+    let answer = KeyClient { env }.call(call).await.map_err(|e| batch::key_failed(&e))?;
     batch::read_key_answer(&answer)
 }
 
-/// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
-pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<ObjectAnswer, ApiError> {
-    let namespace = config::key_windows(env)?;
-    let name = object_name(&call.topic, &call.key);
-    let stub_of = || -> Result<worker::Stub, ApiError> { Ok(namespace.id_from_name(&name)?.get_stub()?) };
-    http::call_object(stub_of, "https://key-window/", &call.to_wire()?).await
-}
-
 /// Hand `call` to its key's object and pass its answer on.
-pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
-    http::pass_on(&ask(env, call).await?)
+async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
+    http::pass_on(&KeyClient { env }.call(call).await?)
 }
