@@ -15,13 +15,12 @@
 //! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
 //! - [`names`]: topic and key names, and the Durable Object names they make;
 //! - [`error`]: the crate's one error, [`error::ApiError`] (its status, code and JSON), also at `http::ApiError`;
-//! - [`http`]: routes, bearer tokens and CORS;
+//! - [`http`]: routes, bearer tokens, CORS, and events on their way in: a batch ([`http::batch`]) and
+//!   coalescing ([`http::coalesce`]: same-key events that arrive while the key's object request is in flight ride the next one);
 //! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
 //! - [`queue`]: a topic's bound on forwards in flight and their rate (queue delivery);
 //! - [`ports`]: what the objects' logic needs from where it runs;
-//! - [`ingest`]: events on their way in: a batch's checks, grouping and answers, and coalescing (same-key
-//!   events that arrive while the key's object request is in flight ride the next one);
 //! - `demo` (the `demo` cargo feature): the demo page's search index and endpoints.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
@@ -33,7 +32,6 @@ pub mod delivery;
 pub mod demo;
 pub mod error;
 pub mod http;
-pub mod ingest;
 pub mod key;
 pub mod log;
 pub mod names;

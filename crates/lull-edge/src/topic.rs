@@ -235,7 +235,7 @@ impl Default for TopicConfig {
             // Log lines name a key by a short hash (keys can be emails).
             log_keys: false,
             // A key's single events that arrive while its object request is in
-            // flight ride the next one (bounds: `crate::ingest::coalesce`).
+            // flight ride the next one (bounds: `crate::http::coalesce`).
             coalesce: true,
             // Queue topics: 10,000 dead letters kept, and 256 MiB of them.
             max_queue_dead_letters: DEFAULT_MAX_QUEUE_DEAD_LETTERS,
@@ -341,7 +341,7 @@ pub struct Topic {
     /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
     pub log_keys: bool,
     /// Whether a key's single events that arrive while its object request is
-    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::ingest::coalesce`]).
+    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::http::coalesce`]).
     pub coalesce: bool,
 }
 

@@ -1,10 +1,13 @@
 //! The HTTP API, runtime-free: which operation a method and path ask for
-//! ([`route`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
+//! ([`route`]), what happens to events on their way in (a batch: [`batch`];
+//! same-key events in flight together: [`coalesce`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
 //! from a browser ([`cors`]); every route answers errors as the crate's
 //! [`ApiError`] ([`crate::error`], re-exported here).
 
 pub mod auth;
+pub mod batch;
 pub mod client_token;
+pub mod coalesce;
 pub mod cors;
 pub mod route;
 

@@ -163,7 +163,7 @@ pub enum Route {
         /// The topic name (checked for shape).
         topic: String,
     },
-    /// `POST /v1/topics/{topic}/events:batch`: many keys' events ([`crate::ingest::batch`]).
+    /// `POST /v1/topics/{topic}/events:batch`: many keys' events ([`crate::http::batch`]).
     Batch {
         /// The topic name (checked for shape).
         topic: String,

@@ -1,4 +1,4 @@
-//! The shell of [`crate::ingest::coalesce`]: this isolate's lanes, the object requests
+//! The shell of [`crate::http::coalesce`]: this isolate's lanes, the object requests
 //! they ask for, and the waits of the requests (single events and batches'
 //! shares) that joined a batch.
 //!
@@ -33,8 +33,8 @@ use super::http::{self, Reply, now_ms};
 use super::key_client::KeyClient;
 use crate::error::ApiError;
 use crate::http::ObjectAnswer;
-use crate::ingest::batch::{self, KeyAnswer};
-use crate::ingest::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
+use crate::http::batch::{self, KeyAnswer};
+use crate::http::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::key::KeyCall;
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};

@@ -1,7 +1,7 @@
 //! The Worker itself (wasm32 only): shells and port implementations, no
 //! decisions. The fetch router ([`router`]) hands each key's request to its
 //! `KeyWindow` Durable Object through [`key_client`] (a single event through [`coalesce`], the shell of
-//! [`crate::ingest::coalesce`]: same-key events in flight together) ([`key_window`], a shell around
+//! [`crate::http::coalesce`]: same-key events in flight together) ([`key_window`], a shell around
 //! [`crate::key::KeyObject`] over SQLite ([`store`]), the alarm and `fetch`
 //! ([`outbound`])); a queue topic's windows are forwarded by the queue
 //! consumer ([`consumer`]) within the bound its `TopicGate` object keeps
