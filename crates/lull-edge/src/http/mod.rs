@@ -1,6 +1,8 @@
 //! The HTTP API, runtime-free: which operation a method and path ask for
-//! ([`route`]), what happens to events on their way in (a batch: [`batch`];
-//! same-key events in flight together: [`coalesce`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
+//! ([`route`]), what the router does about it ([`plan`]: which object, which
+//! call, under which credential, with what body bound), what happens to
+//! events on their way in (a batch: [`batch`]; same-key events in flight
+//! together: [`coalesce`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
 //! from a browser ([`cors`]); every route answers errors as the crate's
 //! [`ApiError`] ([`crate::error`], re-exported here).
 
@@ -9,6 +11,7 @@ pub mod batch;
 pub mod client_token;
 pub mod coalesce;
 pub mod cors;
+pub mod plan;
 pub mod route;
 
 pub use crate::error::ApiError;
