@@ -5,35 +5,41 @@
 //! Worker (`runtime/`, wasm32 only) implements the ports and is a thin shell:
 //!
 //! ```text
-//! http (route, auth, cors, error) ──▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
-//!                                 └─▶ queue (a topic's gate: GateObject over GateStore, QueueSend, Clock;
-//!                                            the consumer's decisions over Gates)
+//! http (route ──▶ plan: which object, which call, which credential, what body bound, coalescing;
+//!       auth, client_token, cors, batch, coalesce)
+//!   ├─▶ key   (one key's logic: KeyObject over Store, Host, Outbound)
+//!   ├─▶ queue (a topic's gate: GateObject over GateStore, QueueSend, Clock; the consumer's decisions over Gates)
+//!   └─▶ demo  (its routes: the one hook Route::parse asks; `demo/off.rs` without the feature)
 //! key ──▶ delivery (the body a target receives, its signature, queue messages)
-//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits)
-//! runtime/ (wasm32): router, KeyWindow and TopicGate objects, their SQLite stores, the gate's client,
-//!                   consumer, clock, fetch and queues
+//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits), error (ApiError)
+//! runtime/ (wasm32): router (carries out http::plan), KeyClient, KeyWindow and TopicGate objects, their
+//!   SQLite stores, the gate's client, coalescing's lanes, consumer, clock, fetch and queues, demo/ (the
+//!   demo's Worker side)
 //! ```
 //!
-//! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup);
+//! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup; every numeric range in [`topic::RANGES`]);
 //! - [`names`]: topic and key names, and the Durable Object names they make;
-//! - [`http`]: routes, bearer tokens, CORS and the API's one error type;
+//! - [`error`]: the crate's one error, [`error::ApiError`] (its status, code and JSON), also at `http::ApiError`;
+//! - [`http`]: routes, the router's [`http::plan`] (every decision of the fetch handler), bearer tokens,
+//!   CORS, and events on their way in: a batch ([`http::batch`]) and coalescing ([`http::coalesce`]:
+//!   same-key events that arrive while the key's object request is in flight ride the next one);
 //! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
 //! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
 //! - [`queue`]: queue delivery — a topic's gate object (its bound on forwards in flight and their
 //!   rate, its waiters, counters and dead letters) and what the consumer does with each message;
 //! - [`ports`]: what the objects' logic needs from where it runs (the gate's own ports, which
 //!   speak its types, stand beside it in [`queue::gate`]);
-//! - [`coalesce`]: same-key single events that arrive while the key's object request is in flight ride the next one;
-//! - `demo` (the `demo` cargo feature): the demo page's search index and endpoints.
+//! - [`demo`]: the demo's routes and its search index (the `demo` cargo feature; without it, its
+//!   hooks, empty: `demo/off.rs`); its Worker side is `runtime/demo/`.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod coalesce;
 pub mod delivery;
-#[cfg(feature = "demo")]
+#[cfg_attr(not(feature = "demo"), path = "demo/off.rs")]
 pub mod demo;
+pub mod error;
 pub mod http;
 pub mod key;
 pub mod log;

@@ -2,7 +2,7 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 
 /// Longest key, in bytes of UTF-8 after percent-decoding.
 pub const MAX_KEY_BYTES: usize = 512;

@@ -21,9 +21,19 @@ use std::future::Future;
 
 use lull_core::Seq;
 
+use crate::error::{ApiError, UNAVAILABLE_RETRY_SECS};
+
 /// Storage (or the alarm) failed; nothing of the batch was applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreError(pub String);
+
+/// A storage failure is the API's `503 unavailable`: the operation left its
+/// object as if it never ran; try again after [`UNAVAILABLE_RETRY_SECS`].
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Unavailable { why: e.0, retry_after_secs: UNAVAILABLE_RETRY_SECS }
+    }
+}
 
 /// One row to write.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,6 +56,66 @@ pub const MAX_FORWARD_MAX_ATTEMPTS: u32 = 100;
 /// Smallest `max_queue_dead_letter_bytes`: room for one message of the largest size.
 pub const MIN_QUEUE_DEAD_LETTER_BYTES: u64 = crate::delivery::queue_message::MAX_MESSAGE_BYTES as u64;
 
+/// Where a numeric setting's accepted range starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Floor {
+    /// At this number.
+    Value(u64),
+    /// At another setting's value (`max_window_bytes` at `max_body_bytes`: one event always fits).
+    Setting(&'static str),
+}
+
+/// Every numeric setting's accepted range, `(field, min, max)`, both ends
+/// included: what the checks refuse ([`Problem::OutOfRange`]) and what the
+/// manual's settings table states. `wait_ms` and `max_wait_ms` are checked by
+/// `lull-core` ([`PolicyError`]) against the same bounds. (`forward_rate_per_s`,
+/// a fraction above 0, has its own check; `max_batch` is 1 or more.)
+pub const RANGES: [(&str, Floor, u64); 13] = [
+    ("wait_ms", Floor::Value(0), MAX_DURATION_MS),
+    ("max_wait_ms", Floor::Setting("wait_ms"), MAX_DURATION_MS),
+    ("max_body_bytes", Floor::Value(1), MAX_BODY_BYTES as u64),
+    ("max_window_events", Floor::Value(1), MAX_WINDOW_EVENTS),
+    ("max_window_bytes", Floor::Setting("max_body_bytes"), MAX_WINDOW_BYTES),
+    ("delivery_timeout_ms", Floor::Value(1), MAX_DELIVERY_TIMEOUT_MS),
+    ("max_pending_windows", Floor::Value(1), MAX_PENDING_WINDOWS as u64),
+    ("dedupe_window_ms", Floor::Value(1), MAX_DEDUPE_WINDOW_MS),
+    ("retention_ms", Floor::Setting("dedupe_window_ms"), MAX_DURATION_MS),
+    ("forward_concurrency", Floor::Value(1), MAX_LIMIT as u64),
+    ("forward_max_attempts", Floor::Value(1), MAX_FORWARD_MAX_ATTEMPTS as u64),
+    ("max_queue_dead_letters", Floor::Value(1), MAX_QUEUE_DEAD_LETTERS),
+    ("max_queue_dead_letter_bytes", Floor::Value(MIN_QUEUE_DEAD_LETTER_BYTES), MAX_QUEUE_DEAD_LETTER_BYTES),
+];
+
+/// `field`'s range in [`RANGES`] (a field not there takes any number, starting at none).
+fn range_of(field: &str) -> (Floor, u64) {
+    RANGES.iter().find(|(name, _, _)| *name == field).map_or((Floor::Value(0), u64::MAX), |&(_, min, max)| (min, max))
+}
+
+/// `value` of `field` within its range ([`RANGES`]); a range that starts at
+/// another setting starts at `setting`, that setting's value.
+fn in_range(field: &'static str, value: u64, setting: u64) -> Result<(), Problem> {
+    let (floor, max) = range_of(field);
+    let min = match floor {
+        Floor::Value(min) => min,
+        Floor::Setting(_) => setting,
+    };
+    if (min..=max).contains(&value) { Ok(()) } else { Err(Problem::OutOfRange { field, value, min, max }) }
+}
+
+/// `n` of `field` as people read it, where it is a round number of days,
+/// hours or minutes (a field in ms) or of GiB, MiB or KiB (in bytes).
+fn readable(field: &str, n: u64) -> Option<String> {
+    let units: &[(u64, &str)] = if field.ends_with("_ms") {
+        &[(86_400_000, "days"), (3_600_000, "hours"), (60_000, "minutes")]
+    } else if field.ends_with("_bytes") {
+        &[(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+    } else {
+        &[]
+    };
+    let &(size, unit) = units.iter().find(|(size, _)| n >= *size && n.is_multiple_of(*size))?;
+    Some(format!("{} {unit}", n / size))
+}
+
 /// Which payloads a delivery carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -175,7 +235,7 @@ impl Default for TopicConfig {
             // Log lines name a key by a short hash (keys can be emails).
             log_keys: false,
             // A key's single events that arrive while its object request is in
-            // flight ride the next one (bounds: `crate::coalesce`).
+            // flight ride the next one (bounds: `crate::http::coalesce`).
             coalesce: true,
             // Queue topics: 10,000 dead letters kept, and 256 MiB of them.
             max_queue_dead_letters: DEFAULT_MAX_QUEUE_DEAD_LETTERS,
@@ -281,7 +341,7 @@ pub struct Topic {
     /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
     pub log_keys: bool,
     /// Whether a key's single events that arrive while its object request is
-    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::coalesce`]).
+    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::http::coalesce`]).
     pub coalesce: bool,
 }
 
@@ -353,30 +413,14 @@ impl Topic {
             WaitConfig::Word(word) if word == "auto" => Wait::Auto(Adaptive::default()),
             WaitConfig::Word(word) => return Err(fail(Problem::Wait(word))),
         };
-        if !(1..=MAX_BODY_BYTES).contains(&c.max_body_bytes) {
-            return Err(fail(Problem::BodyLimit(c.max_body_bytes)));
-        }
-        if !(1..=MAX_WINDOW_EVENTS).contains(&c.max_window_events) {
-            return Err(fail(Problem::WindowEvents(c.max_window_events)));
-        }
-        if !(c.max_body_bytes as u64..=MAX_WINDOW_BYTES).contains(&c.max_window_bytes) {
-            return Err(fail(Problem::WindowBytes { bytes: c.max_window_bytes, body: c.max_body_bytes }));
-        }
-        if !(1..=MAX_DELIVERY_TIMEOUT_MS).contains(&c.delivery_timeout_ms) {
-            return Err(fail(Problem::DeliveryTimeout(c.delivery_timeout_ms)));
-        }
-        if !(1..=MAX_DEDUPE_WINDOW_MS).contains(&c.dedupe_window_ms) {
-            return Err(fail(Problem::DedupeWindow(c.dedupe_window_ms)));
-        }
-        if c.retention_ms < c.dedupe_window_ms || c.retention_ms > MAX_DURATION_MS {
-            return Err(fail(Problem::Retention {
-                retention_ms: c.retention_ms,
-                dedupe_window_ms: c.dedupe_window_ms,
-            }));
-        }
-        if !(1..=MAX_PENDING_WINDOWS).contains(&c.max_pending_windows) {
-            return Err(fail(Problem::PendingLimit(c.max_pending_windows)));
-        }
+        let body = c.max_body_bytes as u64;
+        in_range("max_body_bytes", body, 0).map_err(fail)?;
+        in_range("max_window_events", c.max_window_events, 0).map_err(fail)?;
+        in_range("max_window_bytes", c.max_window_bytes, body).map_err(fail)?;
+        in_range("delivery_timeout_ms", c.delivery_timeout_ms, 0).map_err(fail)?;
+        in_range("dedupe_window_ms", c.dedupe_window_ms, 0).map_err(fail)?;
+        in_range("retention_ms", c.retention_ms, c.dedupe_window_ms).map_err(fail)?;
+        in_range("max_pending_windows", c.max_pending_windows as u64, 0).map_err(fail)?;
         let queue = match c.delivery {
             DeliveryKind::Webhook
                 if c.queue.is_some()
@@ -394,25 +438,17 @@ impl Topic {
                 if binding.is_empty() || !binding.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
                     return Err(fail(Problem::Queue(QueueProblem::Binding(binding))));
                 }
-                if !(1..=MAX_LIMIT).contains(&c.forward_concurrency) {
-                    return Err(fail(Problem::Queue(QueueProblem::Concurrency(c.forward_concurrency))));
-                }
+                in_range("forward_concurrency", c.forward_concurrency.into(), 0).map_err(fail)?;
                 if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
                     return Err(fail(Problem::Queue(QueueProblem::Rate)));
                 }
-                if !(1..=MAX_FORWARD_MAX_ATTEMPTS).contains(&c.forward_max_attempts) {
-                    return Err(fail(Problem::Queue(QueueProblem::MaxAttempts(c.forward_max_attempts))));
-                }
+                in_range("forward_max_attempts", c.forward_max_attempts.into(), 0).map_err(fail)?;
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
                     return Err(fail(Problem::Queue(QueueProblem::BodyLimit)));
                 }
-                if !(1..=MAX_QUEUE_DEAD_LETTERS).contains(&c.max_queue_dead_letters) {
-                    return Err(fail(Problem::Queue(QueueProblem::DeadLetters(c.max_queue_dead_letters))));
-                }
+                in_range("max_queue_dead_letters", c.max_queue_dead_letters, 0).map_err(fail)?;
                 let bytes = c.max_queue_dead_letter_bytes;
-                if !(MIN_QUEUE_DEAD_LETTER_BYTES..=MAX_QUEUE_DEAD_LETTER_BYTES).contains(&bytes) {
-                    return Err(fail(Problem::Queue(QueueProblem::DeadLetterBytes(bytes))));
-                }
+                in_range("max_queue_dead_letter_bytes", bytes, 0).map_err(fail)?;
                 Some(QueueDelivery {
                     binding,
                     forward_concurrency: c.forward_concurrency,
@@ -477,8 +513,17 @@ pub enum Problem {
     Target(String),
     /// `wait_ms` is neither a number nor `"auto"`.
     Wait(String),
-    /// `max_body_bytes` is outside `1..=1 MiB`.
-    BodyLimit(usize),
+    /// A numeric setting is outside its range ([`RANGES`]).
+    OutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// What it holds.
+        value: u64,
+        /// Its least accepted value (another setting's value, where its range starts at one).
+        min: u64,
+        /// Its largest accepted value.
+        max: u64,
+    },
     /// A required setting is missing.
     Missing(&'static str),
     /// An `http://` target without `allow_http = true`.
@@ -489,28 +534,6 @@ pub enum Problem {
         field: &'static str,
         /// What it holds.
         name: String,
-    },
-    /// `delivery_timeout_ms` is outside `1..=300000`.
-    DeliveryTimeout(u64),
-    /// `max_window_events` is outside `1..=`[`MAX_WINDOW_EVENTS`].
-    WindowEvents(u64),
-    /// `max_window_bytes` is below `max_body_bytes` or above [`MAX_WINDOW_BYTES`].
-    WindowBytes {
-        /// The bound asked for.
-        bytes: u64,
-        /// The topic's `max_body_bytes` (one event always fits in a window).
-        body: usize,
-    },
-    /// `max_pending_windows` is outside `1..=1000000`.
-    PendingLimit(usize),
-    /// `dedupe_window_ms` is outside 1 ms to 7 days.
-    DedupeWindow(u64),
-    /// `retention_ms` is shorter than `dedupe_window_ms` (a collected key would forget producer keys early) or too large.
-    Retention {
-        /// The retention asked for.
-        retention_ms: u64,
-        /// The topic's dedupe window.
-        dedupe_window_ms: u64,
     },
     /// The timing or retry settings (see [`PolicyError`]).
     Policy(PolicyError),
@@ -525,19 +548,10 @@ pub enum QueueProblem {
     NotQueueDelivery,
     /// `queue` is not a binding's name (`A-Z a-z 0-9 _`).
     Binding(String),
-    /// `forward_concurrency` is outside `1..=`[`MAX_LIMIT`].
-    Concurrency(u32),
     /// `forward_rate_per_s` is not above 0 and at most [`MAX_FORWARD_RATE_PER_S`].
     Rate,
-    /// `forward_max_attempts` is outside `1..=`[`MAX_FORWARD_MAX_ATTEMPTS`].
-    MaxAttempts(u32),
     /// `max_body_bytes` is over [`MAX_QUEUE_EVENT_BYTES`] (an event must fit in one message).
     BodyLimit,
-    /// `max_queue_dead_letters` is outside `1..=`[`MAX_QUEUE_DEAD_LETTERS`].
-    DeadLetters(u64),
-    /// `max_queue_dead_letter_bytes` is outside
-    /// [`MIN_QUEUE_DEAD_LETTER_BYTES`]`..=`[`MAX_QUEUE_DEAD_LETTER_BYTES`].
-    DeadLetterBytes(u64),
 }
 
 impl fmt::Display for QueueProblem {
@@ -548,23 +562,12 @@ impl fmt::Display for QueueProblem {
                  and max_queue_dead_letter_bytes need delivery = \"queue\"",
             ),
             QueueProblem::Binding(b) => write!(f, "queue must name a binding (A-Z a-z 0-9 _), not {b:?}"),
-            QueueProblem::Concurrency(n) => write!(f, "forward_concurrency must be 1..={MAX_LIMIT}, not {n}"),
             QueueProblem::Rate => {
                 write!(f, "forward_rate_per_s must be above 0 and at most {MAX_FORWARD_RATE_PER_S}")
-            }
-            QueueProblem::MaxAttempts(n) => {
-                write!(f, "forward_max_attempts must be 1..={MAX_FORWARD_MAX_ATTEMPTS}, not {n}")
             }
             QueueProblem::BodyLimit => write!(
                 f,
                 "max_body_bytes must be at most {MAX_QUEUE_EVENT_BYTES} with delivery = \"queue\" (an event fits in one message)"
-            ),
-            QueueProblem::DeadLetters(n) => {
-                write!(f, "max_queue_dead_letters must be 1..={MAX_QUEUE_DEAD_LETTERS}, not {n}")
-            }
-            QueueProblem::DeadLetterBytes(n) => write!(
-                f,
-                "max_queue_dead_letter_bytes must be {MIN_QUEUE_DEAD_LETTER_BYTES}..={MAX_QUEUE_DEAD_LETTER_BYTES}, not {n}"
             ),
         }
     }
@@ -597,7 +600,18 @@ impl fmt::Display for TopicError {
                     Problem::Name => f.write_str("names are 1 to 64 of A-Z a-z 0-9 _ . -"),
                     Problem::Target(t) => write!(f, "target {t:?} is not an absolute http(s) URL"),
                     Problem::Wait(w) => write!(f, "wait_ms must be milliseconds or \"auto\", not {w:?}"),
-                    Problem::BodyLimit(n) => write!(f, "max_body_bytes must be 1..={MAX_BODY_BYTES}, not {n}"),
+                    Problem::OutOfRange { field, value, min, max } => {
+                        let max = match readable(field, *max) {
+                            Some(readable) => format!("{max} ({readable})"),
+                            None => max.to_string(),
+                        };
+                        match range_of(field).0 {
+                            Floor::Setting(setting) => {
+                                write!(f, "{field} must be at least {setting} ({min}) and at most {max}, not {value}")
+                            }
+                            Floor::Value(_) => write!(f, "{field} must be {min}..={max}, not {value}"),
+                        }
+                    }
                     Problem::Missing(field) => write!(f, "{field} is required"),
                     Problem::Http(t) => {
                         write!(
@@ -610,26 +624,6 @@ impl fmt::Display for TopicError {
                             f,
                             "{field} must name a secret or var of its own (A-Z a-z 0-9 _, not LULL_…), not {name:?}"
                         )
-                    }
-                    Problem::WindowEvents(n) => {
-                        write!(f, "max_window_events must be 1..={MAX_WINDOW_EVENTS}, not {n}")
-                    }
-                    Problem::WindowBytes { bytes, body } => write!(
-                        f,
-                        "max_window_bytes must be at least max_body_bytes ({body}) and at most {MAX_WINDOW_BYTES} (32 MiB), not {bytes}"
-                    ),
-                    Problem::DeliveryTimeout(n) => {
-                        write!(f, "delivery_timeout_ms must be 1..={MAX_DELIVERY_TIMEOUT_MS}, not {n}")
-                    }
-                    Problem::DedupeWindow(n) => {
-                        write!(f, "dedupe_window_ms must be 1..={MAX_DEDUPE_WINDOW_MS} (7 days), not {n}")
-                    }
-                    Problem::Retention { retention_ms, dedupe_window_ms } => write!(
-                        f,
-                        "retention_ms ({retention_ms}) must be at least dedupe_window_ms ({dedupe_window_ms}) and at most {MAX_DURATION_MS}"
-                    ),
-                    Problem::PendingLimit(n) => {
-                        write!(f, "max_pending_windows must be 1..={MAX_PENDING_WINDOWS}, not {n}")
                     }
                     Problem::Policy(e) => write!(f, "{e}"),
                     Problem::Queue(problem) => write!(f, "{problem}"),
@@ -647,8 +641,8 @@ mod tests {
 
     /// The manual's topic settings table: one row per setting, its default
     /// as `impl Default for TopicConfig` gives it (JSON; `none` for an unset
-    /// option, `required` for the two without a default), and the range the
-    /// checks above accept, from the named limits.
+    /// option, `required` for the two without a default), and its range as
+    /// [`RANGES`] states it (the checks accept that range).
     #[test]
     fn settings_table_matches_the_defaults() {
         let manual = include_str!("../README.md");
@@ -673,24 +667,16 @@ mod tests {
         let mut sorted = documented.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, fields, "every setting has one row, and every row is a setting");
-        let any = |min: u64, max: u64| format!("{min} to {max}");
-        let ranges = BTreeMap::from([
-            ("wait_ms", any(0, MAX_DURATION_MS)),
-            ("max_wait_ms", format!("wait_ms to {MAX_DURATION_MS}")),
-            ("max_batch", "1 or more".to_string()),
-            ("max_body_bytes", any(1, MAX_BODY_BYTES as u64)),
-            ("max_window_events", any(1, MAX_WINDOW_EVENTS)),
-            ("max_window_bytes", format!("max_body_bytes to {MAX_WINDOW_BYTES}")),
-            ("delivery_timeout_ms", any(1, MAX_DELIVERY_TIMEOUT_MS)),
-            ("max_pending_windows", any(1, MAX_PENDING_WINDOWS as u64)),
-            ("dedupe_window_ms", any(1, MAX_DEDUPE_WINDOW_MS)),
-            ("retention_ms", format!("dedupe_window_ms to {MAX_DURATION_MS}")),
-            ("forward_concurrency", any(1, u64::from(MAX_LIMIT))),
-            ("forward_rate_per_s", format!("above 0, at most {MAX_FORWARD_RATE_PER_S}")),
-            ("forward_max_attempts", any(1, u64::from(MAX_FORWARD_MAX_ATTEMPTS))),
-            ("max_queue_dead_letters", any(1, MAX_QUEUE_DEAD_LETTERS)),
-            ("max_queue_dead_letter_bytes", any(MIN_QUEUE_DEAD_LETTER_BYTES, MAX_QUEUE_DEAD_LETTER_BYTES)),
-        ]);
+        let mut ranges: BTreeMap<&str, String> = RANGES
+            .iter()
+            .map(|&(field, min, max)| match min {
+                Floor::Value(min) => (field, format!("{min} to {max}")),
+                Floor::Setting(setting) => (field, format!("{setting} to {max}")),
+            })
+            .collect();
+        // The two ranges that are not whole numbers from a floor to a largest value.
+        ranges.insert("max_batch", "1 or more".into());
+        ranges.insert("forward_rate_per_s", format!("above 0, at most {MAX_FORWARD_RATE_PER_S}"));
         for (field, default, range) in &rows {
             match &defaults[field] {
                 serde_json::Value::Null if matches!(field.as_str(), "target" | "wait_ms") => {
@@ -793,7 +779,7 @@ mod tests {
         );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "retention_ms": 10, "dedupe_window_ms": 20}}"#)
-                .contains("retention_ms (10) must be at least dedupe_window_ms (20)")
+                .contains("retention_ms must be at least dedupe_window_ms (20) and at most 9007199254740991, not 10")
         );
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_pending_windows": 0}}"#)
@@ -837,6 +823,42 @@ mod tests {
         assert!(
             refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "delivery": "carrier-pigeon"}}"#)
                 .contains("unknown variant")
+        );
+    }
+
+    /// Each range of [`RANGES`] that this module checks refuses a value past
+    /// either end with a message naming the field, the value and the range.
+    #[test]
+    fn every_range_refuses_past_either_end_naming_field_value_and_range() {
+        for (field, floor, max) in RANGES {
+            if matches!(field, "wait_ms" | "max_wait_ms") {
+                continue; // lull-core's checks, with its own messages
+            }
+            let (min, shown) = match floor {
+                Floor::Value(min) => (min, format!("{field} must be {min}..={max}")),
+                // Every floor setting holds 1000 here: the default dedupe window is larger.
+                Floor::Setting(setting) => {
+                    (1_000, format!("{field} must be at least {setting} (1000) and at most {max}"))
+                }
+            };
+            let queue = field.starts_with("forward_") || field.starts_with("max_queue_");
+            for value in [min.checked_sub(1), max.checked_add(1)].into_iter().flatten() {
+                let mut topic = serde_json::json!({"target": "https://a", "wait_ms": 1, "max_body_bytes": 1000,
+                                                   "dedupe_window_ms": 1000});
+                topic[field] = value.into();
+                if queue {
+                    topic["delivery"] = "queue".into();
+                }
+                let json = serde_json::json!({ "t": topic }).to_string();
+                let message = Topics::parse(&json).unwrap_err().to_string();
+                assert!(message.contains(&shown) && message.ends_with(&format!(", not {value}")), "{message}");
+            }
+        }
+        let refused = |json: &str| Topics::parse(json).unwrap_err().to_string();
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "dedupe_window_ms": 604800001}}"#)
+                .contains("dedupe_window_ms must be 1..=604800000 (7 days), not 604800001"),
+            "a round largest value is also said as people read it"
         );
     }
 

@@ -108,8 +108,7 @@ fn route_ops(route: &Route) -> Vec<Op> {
     match route {
         Route::Health => vec![op("GET", "/healthz")],
         Route::Preflight => paths().into_iter().map(|path| op("OPTIONS", path)).collect(),
-        #[cfg(feature = "demo")]
-        Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_) | Route::Panel(_) => Vec::new(),
+        Route::Demo(_) => Vec::new(),
         Route::MintClientToken { .. } => vec![op("POST", "/v1/topics/{topic}/client-tokens")],
         Route::Batch { .. } => vec![op("POST", BATCH)],
         Route::Queue { op, .. } => {
@@ -300,7 +299,6 @@ fn every_error() -> Vec<ApiError> {
             | ApiError::Unhealthy(_)
             | ApiError::Config(_)
             | ApiError::Internal(_) => {}
-            #[cfg(feature = "demo")]
             ApiError::BadSignature(_) | ApiError::SinkFailing => {}
         }
     }

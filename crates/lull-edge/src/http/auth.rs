@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::client_token::{Claims, ClientSecrets};
 
 /// The shortest token accepted (characters).
@@ -48,6 +48,21 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// Whether this caller may do what needs `need` on `target` (least privilege: see the module).
+    pub fn may(&self, need: Access, target: Target<'_>) -> bool {
+        let topic = target.topic;
+        match (self, need) {
+            (Caller::Admin, _) => true,
+            (_, Access::Admin) => false,
+            (Caller::Client(claims), Access::Ingest | Access::Control) => {
+                topic.zip(target.key).is_some_and(|(topic, key)| claims.covers(topic, key))
+            }
+            (_, Access::Control) => false,
+            (Caller::TopicIngest(own), Access::Ingest) => topic == Some(own.as_str()),
+            (_, Access::Ingest) => true,
+        }
+    }
+
     /// A client token's `events_per_minute` for each key, if it sets one.
     pub fn events_per_minute(&self) -> Option<u32> {
         match self {
@@ -69,7 +84,7 @@ pub struct Tokens {
 }
 
 /// What a request is about, for [`Tokens::authorize`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Target<'a> {
     /// Its topic, if it has one.
     pub topic: Option<&'a str>,
@@ -143,34 +158,32 @@ impl Tokens {
     /// case) for an operation needing `need` on `target`: `401` without a
     /// valid token (a client token's refusal says why), `403` when it may not.
     pub fn authorize(&self, header: Option<&str>, need: Access, target: Target<'_>) -> Result<Caller, ApiError> {
+        let caller = self.identify(header, target)?;
+        if caller.may(need, target) { Ok(caller) } else { Err(ApiError::Forbidden) }
+    }
+
+    /// Who an `Authorization` header says the caller is, asking about
+    /// `target` (a token that is several topics' own counts as the one asked
+    /// about; a client token is checked at `target.now_s`): `401` without a
+    /// valid token, whatever it may do.
+    pub fn identify(&self, header: Option<&str>, target: Target<'_>) -> Result<Caller, ApiError> {
         let token = bearer(header).ok_or(ApiError::Unauthorized)?;
-        let topic = target.topic;
         if any(&self.admin, token) {
             return Ok(Caller::Admin);
         }
-        let caller = if any(&self.ingest, token) {
-            Caller::Ingest
+        if any(&self.ingest, token) {
+            Ok(Caller::Ingest)
         } else if let Some(own) = self.topics.iter().find(|(_, tokens)| any(tokens, token)).map(|(t, _)| t) {
             // A token may be several topics' own: the one asked about counts.
-            let here = topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
-            Caller::TopicIngest(here.unwrap_or(own).to_string())
+            let here = target.topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
+            Ok(Caller::TopicIngest(here.unwrap_or(own).to_string()))
         } else if token.split('.').count() == 3 && !self.client.is_empty() {
             let claims =
                 self.client.verify(token, target.now_s).map_err(|e| ApiError::BadClientToken(e.to_string()))?;
-            Caller::Client(Box::new(claims))
+            Ok(Caller::Client(Box::new(claims)))
         } else {
-            return Err(ApiError::Unauthorized);
-        };
-        let allowed = match (&caller, need) {
-            (_, Access::Admin) => false,
-            (Caller::Client(claims), Access::Ingest | Access::Control) => {
-                topic.zip(target.key).is_some_and(|(topic, key)| claims.covers(topic, key))
-            }
-            (_, Access::Control) => false,
-            (Caller::TopicIngest(own), Access::Ingest) => topic == Some(own.as_str()),
-            (_, Access::Ingest) => true,
-        };
-        if allowed { Ok(caller) } else { Err(ApiError::Forbidden) }
+            Err(ApiError::Unauthorized)
+        }
     }
 }
 

@@ -10,8 +10,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::error::ApiError;
 use crate::http::route::producer_key;
-use crate::http::{ApiError, ObjectAnswer, json_body};
+use crate::http::{ObjectAnswer, json_body};
 use crate::names::Key;
 
 /// Events a batch holds at most.

@@ -27,7 +27,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::names::Key;
 
 /// The longest a client token may live: 24 h.

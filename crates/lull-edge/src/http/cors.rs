@@ -8,7 +8,7 @@
 //! origin not allowed is refused with `403 origin_not_allowed`, so the
 //! browser reports why.
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 
 /// Methods the API takes.
 pub const ALLOW_METHODS: &str = "GET, POST, PUT, DELETE";

@@ -1,16 +1,20 @@
 //! The HTTP API, runtime-free: which operation a method and path ask for
-//! ([`route`]; a batch of events: [`batch`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
-//! from a browser ([`cors`]), and the one error type every route answers
-//! with ([`error`]).
+//! ([`route`]), what the router does about it ([`plan`]: which object, which
+//! call, under which credential, with what body bound), what happens to
+//! events on their way in (a batch: [`batch`]; same-key events in flight
+//! together: [`coalesce`]), who may ask for it ([`auth`], [`client_token`]), which web origins may call it
+//! from a browser ([`cors`]); every route answers errors as the crate's
+//! [`ApiError`] ([`crate::error`], re-exported here).
 
 pub mod auth;
 pub mod batch;
 pub mod client_token;
+pub mod coalesce;
 pub mod cors;
-pub mod error;
+pub mod plan;
 pub mod route;
 
-pub use error::ApiError;
+pub use crate::error::ApiError;
 
 /// A request's JSON body read as `T`: `400 malformed_json` if it is not JSON
 /// at all (judged as an event's body is), `400 bad_request` if it is JSON of

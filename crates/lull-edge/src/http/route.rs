@@ -4,7 +4,8 @@
 
 use lull_core::WindowId;
 
-use crate::http::ApiError;
+use crate::demo::route::{DemoRoute, route as demo_route};
+use crate::error::ApiError;
 use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};
@@ -72,64 +73,6 @@ pub fn with_queue_page(op: GateOp, query: Option<&str>) -> Result<GateOp, ApiErr
     })
 }
 
-/// The demo page's endpoints (served with the demo sink only).
-#[cfg(feature = "demo")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DemoRoute {
-    /// `GET /demo/search?q=`: search the places.
-    Search,
-    /// `GET /demo/searches`: the queries the search endpoint received lately.
-    Searches,
-    /// `GET /demo/places`: how many places there are (and load them).
-    Places,
-}
-
-/// The demo page's server side (served with the demo sink only, no bearer
-/// token): what the user's backend would do for its page, for the `demo`
-/// topic only. See `crate::demo::panel`.
-#[cfg(feature = "demo")]
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PanelRoute {
-    /// `GET /demo/token?key=K`: a client token for key `K` of the `demo` topic
-    /// (the key read by [`demo_token_key`]).
-    Token,
-    /// `GET /demo/keys/{key}` (status), `GET /demo/keys/{key}/timeline`
-    /// (`?after&limit`), `POST /demo/keys/{key}/dead-letters/retry`: the admin
-    /// routes of the same names, on the `demo` topic.
-    Key {
-        /// The key.
-        key: Key,
-        /// [`KeyRequest::Status`], [`KeyRequest::Timeline`] (its page from the
-        /// query: [`with_page`]) or [`KeyRequest::ReplayAll`].
-        request: KeyRequest,
-    },
-    /// `GET /demo/sink`: what the demo sink received (`GET /sink`), the `demo` topic's.
-    Sink,
-    /// `PUT`/`DELETE /demo/sink/failing/{key}`: the sink's failing switch
-    /// (`PUT`/`DELETE /sink/failing/{key}`).
-    SinkFailing {
-        /// The key whose deliveries to refuse.
-        key: Key,
-        /// `true` for `PUT`.
-        on: bool,
-    },
-}
-
-/// The key of `GET /demo/token?key=K`, percent-encoded as `encodeURIComponent`
-/// writes it: `400 invalid_key` for a missing or bad key (the rules of a
-/// path's key), `400 bad_query` for another parameter.
-#[cfg(feature = "demo")]
-pub fn demo_token_key(query: Option<&str>) -> Result<Key, ApiError> {
-    let mut key = None;
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=').unwrap_or((pair, "")) {
-            ("key", value) => key = Some(value),
-            (name, _) => return Err(ApiError::BadQuery(format!("unknown parameter {name:?} (key)"))),
-        }
-    }
-    Key::from_path_segment(key.unwrap_or(""))
-}
-
 /// A request the router understood.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -137,27 +80,9 @@ pub enum Route {
     Health,
     /// `OPTIONS` on any path: a browser's CORS preflight.
     Preflight,
-    #[cfg(feature = "demo")]
-    /// `GET /sink` (the recent deliveries) or `POST /sink` (one delivery): the demo receiver.
-    Sink {
-        /// `true` for `POST`.
-        post: bool,
-    },
-    #[cfg(feature = "demo")]
-    /// `PUT /sink/failing/{key}` (`on`) or `DELETE` (off): the demo receiver
-    /// refuses (`503`) or accepts deliveries of that key again.
-    SinkFailing {
-        /// The key whose deliveries to refuse.
-        key: Key,
-        /// `true` for `PUT`.
-        on: bool,
-    },
-    #[cfg(feature = "demo")]
-    /// `GET /demo/…`: the demo page's endpoints.
+    /// The demo's routes (`/sink`, `/demo/…`), as its one hook
+    /// ([`crate::demo::route::route`]) reads them; none without the `demo` feature.
     Demo(DemoRoute),
-    #[cfg(feature = "demo")]
-    /// `/demo/token`, `/demo/keys/…`, `/demo/sink…`: the demo page's server side.
-    Panel(PanelRoute),
     /// `POST /v1/topics/{topic}/client-tokens`: mint a client token (admin).
     MintClientToken {
         /// The topic name (checked for shape).
@@ -192,14 +117,6 @@ pub enum Route {
     },
 }
 
-fn method_check(method: &str, allowed: &'static str) -> Result<(), ApiError> {
-    if allowed.split(", ").any(|m| m == method) {
-        Ok(())
-    } else {
-        Err(ApiError::MethodNotAllowed { method: method.to_string(), allowed })
-    }
-}
-
 impl Route {
     /// The route for `method` and `path` (no query string). `404 not_found`
     /// for an unknown path, `405` for a known path with the wrong method,
@@ -209,55 +126,21 @@ impl Route {
         if method == "OPTIONS" {
             return Ok(Route::Preflight);
         }
+        if let Some(demo) = demo_route(method, path) {
+            return demo.map(Route::Demo);
+        }
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match parts.as_slice() {
-            ["healthz"] => method_check(method, "GET").map(|()| Route::Health),
-            #[cfg(feature = "demo")]
-            ["sink"] => method_check(method, "GET, POST").map(|()| Route::Sink { post: method == "POST" }),
-            #[cfg(feature = "demo")]
-            ["sink", "failing", key] => {
-                method_check(method, "PUT, DELETE")?;
-                Ok(Route::SinkFailing { key: Key::from_path_segment(key)?, on: method == "PUT" })
-            }
-            #[cfg(feature = "demo")]
-            ["demo", page @ ("search" | "searches" | "places")] => {
-                method_check(method, "GET")?;
-                Ok(Route::Demo(match *page {
-                    "search" => DemoRoute::Search,
-                    "searches" => DemoRoute::Searches,
-                    _ => DemoRoute::Places,
-                }))
-            }
-            #[cfg(feature = "demo")]
-            ["demo", "token"] => method_check(method, "GET").map(|()| Route::Panel(PanelRoute::Token)),
-            #[cfg(feature = "demo")]
-            ["demo", "sink"] => method_check(method, "GET").map(|()| Route::Panel(PanelRoute::Sink)),
-            #[cfg(feature = "demo")]
-            ["demo", "sink", "failing", key] => {
-                method_check(method, "PUT, DELETE")?;
-                let key = Key::from_path_segment(key)?;
-                Ok(Route::Panel(PanelRoute::SinkFailing { key, on: method == "PUT" }))
-            }
-            #[cfg(feature = "demo")]
-            ["demo", "keys", key, rest @ ..] => {
-                let (request, allowed) = match rest {
-                    [] => (KeyRequest::Status, "GET"),
-                    ["timeline"] => (KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE }, "GET"),
-                    ["dead-letters", "retry"] => (KeyRequest::ReplayAll, "POST"),
-                    _ => return Err(not_found()),
-                };
-                method_check(method, allowed)?;
-                Ok(Route::Panel(PanelRoute::Key { key: Key::from_path_segment(key)?, request }))
-            }
+            ["healthz"] => ApiError::check_method(method, "GET").map(|()| Route::Health),
             ["v1", "topics", topic, "client-tokens"] => {
-                method_check(method, "POST")?;
+                ApiError::check_method(method, "POST")?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 Ok(Route::MintClientToken { topic: (*topic).to_string() })
             }
             ["v1", "topics", topic, "events:batch"] => {
-                method_check(method, "POST")?;
+                ApiError::check_method(method, "POST")?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
@@ -274,7 +157,7 @@ impl Route {
                     ["dead-letters", w, "retry"] => (GateOp::Replay { id: id(w)? }, "POST"),
                     _ => return Err(not_found()),
                 };
-                method_check(method, allowed)?;
+                ApiError::check_method(method, allowed)?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
@@ -298,7 +181,7 @@ impl Route {
                     ["dead-letters", w, "retry"] => (KeyRequest::Replay { window: window(w)? }, "POST"),
                     _ => return Err(not_found()),
                 };
-                method_check(method, allowed)?;
+                ApiError::check_method(method, allowed)?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
@@ -307,14 +190,6 @@ impl Route {
             }
             _ => Err(not_found()),
         }
-    }
-}
-
-impl Route {
-    /// Whether it exists only with the demo on (`LULL_DEMO_SINK`): the sink and `/demo/…`.
-    #[cfg(feature = "demo")]
-    pub fn demo_only(&self) -> bool {
-        matches!(self, Route::Sink { .. } | Route::SinkFailing { .. } | Route::Demo(_) | Route::Panel(_))
     }
 }
 
@@ -469,88 +344,8 @@ mod tests {
         }
     }
 
-    #[cfg(feature = "demo")]
     #[test]
-    fn the_demo_routes_exist_with_the_demo() {
-        let code = |m: &str, p: &str| Route::parse(m, p).unwrap_err().code();
-        assert_eq!(Route::parse("GET", "/demo/search"), Ok(Route::Demo(DemoRoute::Search)));
-        assert_eq!(Route::parse("GET", "/demo/searches"), Ok(Route::Demo(DemoRoute::Searches)));
-        assert_eq!(Route::parse("GET", "/demo/places"), Ok(Route::Demo(DemoRoute::Places)));
-        assert!(Route::parse("GET", "/sink").unwrap().demo_only());
-        assert!(!Route::parse("GET", "/healthz").unwrap().demo_only());
-        let Ok(Route::SinkFailing { key, on: true }) = Route::parse("PUT", "/sink/failing/doc%201") else { panic!() };
-        assert_eq!(key.as_str(), "doc 1");
-        assert!(matches!(Route::parse("DELETE", "/sink/failing/d"), Ok(Route::SinkFailing { on: false, .. })));
-        assert_eq!(code("POST", "/demo/search"), "method_not_allowed");
-        assert_eq!(code("GET", "/demo/other"), "not_found");
-        assert_eq!(code("GET", "/sink/failing/d"), "method_not_allowed");
-        assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
-    }
-
-    #[cfg(feature = "demo")]
-    #[test]
-    fn the_demo_panel_routes_reach_the_demo_topics_key_and_sink_without_a_token() {
-        let code = |m: &str, p: &str| Route::parse(m, p).unwrap_err().code();
-        let panel = |m: &str, p: &str| match Route::parse(m, p) {
-            Ok(Route::Panel(route)) => route,
-            other => panic!("{m} {p}: {other:?}"),
-        };
-        let key = |k: &str| Key::from_path_segment(k).unwrap();
-        assert_eq!(panel("GET", "/demo/token"), PanelRoute::Token);
-        assert_eq!(panel("GET", "/demo/sink"), PanelRoute::Sink);
-        assert_eq!(panel("PUT", "/demo/sink/failing/doc%201"), PanelRoute::SinkFailing { key: key("doc 1"), on: true });
-        assert_eq!(panel("DELETE", "/demo/sink/failing/d"), PanelRoute::SinkFailing { key: key("d"), on: false });
-        assert_eq!(
-            panel("GET", "/demo/keys/doc%2F1"),
-            PanelRoute::Key { key: key("doc/1"), request: KeyRequest::Status }
-        );
-        let timeline = KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE };
-        assert_eq!(panel("GET", "/demo/keys/d/timeline"), PanelRoute::Key { key: key("d"), request: timeline.clone() });
-        assert_eq!(
-            with_page(timeline, Some("after=4&limit=10")),
-            Ok(KeyRequest::Timeline { after: Some(4), limit: 10 }),
-            "the timeline's page, as on the admin route"
-        );
-        assert_eq!(
-            panel("POST", "/demo/keys/d/dead-letters/retry"),
-            PanelRoute::Key { key: key("d"), request: KeyRequest::ReplayAll }
-        );
-        assert!(Route::parse("GET", "/demo/token").unwrap().demo_only());
-        assert!(Route::parse("GET", "/demo/keys/d").unwrap().demo_only());
-        // Nothing else of a key: no events, flush, cancel, discard, dead-letter list.
-        assert_eq!(code("POST", "/demo/keys/d/events"), "not_found");
-        assert_eq!(code("POST", "/demo/keys/d/flush"), "not_found");
-        assert_eq!(code("GET", "/demo/keys/d/dead-letters"), "not_found");
-        assert_eq!(code("POST", "/demo/keys/d/dead-letters/7/retry"), "not_found");
-        assert_eq!(code("DELETE", "/demo/keys/d"), "method_not_allowed");
-        assert_eq!(code("GET", "/demo/keys/d/dead-letters/retry"), "method_not_allowed");
-        assert_eq!(code("POST", "/demo/token"), "method_not_allowed");
-        assert_eq!(code("POST", "/demo/sink"), "method_not_allowed");
-        assert_eq!(code("GET", "/demo/sink/failing/d"), "method_not_allowed");
-        assert_eq!(code("GET", "/demo/keys/%2E%2E"), "invalid_key");
-        assert_eq!(code("PUT", "/demo/sink/failing/%FF"), "invalid_key");
-    }
-
-    #[cfg(feature = "demo")]
-    #[test]
-    fn the_demo_token_key_is_a_keys_query_parameter() {
-        assert_eq!(demo_token_key(Some("key=doc-1")).unwrap().as_str(), "doc-1");
-        assert_eq!(
-            demo_token_key(Some("key=a%2Fb%20c%2B")).unwrap().as_str(),
-            "a/b c+",
-            "as encodeURIComponent writes it"
-        );
-        for bad in [None, Some(""), Some("key="), Some("key=."), Some("key=%2E%2E"), Some("key=%FF"), Some("key=%0A")] {
-            assert_eq!(demo_token_key(bad).unwrap_err().code(), "invalid_key", "{bad:?}");
-        }
-        let long = format!("key={}", "k".repeat(513));
-        assert_eq!(demo_token_key(Some(&long)).unwrap_err().code(), "invalid_key");
-        assert_eq!(demo_token_key(Some("key=d&topic=orders")).unwrap_err().code(), "bad_query");
-    }
-
-    #[cfg(not(feature = "demo"))]
-    #[test]
-    fn without_the_demo_its_routes_are_not_found() {
+    fn the_demo_hooks_in_once_and_only_when_built() {
         for (method, path) in [
             ("GET", "/demo/search"),
             ("GET", "/demo/places"),
@@ -564,7 +359,13 @@ mod tests {
             ("POST", "/sink"),
             ("PUT", "/sink/failing/k"),
         ] {
-            assert_eq!(Route::parse(method, path).unwrap_err().code(), "not_found", "{method} {path}");
+            let parsed = Route::parse(method, path);
+            let built = crate::demo::BUILT;
+            assert_eq!(matches!(parsed, Ok(Route::Demo(_))), built, "{method} {path}: {parsed:?}");
+            if !built {
+                assert_eq!(parsed.unwrap_err().code(), "not_found", "{method} {path}");
+            }
         }
+        assert_eq!(Route::parse("OPTIONS", "/sink"), Ok(Route::Preflight), "a preflight before the demo");
     }
 }

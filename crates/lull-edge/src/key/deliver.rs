@@ -15,10 +15,10 @@ use serde_json::value::RawValue;
 
 use super::memory::{Job, Loaded};
 use super::state::LastDelivery;
-use super::{ALARM_RETRY, KeyObject, json_error, unavailable};
+use super::{ALARM_RETRY, KeyObject, json_error};
 use crate::delivery::body::{Delivery, Payload, idempotency_key};
 use crate::delivery::queue_message;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::log::Fact;
 use crate::ports::{Bodies, Host, Outbound, Outcome, Outgoing, Store, ToQueue};
 use crate::topic::{MAX_WINDOW_BYTES, PayloadMode, Topic, Topics};
@@ -39,7 +39,7 @@ impl Loaded {
         // but one formed before that bound existed may not be.
         // Every row of the span, except under `all` for a window formed under
         // `last` or `first` (the topic changed): it carries the events it kept.
-        let rows = match store.bodies(first, last, MAX_WINDOW_BYTES).map_err(unavailable)? {
+        let rows = match store.bodies(first, last, MAX_WINDOW_BYTES)? {
             Bodies::Read(rows) => rows,
             Bodies::TooLarge(bytes) => {
                 let why =
@@ -157,7 +157,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             // Everything goes: rows, snapshot, remembered keys, alarm. A request
             // after this starts a fresh key, with a new incarnation.
             self.forget();
-            self.store.erase().await.map_err(unavailable)?;
+            self.store.erase().await?;
             self.host.log(&line);
             return Ok(());
         }

@@ -11,8 +11,8 @@ use serde_json::json;
 use super::memory::{Batch, Loaded, incarnation, unneeded_rows};
 use super::rows::EventRows;
 use super::state::{KeyState, SCHEMA, WindowTerms};
-use super::{DEDUPE_SLOTS, KeyObject, json_error, unavailable};
-use crate::http::ApiError;
+use super::{DEDUPE_SLOTS, KeyObject, json_error};
+use crate::error::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, Host, Outbound, Store};
@@ -25,7 +25,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         if self.loaded.borrow().is_some() {
             return Ok(true);
         }
-        let stored = self.store.load().map_err(unavailable)?;
+        let stored = self.store.load()?;
         let Some(snapshot) = stored.snapshot else {
             let Some((topic, key)) = new else { return Ok(false) };
             if !stored.is_empty() {
@@ -139,11 +139,11 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         loaded.apply(recovered, &mut batch)?;
         // A loaded key always has its alarm (a recovered delivery's retry included).
         if let Some(at) = loaded.arm_earlier(now) {
-            self.host.set_alarm(at).await.map_err(unavailable)?;
+            self.host.set_alarm(at).await?;
         }
         if changed {
             loaded.snapshot(&mut batch)?;
-            let rows = self.store.commit(batch.writes).map_err(unavailable)?;
+            let rows = self.store.commit(batch.writes)?;
             loaded.ks.io.rows_written += rows;
             if migrating {
                 batch.logs.push(Fact::new("migrated", json!({"from_schema": restored.schema})));

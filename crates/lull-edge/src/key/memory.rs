@@ -15,7 +15,7 @@ use super::{CHECKPOINT_ROWS, DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW
 
 /// The span of a client token's `events_per_minute`.
 const MINUTE_MS: u64 = 60_000;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, EventRow, Outgoing, WindowRow, Write};

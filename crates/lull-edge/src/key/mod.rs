@@ -44,11 +44,11 @@ use std::cell::{Cell, RefCell};
 
 use lull_core::Retry;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::key::state::Effect;
 use crate::key::timeline::{TIMELINE_KEEP, Timeline};
 use crate::names::Key;
-use crate::ports::{Host, Outbound, Store, StoreError};
+use crate::ports::{Host, Outbound, Store};
 use crate::topic::Topic;
 use memory::{Batch, Loaded};
 pub use request::{KeyCall, KeyReply, KeyRequest};
@@ -61,8 +61,8 @@ pub const DEFAULT_PAGE: usize = 100;
 pub const STATUS_FEW: usize = 10;
 /// A failed `alarm()` tries again after 1 s, doubling per failure in a row, up to 60 s.
 pub const ALARM_RETRY: Retry = Retry::backoff(u32::MAX, 1_000, 60_000);
-/// `Retry-After` when storage failed (seconds).
-pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
+/// `Retry-After` when storage failed (seconds): the crate's, named here too.
+pub use crate::error::UNAVAILABLE_RETRY_SECS;
 /// `Retry-After` at the pending bound when no retry is scheduled (seconds).
 pub const FULL_RETRY_SECS: u64 = 60;
 /// Producer idempotency keys a key remembers (the oldest is forgotten first).
@@ -85,10 +85,6 @@ pub struct KeyObject<S, H, O> {
     alarm_failures: Cell<u32>,
     /// What the key committed lately; kept across a reload, lost when the object stops.
     timeline: RefCell<Timeline>,
-}
-
-fn unavailable(e: StoreError) -> ApiError {
-    ApiError::Unavailable { why: e.0, retry_after_secs: UNAVAILABLE_RETRY_SECS }
 }
 
 fn json_error(e: serde_json::Error) -> ApiError {
@@ -165,7 +161,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             && let Err(e) = self.host.set_alarm(at).await
         {
             self.forget();
-            return Err(unavailable(e));
+            return Err(e.into());
         }
         if batch.writes.is_empty() {
             return Ok(());
@@ -184,7 +180,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             }
             Err(e) => {
                 self.forget();
-                Err(unavailable(e))
+                Err(e.into())
             }
         }
     }
@@ -229,7 +225,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 .await
             }
             KeyRequest::Status => {
-                let rows = self.store.event_rows().map_err(unavailable)?;
+                let rows = self.store.event_rows()?;
                 self.with(|l| Ok(KeyReply { status: 200, body: l.status(self.store.size(), rows) }))
             }
             KeyRequest::DeadLetters { after, limit } => {

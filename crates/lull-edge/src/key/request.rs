@@ -9,8 +9,7 @@ use lull_core::WindowId;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::ApiError;
-use crate::http::auth::Access;
+use crate::error::ApiError;
 use crate::names::Key;
 
 /// What a request asks of a key.
@@ -72,18 +71,6 @@ pub enum KeyRequest {
         /// Page size (at most [`crate::key::timeline::TIMELINE_KEEP`]).
         limit: usize,
     },
-}
-
-impl KeyRequest {
-    /// The least credential that may ask for it: posting events is ingest;
-    /// flush and cancel are control (what a page's client token may do); the rest admin.
-    pub fn access(&self) -> Access {
-        match self {
-            KeyRequest::Event { .. } | KeyRequest::Events { .. } => Access::Ingest,
-            KeyRequest::Flush | KeyRequest::Cancel => Access::Control,
-            _ => Access::Admin,
-        }
-    }
 }
 
 /// The answer to a key request: an HTTP status and a JSON body.
@@ -211,16 +198,5 @@ mod tests {
         for bad in [r#"{"topic":"t","key":"k","request":{"op":"nope"}}"#.to_string() + "\n", "no call line".into()] {
             assert_eq!(KeyCall::from_wire(bad).unwrap_err().code(), "internal");
         }
-    }
-
-    #[test]
-    fn only_events_are_open_to_ingest_tokens() {
-        assert_eq!(
-            KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None }.access(),
-            Access::Ingest
-        );
-        assert_eq!(KeyRequest::Flush.access(), Access::Control);
-        assert_eq!(KeyRequest::Status.access(), Access::Admin);
-        assert_eq!(KeyRequest::Replay { window: WindowId(1) }.access(), Access::Admin);
     }
 }

@@ -1,4 +1,4 @@
-//! The shell of [`crate::coalesce`]: this isolate's lanes, the object requests
+//! The shell of [`crate::http::coalesce`]: this isolate's lanes, the object requests
 //! they ask for, and the waits of the requests (single events and batches'
 //! shares) that joined a batch.
 //!
@@ -30,10 +30,11 @@ use worker::wasm_bindgen_futures::future_to_promise;
 use worker::{Context, Delay, Env, console_log};
 
 use super::http::{self, Reply, now_ms};
-use super::router::ask;
-use crate::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
+use super::key_client::KeyClient;
+use crate::error::ApiError;
+use crate::http::ObjectAnswer;
 use crate::http::batch::{self, KeyAnswer};
-use crate::http::{ApiError, ObjectAnswer};
+use crate::http::coalesce::{ANSWER_WITHIN_MS, Arrival, Flight, Lanes, Member, Place, Shape, Turn, request, share};
 use crate::key::KeyCall;
 use crate::log::Fact;
 use crate::names::{Key, key_label, object_name};
@@ -95,9 +96,10 @@ async fn carry(
 ) -> Result<ObjectAnswer, ApiError> {
     let lane = object_name(&topic.name, &key);
     let arrival = LANES.with_borrow_mut(|lanes| lanes.arrive(&lane, member, now_ms()));
+    let keys = KeyClient { env };
     let own = |key, member: Member<Rc<Slot>>| {
         let call = KeyCall { topic: topic.name.clone(), key, request: member.request() };
-        ask(env, call)
+        keys.call(call)
     };
     match arrival {
         Arrival::Alone { flight, member } => {
@@ -172,7 +174,7 @@ impl Sender {
         let request = request(&shapes, events);
         let label = key_label(self.key.as_str(), self.log_keys);
         let call = KeyCall { topic: self.topic.clone(), key: self.key, request };
-        let (answers, status) = match ask(&self.env, call).await {
+        let (answers, status) = match (KeyClient { env: &self.env }).call(call).await {
             Ok(answer) => (share(&shapes, &answer), Some(answer.status)),
             Err(e) => (shapes.iter().map(|_| Err(e.clone())).collect(), None),
         };

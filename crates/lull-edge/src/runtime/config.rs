@@ -8,7 +8,7 @@ use std::thread::LocalKey;
 use worker::{Env, ObjectNamespace};
 
 use crate::delivery::signing::{Keyring, Secret};
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::http::auth::Tokens;
 use crate::http::client_token::ClientSecrets;
 use crate::http::cors::Cors;
@@ -25,8 +25,8 @@ pub struct Config {
     pub tokens: Tokens,
     /// `LULL_SIGNING_SECRET` and each topic's `signing_secret_env`: sign deliveries.
     pub signing: Keyring,
-    /// `LULL_DEMO_SINK = "on"`: serve `/sink`, a receiver for local use.
-    #[cfg(feature = "demo")]
+    /// `LULL_DEMO_SINK = "on"`, in a build with the demo ([`crate::demo::BUILT`]):
+    /// serve the demo's routes (`/sink`, a receiver for local use, and `/demo/…`).
     pub demo_sink: bool,
     /// `LULL_CORS_ORIGINS`: web origins that may call the API from a browser.
     pub cors: Cors,
@@ -130,8 +130,7 @@ fn read(env: &Env) -> Result<Rc<Config>, ApiError> {
         topics,
         tokens,
         signing,
-        #[cfg(feature = "demo")]
-        demo_sink: text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
+        demo_sink: crate::demo::BUILT && text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
         cors: Cors::parse(text(env, "LULL_CORS_ORIGINS").as_deref())?,
     });
     Ok(config)

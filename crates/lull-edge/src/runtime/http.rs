@@ -170,12 +170,6 @@ impl Incoming {
         let buffer = settled(self.raw.array_buffer(), "the request's body").await?;
         Ok(Uint8Array::new(&buffer).to_vec())
     }
-
-    /// As a `worker::Request`, for the routes that take one (the demo's).
-    #[cfg(feature = "demo")]
-    pub fn into_request(self) -> worker::Request {
-        worker::Request::from(self.raw)
-    }
 }
 
 /// The value a runtime call's promise settles to.

@@ -20,7 +20,7 @@ use super::http::{self, now_ms};
 use super::outbound::Fetcher;
 use super::store::SqlStore;
 use super::sys::StateExt;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::key::{KeyCall, KeyObject};
 use crate::ports::{Host, StoreError};
 

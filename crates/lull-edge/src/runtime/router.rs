@@ -1,6 +1,10 @@
-//! The fetch handler: route, authorise, validate, then hand the request to the
-//! key's Durable Object (a single event of a topic that coalesces through
-//! [`super::coalesce`]). Nothing is stored here; a rejected request reaches no object.
+//! The fetch handler: it parses the route, asks [`crate::http::plan`] what
+//! to do (every decision: the credential, the topic, the body's bound,
+//! coalescing, the demo switch) and carries the plan out — reads the body,
+//! asks a queue topic's gate for room, hands the call to its key's object
+//! ([`KeyClient`]; a single event or a batch's share of a topic that
+//! coalesces through [`super::coalesce`]) or its gate ([`GateClient`]), or
+//! the demo its route. Nothing is stored here; a rejected request reaches no object.
 
 use std::cell::RefCell;
 
@@ -10,17 +14,16 @@ use worker::{Context, Env, event};
 
 use super::coalesce;
 use super::config;
+use super::demo;
 use super::gate_client::GateClient;
 use super::http::{self, Incoming, Reply};
-#[cfg(feature = "demo")]
-use crate::demo::{panel, search as demo, sink};
-use crate::http::auth::{Access, Target};
+use super::key_client::KeyClient;
+use crate::error::ApiError;
 use crate::http::batch;
 use crate::http::client_token::MintRequest;
-use crate::http::route::{Route, producer_key, with_page, with_queue_page};
-use crate::http::{ApiError, ObjectAnswer};
-use crate::key::{KeyCall, KeyRequest};
-use crate::names::object_name;
+use crate::http::plan::{Action, Asked, BatchPlan, EventPlan, Setup, plan};
+use crate::http::route::Route;
+use crate::key::KeyCall;
 use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::RoomCache;
 use crate::topic::Topic;
@@ -80,7 +83,8 @@ async fn handle(
     origin: Option<&str>,
     admin: &dyn Fn() -> bool,
 ) -> Result<Reply, ApiError> {
-    let route = Route::parse(&req.method(), &req.path())?;
+    let path = req.path();
+    let route = Route::parse(&req.method(), &path)?;
     if route == Route::Health {
         // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
         let config = config::load(env).map_err(|e| ApiError::Unhealthy(e.message()))?;
@@ -90,122 +94,84 @@ async fn handle(
         return http::json(200, &body);
     }
     let config = config::load(env)?;
-    #[cfg(feature = "demo")]
-    if route.demo_only() && !config.demo_sink {
-        return Err(ApiError::NotFound(format!("route {:?}", req.path())));
-    }
-    let auth = req.header("authorization");
-    let tokens = &config.tokens;
-    match route {
-        Route::Preflight => {
+    let (authorization, idempotency_key, query) =
+        (req.header("authorization"), req.header("idempotency-key"), req.query());
+    let now_s = http::now_ms() / 1000;
+    let asked = Asked {
+        path: &path,
+        authorization: authorization.as_deref(),
+        idempotency_key: idempotency_key.as_deref(),
+        query: query.as_deref(),
+        now_s,
+    };
+    let setup = Setup { tokens: &config.tokens, topics: &config.topics, demo: config.demo_sink };
+    match plan(route, &asked, &setup)?.action {
+        Action::Preflight => {
             let headers = config.cors.preflight(origin)?;
             let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
             http::reply(204, None, &headers)
         }
-        Route::Health => Err(ApiError::Internal("health is answered above".into())),
-        #[cfg(feature = "demo")]
-        Route::Sink { post } => sink::handle(req.into_request(), &config, post, tokens, auth.as_deref()).await,
-        #[cfg(feature = "demo")]
-        Route::SinkFailing { key, on } => sink::failing(&key, on, tokens, auth.as_deref()),
-        Route::Queue { topic, op } => {
-            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), ..Target::default() })?;
-            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            if topic.queue.is_none() {
-                return Err(ApiError::NotFound(format!("queue of topic {:?} (it delivers by webhook)", topic.name)));
-            }
-            let query = req.query();
-            let op = with_queue_page(op, query.as_deref())?;
-            if op.frees_room() {
-                // Room may come back: this isolate asks again at the next event.
+        Action::Key(call) => forward(env, call).await,
+        Action::Event(event) => accept_event(&req, env, ctx, event).await,
+        Action::Gate { topic, op, forget_room } => {
+            if forget_room {
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }
             // The gate object's text, unparsed: bodies reach the caller byte for byte.
             http::pass_on(&GateClient { env }.call(&topic.name, op).await?)
         }
-        #[cfg(feature = "demo")]
-        Route::Demo(page) => demo::handle(req.into_request(), env, page).await,
-        #[cfg(feature = "demo")]
-        Route::Panel(route) => panel::handle(req.into_request(), env, &config, route).await,
-        Route::MintClientToken { topic } => {
-            let now_s = http::now_ms() / 1000;
-            tokens.authorize(auth.as_deref(), Access::Admin, Target { topic: Some(&topic), key: None, now_s })?;
-            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let asked = MintRequest::parse(&body_within(&req, SMALL_BODY_BYTES).await?)?;
+        Action::Mint { topic, body_limit } => {
+            let asked = MintRequest::parse(&body_within(&req, body_limit).await?)?;
             let claims = asked.claims(&topic.name, now_s)?;
-            let token = tokens.client_secrets().mint(&claims)?;
+            let token = config.tokens.client_secrets().mint(&claims)?;
             http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
-        Route::Batch { topic } => {
-            let now_s = http::now_ms() / 1000;
-            let target = |key| Target { topic: Some(&topic), key, now_s };
-            // Who is asking, before the body is read (a client token is checked per key below).
-            match tokens.authorize(auth.as_deref(), Access::Ingest, target(None)) {
-                Ok(_) | Err(ApiError::Forbidden) => {}
-                Err(e) => return Err(e),
-            }
-            let config_topic = config.topics.get(&topic).ok_or_else(|| ApiError::UnknownTopic(topic.clone()))?;
-            if config_topic.queue.is_some() {
-                refuse_when_full(env, config_topic).await?;
-            }
-            let events = batch::parse(&body_within(&req, batch::MAX_BATCH_BYTES).await?, config_topic.max_body_bytes)?;
-            let groups = batch::by_key(&events);
-            // Every key is checked before any is stored.
-            let mut calls = Vec::with_capacity(groups.len());
-            for (key, places) in &groups {
-                let first = places.first().copied().unwrap_or_default();
-                let caller = tokens
-                    .authorize(auth.as_deref(), Access::Ingest, target(Some(key.as_str())))
-                    .map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
-                let events_per_minute = caller.events_per_minute();
-                let batch_events =
-                    places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
-                calls.push((key.clone(), batch_events, events_per_minute));
-            }
-            let answers =
-                futures::future::join_all(calls.into_iter().map(|(key, events, events_per_minute)| async move {
-                    // As for single events: a client token's shares are not coalesced.
-                    if config_topic.coalesce && events_per_minute.is_none() {
-                        return coalesce::batch_share(env, ctx, config_topic, key, events).await;
-                    }
-                    let request = KeyRequest::Events { events, events_per_minute };
-                    key_answer(env, KeyCall { topic: config_topic.name.clone(), key, request }).await
-                }))
-                .await;
-            let places = groups.into_iter().map(|(_, places)| places);
-            let body = batch::results(events.len(), places.zip(answers).collect());
-            http::json(207, &body)
-        }
-        Route::Key { topic, key, request } => {
-            let now_s = http::now_ms() / 1000;
-            let target = Target { topic: Some(&topic), key: Some(key.as_str()), now_s };
-            let caller = tokens.authorize(auth.as_deref(), request.access(), target)?;
-            let events_per_minute = caller.events_per_minute();
-            let topic = config.topics.get(&topic).ok_or(ApiError::UnknownTopic(topic))?;
-            let producer = producer_key(req.header("idempotency-key").as_deref())?;
-            let request = match request {
-                KeyRequest::Event { .. } => {
-                    if topic.queue.is_some() {
-                        refuse_when_full(env, topic).await?;
-                    }
-                    let body = event_body(&req, topic).await?;
-                    // A client token's events are not coalesced: its per-minute budget
-                    // is spent event by event, not refused a whole batch at a time.
-                    if topic.coalesce && events_per_minute.is_none() {
-                        return coalesce::event(env, ctx, topic, key, body, producer).await;
-                    }
-                    KeyRequest::Event { body, idempotency_key: producer, events_per_minute }
-                }
-                other => other,
-            };
-            let query = req.query();
-            let request = with_page(request, query.as_deref())?;
-            forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
-        }
+        Action::Batch(batch) => accept_batch(&req, env, ctx, batch).await,
+        Action::Demo(route) => demo::serve(&req, env, &config, route).await,
     }
 }
 
-/// Bodies of admin routes (a client token's request) are at most this long.
-const SMALL_BODY_BYTES: usize = 4 * 1024;
+/// Carry out `event`: room, body, then its key's object (alone or coalesced).
+async fn accept_event(req: &Incoming, env: &Env, ctx: &Context, event: EventPlan<'_>) -> Result<Reply, ApiError> {
+    if event.intake.room_check {
+        refuse_when_full(env, event.topic).await?;
+    }
+    let body = event_body(req, event.intake.body_limit).await?;
+    if event.intake.coalesce {
+        return coalesce::event(env, ctx, event.topic, event.key, body, event.idempotency_key).await;
+    }
+    forward(env, event.call(body)).await
+}
+
+/// Carry out `plan`: room, body, every key's share checked, then each share
+/// to its key's object (alone or coalesced), answered per event.
+async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<'_>) -> Result<Reply, ApiError> {
+    let topic = plan.topic;
+    if plan.intake.room_check {
+        refuse_when_full(env, topic).await?;
+    }
+    let events = batch::parse(&body_within(req, plan.intake.body_limit).await?, topic.max_body_bytes)?;
+    let groups = batch::by_key(&events);
+    // Every key is checked before any is stored.
+    let mut shares = Vec::with_capacity(groups.len());
+    for (key, places) in &groups {
+        let first = places.first().copied().unwrap_or_default();
+        plan.share(key).map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
+        let events = places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
+        shares.push((key.clone(), events));
+    }
+    let plan = &plan;
+    let answers = futures::future::join_all(shares.into_iter().map(|(key, events)| async move {
+        if plan.intake.coalesce {
+            return coalesce::batch_share(env, ctx, topic, key, events).await;
+        }
+        key_answer(env, plan.call(key, events)).await
+    }))
+    .await;
+    let places = groups.into_iter().map(|(_, places)| places);
+    let body = batch::results(events.len(), places.zip(answers).collect());
+    http::json(207, &body)
+}
 
 /// The request's body, `413` past `limit` bytes (refused by its declared
 /// `Content-Length` before it is read, where it has one).
@@ -221,9 +187,9 @@ async fn body_within(req: &Incoming, limit: usize) -> Result<Vec<u8>, ApiError> 
     Ok(bytes)
 }
 
-/// The event's JSON, checked for size and syntax.
-async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
-    let bytes = body_within(req, topic.max_body_bytes).await?;
+/// The event's JSON, within `limit` bytes and checked for syntax.
+async fn event_body(req: &Incoming, limit: usize) -> Result<String, ApiError> {
+    let bytes = body_within(req, limit).await?;
     let raw: &RawValue = serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     Ok(raw.get().to_string())
 }
@@ -231,19 +197,11 @@ async fn event_body(req: &Incoming, topic: &Topic) -> Result<String, ApiError> {
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let answer = ask(env, call).await.map_err(|e| batch::key_failed(&e))?;
+    let answer = KeyClient { env }.call(call).await.map_err(|e| batch::key_failed(&e))?;
     batch::read_key_answer(&answer)
 }
 
-/// Hand `call` to its key's object and read its answer: status, JSON text and `Retry-After`.
-pub(crate) async fn ask(env: &Env, call: KeyCall) -> Result<ObjectAnswer, ApiError> {
-    let namespace = config::key_windows(env)?;
-    let name = object_name(&call.topic, &call.key);
-    let stub_of = || -> Result<worker::Stub, ApiError> { Ok(namespace.id_from_name(&name)?.get_stub()?) };
-    http::call_object(stub_of, "https://key-window/", &call.to_wire()?).await
-}
-
 /// Hand `call` to its key's object and pass its answer on.
-pub(crate) async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
-    http::pass_on(&ask(env, call).await?)
+async fn forward(env: &Env, call: KeyCall) -> Result<Reply, ApiError> {
+    http::pass_on(&KeyClient { env }.call(call).await?)
 }

