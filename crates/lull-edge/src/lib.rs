@@ -30,7 +30,10 @@
 //! - [`ports`]: what the objects' logic needs from where it runs (the gate's own ports, which
 //!   speak its types, stand beside it in [`queue::gate`]);
 //! - [`demo`]: the demo's routes and its search index (the `demo` cargo feature; without it, its
-//!   hooks, empty: `demo/off.rs`); its Worker side is `runtime/demo/`.
+//!   hooks, empty: `demo/off.rs`); its Worker side is `runtime/demo/`;
+//! - [`log`]: a structured log line's content ([`log::Fact`]), as the logic produces it;
+//! - `runtime` (wasm32 only): the Worker — the objects' shells, their SQLite stores, the clients,
+//!   the router and the consumer; no decisions.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
 #![deny(missing_docs)]
