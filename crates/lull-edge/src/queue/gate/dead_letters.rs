@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{DEAD_LETTERED_BY_QUEUE, FULL_RETRY_SECS, GateObject, PAGE_BYTES, REPLAY_ALL_BATCH, unavailable};
+use super::{DEAD_LETTERED_BY_QUEUE, FULL_RETRY_SECS, GateObject, PAGE_BYTES, REPLAY_ALL_BATCH};
 use crate::delivery::queue_message::{self, QueueMessage};
 use crate::http::ApiError;
 use crate::key::{MAX_PAGE, UNAVAILABLE_RETRY_SECS};
@@ -19,7 +19,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     /// Whether the topic's dead letters are at `bounds` (the router asks before accepting events).
     pub(super) async fn room(&self, bounds: DeadLetterBounds) -> Result<GateAnswer, ApiError> {
         self.prepare().await?;
-        let totals = self.store.dead_totals().map_err(unavailable)?;
+        let totals = self.store.dead_totals()?;
         Ok(GateAnswer::Room { full: is_full(totals.count, totals.bytes, bounds) })
     }
 
@@ -27,7 +27,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     pub(super) async fn discard(&self, id: u64) -> Result<GateAnswer, ApiError> {
         self.not_replaying(id)?;
         self.prepare().await?;
-        match self.store.forget_dead(&[id]).map_err(unavailable)? {
+        match self.store.forget_dead(&[id])? {
             0 => Err(ApiError::NotFound(format!("queue dead letter {id}"))),
             _ => Ok(GateAnswer::Discarded { discarded: id }),
         }
@@ -36,11 +36,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     /// Send dead letter `id` back to `binding`'s queue, then forget it.
     pub(super) async fn replay_one(&self, binding: &str, id: u64) -> Result<GateAnswer, ApiError> {
         self.prepare().await?;
-        let row = self.store.dead_letter(id).map_err(unavailable)?;
+        let row = self.store.dead_letter(id)?;
         let row = row.ok_or_else(|| ApiError::NotFound(format!("queue dead letter {id}")))?;
         self.not_replaying(id)?;
         let replayed = self.replay(binding, vec![row]).await?;
-        let remaining = self.store.dead_totals().map_err(unavailable)?.count;
+        let remaining = self.store.dead_totals()?.count;
         Ok(GateAnswer::Replayed { replayed, remaining })
     }
 
@@ -52,14 +52,14 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         let mut after = None;
         // The oldest not already being replayed by another call.
         while rows.len() < REPLAY_ALL_BATCH {
-            let page = self.store.dead_page(after, REPLAY_ALL_BATCH).map_err(unavailable)?;
+            let page = self.store.dead_page(after, REPLAY_ALL_BATCH)?;
             let Some(last) = page.last().map(|r| r.id) else { break };
             rows.extend(page.into_iter().filter(|r| !busy.contains(&r.id)));
             after = Some(last);
         }
         rows.truncate(REPLAY_ALL_BATCH);
         let replayed = self.replay(binding, rows).await?;
-        let remaining = self.store.dead_totals().map_err(unavailable)?.count;
+        let remaining = self.store.dead_totals()?.count;
         Ok(GateAnswer::Replayed { replayed, remaining })
     }
 
@@ -76,16 +76,16 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         self.prepare().await?;
         // Kept already (its answer or its ack was lost, and the queue delivered it
         // again): the same row, never a second one, even at the bound.
-        if let Some(id) = self.store.dead_letter_of(&parsed.idempotency_key).map_err(unavailable)? {
+        if let Some(id) = self.store.dead_letter_of(&parsed.idempotency_key)? {
             return Ok(GateAnswer::Kept { kept: id });
         }
-        let totals = self.store.dead_totals().map_err(unavailable)?;
+        let totals = self.store.dead_totals()?;
         let bytes = message.len() as u64;
         if totals.count.saturating_add(1) > bounds.count || totals.bytes.saturating_add(bytes) > bounds.bytes {
             return Err(ApiError::DeadLettersFull { retry_after_secs: FULL_RETRY_SECS });
         }
         let now = self.clock.now();
-        let failing = self.store.failing(&parsed.idempotency_key).map_err(unavailable)?;
+        let failing = self.store.failing(&parsed.idempotency_key)?;
         let letter = NewDeadLetter {
             idempotency_key: parsed.idempotency_key,
             attempts: failing.as_ref().map_or(parsed.attempt, |f| f.attempt.max(parsed.attempt)),
@@ -96,7 +96,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             message,
             legacy: None,
         };
-        let id = self.store.keep_dead(std::slice::from_ref(&letter)).map_err(unavailable)?;
+        let id = self.store.keep_dead(std::slice::from_ref(&letter))?;
         Ok(GateAnswer::Kept { kept: id })
     }
 
@@ -105,8 +105,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     pub(super) async fn page(&self, after: Option<u64>, limit: usize) -> Result<GateAnswer, ApiError> {
         let limit = limit.clamp(1, MAX_PAGE);
         self.prepare().await?;
-        let totals = self.store.dead_totals().map_err(unavailable)?;
-        let rows = self.store.dead_page(after, limit + 1).map_err(unavailable)?;
+        let totals = self.store.dead_totals()?;
+        let rows = self.store.dead_page(after, limit + 1)?;
         let mut page = Vec::new();
         let mut bytes = 0;
         let mut more = false;
@@ -163,8 +163,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         if self.prepared.get() {
             return Ok(());
         }
-        self.store.prepare().map_err(unavailable)?;
-        if let Some(old) = self.store.legacy_dead_letters().await.map_err(unavailable)? {
+        self.store.prepare()?;
+        if let Some(old) = self.store.legacy_dead_letters().await? {
             let now = self.clock.now();
             let letters: Vec<NewDeadLetter> = old
                 .into_iter()
@@ -183,8 +183,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 })
                 .collect();
             // Rows first (a place kept twice is one row), then the list goes.
-            self.store.keep_dead(&letters).map_err(unavailable)?;
-            self.store.forget_legacy_dead_letters().await.map_err(unavailable)?;
+            self.store.keep_dead(&letters)?;
+            self.store.forget_legacy_dead_letters().await?;
         }
         self.prepared.set(true);
         Ok(())

@@ -47,8 +47,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::http::ApiError;
-use crate::key::UNAVAILABLE_RETRY_SECS;
-use crate::ports::{Clock, QueueSend, StoreError};
+use crate::ports::{Clock, QueueSend};
 use crate::topic::{QueueDelivery, Topic};
 pub use lease::{Gate, Grant, MAX_LIMIT};
 pub use op::{Counter, Forwarded, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter};
@@ -89,10 +88,6 @@ pub struct GateObject<S, Q, C> {
     prepared: Cell<bool>,
     /// Dead letters whose replay is being sent (another replay skips them).
     replaying: RefCell<BTreeSet<u64>>,
-}
-
-fn unavailable(e: StoreError) -> ApiError {
-    ApiError::Unavailable { why: e.0, retry_after_secs: UNAVAILABLE_RETRY_SECS }
 }
 
 fn not_loaded() -> ApiError {
@@ -201,7 +196,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         let (limit, rate) = (queue.forward_concurrency, queue.forward_rate_per_s);
         let lease_ms = topic.delivery_timeout_ms + LEASE_MARGIN_MS;
         if self.state.borrow().is_none() {
-            let stored = self.store.load().await.map_err(unavailable)?;
+            let stored = self.store.load().await?;
             // Another call may have loaded it while this one awaited.
             if self.state.borrow().is_none() {
                 let loaded = stored
@@ -222,7 +217,7 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             && let Err(e) = self.store.save(&snapshot).await
         {
             *self.state.borrow_mut() = None;
-            return Err(unavailable(e));
+            return Err(ApiError::from(e));
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! oldest dead letters ([`GateStatus`]).
 
 use super::dead_letters::is_full;
-use super::{GateObject, STATUS_DEAD_LETTERS, not_loaded, unavailable};
+use super::{GateObject, STATUS_DEAD_LETTERS, not_loaded};
 use crate::http::ApiError;
 use crate::ports::{Clock, QueueSend};
 use crate::queue::gate::{Counter, GateAnswer, GateState, GateStatus, GateStore, StatusLetter};
@@ -42,8 +42,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         };
         let waiting = self.waiters.borrow().len();
         self.prepare().await?;
-        let totals = self.store.dead_totals().map_err(unavailable)?;
-        let oldest = self.store.dead_page(None, STATUS_DEAD_LETTERS).map_err(unavailable)?;
+        let totals = self.store.dead_totals()?;
+        let oldest = self.store.dead_page(None, STATUS_DEAD_LETTERS)?;
         let requests = self.requests.borrow().iter().map(|(op, n)| (op.to_string(), *n)).collect();
         let requests_total = self.requests.borrow().values().sum();
         let bounds = queue.dead_letters;
