@@ -322,30 +322,29 @@ const peers = (targets, fmt, ...keys) => targets.map((t) => `${PEER_NAMES[t]} ${
       `${times(ratio(s(LULL, "rows_per_event"), s(JS, "rows_per_event")))} JS object (all-in)`,
     ),
   );
-  edgeRows.push(
-    row(
-      "alarms / event",
-      NO_GOAL,
-      num(s(LULL, "alarms_per_event"), 2),
-      peers([JS, JS_PUSH], (x) => num(x, 2), "alarms_per_event"),
-      `${times(ratio(s(LULL, "alarms_per_event"), s(JS, "alarms_per_event")))} JS object`,
-    ),
-  );
-  edgeRows.push(
-    row(
-      "object requests / event",
-      NO_GOAL,
-      num(s(LULL, "object_requests_per_event"), 2),
-      peers([JS, JS_PUSH], (x) => num(x, 2), "object_requests_per_event"),
-      `${times(ratio(s(LULL, "object_requests_per_event"), s(JS, "object_requests_per_event")))} JS object`,
-    ),
-  );
+  for (const [label, field] of [
+    ["alarms / event", "alarms_per_event"],
+    ["object requests / event", "object_requests_per_event"],
+  ]) {
+    edgeRows.push(
+      row(
+        label,
+        NO_GOAL,
+        num(s(LULL, field), 2),
+        peers([JS, JS_PUSH], (x) => num(x, 2), field),
+        `${times(ratio(s(LULL, field), s(JS, field)))} JS object`,
+      ),
+    );
+  }
+  /** A target's events / rows / alarms per window delivered in the 1,000-key phase. */
+  const perWindow = (t) =>
+    ["spread_events_per_window", "spread_rows_per_window", "spread_alarms_per_window"].map((k) => num(s(t, k), 2)).join(" / ");
   edgeRows.push(
     row(
       "1,000 new keys, per window delivered: events / rows / alarms",
       NO_GOAL,
-      ["spread_events_per_window", "spread_rows_per_window", "spread_alarms_per_window"].map((k) => num(s(LULL, k), 2)).join(" / "),
-      [JS, JS_PUSH].map((t) => `${PEER_NAMES[t]} ${["spread_events_per_window", "spread_rows_per_window", "spread_alarms_per_window"].map((k) => num(s(t, k), 2)).join(" / ")}`).join("; "),
+      perWindow(LULL),
+      [JS, JS_PUSH].map((t) => `${PEER_NAMES[t]} ${perWindow(t)}`).join("; "),
       `${times(ratio(s(LULL, "spread_rows_per_window"), s(JS, "spread_rows_per_window")))} JS object (rows)`,
     ),
   );
