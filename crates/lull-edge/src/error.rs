@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// `Retry-After` when storage failed (seconds): [`ApiError::Unavailable`]'s.
-pub const UNAVAILABLE_RETRY_SECS: u64 = 1;
+pub(crate) const UNAVAILABLE_RETRY_SECS: u64 = 1;
 
 /// What went wrong with a request. A rejected request changes nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]

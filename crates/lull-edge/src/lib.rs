@@ -17,42 +17,68 @@
 //!   demo's Worker side)
 //! ```
 //!
-//! - [`topic`]: topics as configured in `wrangler.toml` (validated at startup; every numeric range in [`topic::RANGES`]);
-//! - [`names`]: topic and key names, and the Durable Object names they make;
-//! - [`error`]: the crate's one error, [`error::ApiError`] (its status, code and JSON), also at `http::ApiError`;
-//! - [`http`]: routes, the router's [`http::plan`] (every decision of the fetch handler), bearer tokens,
-//!   CORS, and events on their way in: a batch ([`http::batch`]) and coalescing ([`http::coalesce`]:
-//!   same-key events that arrive while the key's object request is in flight ride the next one);
-//! - [`key`]: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
-//! - [`delivery`]: the JSON a target receives, its signature, and queue messages;
-//! - [`queue`]: queue delivery — a topic's gate object (its bound on forwards in flight and their
+//! - `topic`: topics as configured in `wrangler.toml` (validated at startup; every numeric range in
+//!   one table, `topic::RANGES`);
+//! - `names`: topic and key names, and the Durable Object names they make;
+//! - `error`: the crate's one error, [`ApiError`] (its status, code and JSON);
+//! - `http`: routes, the router's plan (every decision of the fetch handler), bearer tokens,
+//!   CORS, and events on their way in: a batch and coalescing (same-key events that arrive while
+//!   the key's object request is in flight ride the next one);
+//! - `key`: the key's whole logic over its [`ports`] (the Durable Object is a shell around it);
+//! - `delivery`: the JSON a target receives, its [`signing`], and queue messages;
+//! - `queue`: queue delivery — a topic's gate object (its bound on forwards in flight and their
 //!   rate, its waiters, counters and dead letters) and what the consumer does with each message;
-//! - [`ports`]: what the objects' logic needs from where it runs (the gate's own ports, which
-//!   speak its types, stand beside it in [`queue::gate`]);
-//! - [`demo`]: the demo's routes and its search index (the `demo` cargo feature; without it, its
+//! - [`ports`]: what the key object's logic needs from where it runs (the gate's own ports, which
+//!   speak its types, stand beside it in `queue::gate` and are exported here);
+//! - [`limits`]: every bound a caller can meet, in one list;
+//! - `demo`: the demo's routes and its search index (the `demo` cargo feature; without it, its
 //!   hooks, empty: `demo/off.rs`); its Worker side is `runtime/demo/`;
-//! - [`log`]: a structured log line's content ([`log::Fact`]), as the logic produces it;
+//! - `log`: a structured log line's content (a `Fact`), as the logic produces it;
 //! - `runtime` (wasm32 only): the Worker — the objects' shells, their SQLite stores, the clients,
 //!   the router and the consumer; no decisions.
 //!
 //! The durable formats of both objects are in `STORAGE.md`.
+//!
+//! # The public API
+//!
+//! The modules are private; what a shell, a test harness or a user needs is exported below, as
+//! quinn-proto exports its state machines: the two objects' logic and their calls
+//! ([`KeyObject`], [`GateObject`], [`Consumer`]), the ports they run over ([`ports`], the gate's
+//! store), configuration ([`Topics`]), the error ([`ApiError`]), a receiver's verification
+//! ([`signing`]) and the bounds ([`limits`]). On wasm32 the Worker's two Durable Object classes,
+//! `KeyWindow` and `TopicGate`, are exported too.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+// Natively the Worker (`runtime`) is not built, so the logic only it calls is unused here;
+// the wasm32 build, linted with `-D warnings`, holds the whole crate to dead-code checks.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
-pub mod delivery;
+mod delivery;
 #[cfg_attr(not(feature = "demo"), path = "demo/off.rs")]
-pub mod demo;
-pub mod error;
-pub mod http;
-pub mod key;
-pub mod log;
-pub mod names;
+mod demo;
+mod error;
+mod http;
+mod key;
+pub mod limits;
+mod log;
+mod names;
 pub mod ports;
-pub mod queue;
-pub mod topic;
+mod queue;
+mod topic;
 
-/// How a receiver verifies a delivery (Standard Webhooks), also at `lull_edge::signing`.
+/// How a receiver verifies a delivery (Standard Webhooks).
 pub use delivery::signing;
+pub use error::ApiError;
+pub use http::route::Route;
+pub use key::{KeyCall, KeyObject, KeyReply, KeyRequest};
+pub use names::Key;
+pub use queue::consume::{Consumer, Settle};
+pub use queue::gate::{
+    Counter, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateCall, GateObject, GateOp, GateState, GateStatus,
+    GateStore, Gates, Grant, NewDeadLetter, StatusLetter,
+};
+pub use topic::{Topic, TopicError, Topics};
 
 #[cfg(target_arch = "wasm32")]
 mod runtime;

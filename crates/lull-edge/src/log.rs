@@ -13,11 +13,11 @@ use serde_json::{Map, Value};
 /// a window's own work where each event is a window. A delivery attempt that
 /// succeeded is kept in the timeline only too ([`Fact::logged`]): the log
 /// gets what needs a look (failed attempts, retries, dead letters, errors).
-pub const TIMELINE_ONLY: &[&str] = &["accept", "fire", "queued"];
+pub(crate) const TIMELINE_ONLY: &[&str] = &["accept", "fire", "queued"];
 
 /// What happened, with its fields (a JSON object).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fact {
+pub(crate) struct Fact {
     /// The event's name (`accept`, `fire`, `deliver`, `queue_ack`, …).
     pub event: &'static str,
     /// Its fields.
@@ -26,7 +26,7 @@ pub struct Fact {
 
 impl Fact {
     /// A fact of `event` with `fields` (an object; anything else counts as none).
-    pub fn new(event: &'static str, fields: Value) -> Fact {
+    pub(crate) fn new(event: &'static str, fields: Value) -> Fact {
         let fields = match fields {
             Value::Object(fields) => fields,
             _ => Map::new(),
@@ -36,7 +36,7 @@ impl Fact {
 
     /// Whether the Worker's log gets it: all but [`TIMELINE_ONLY`] facts and
     /// `deliver` facts of attempts that succeeded (`"ok": true`).
-    pub fn logged(&self) -> bool {
+    pub(crate) fn logged(&self) -> bool {
         let delivered = self.event == "deliver" && self.fields.get("ok") == Some(&Value::Bool(true));
         !delivered && !TIMELINE_ONLY.contains(&self.event)
     }
@@ -45,7 +45,7 @@ impl Fact {
     /// (a field of the same name as a context pair, or `lull`, is left out:
     /// each name appears once). Written straight into one buffer: no map is
     /// built per line (an accepted event's line is on the per-event path).
-    pub fn line(&self, context: &[(&str, &str)]) -> String {
+    pub(crate) fn line(&self, context: &[(&str, &str)]) -> String {
         let mut line = Vec::with_capacity(128);
         line.extend_from_slice(br#"{"lull":"#);
         push_json(&mut line, self.event);

@@ -45,7 +45,7 @@ impl Key {
 /// How log lines name a key: as it is when its topic sets `log_keys`, else
 /// by a short hash (`k:` and 12 hex digits of its SHA-256), since keys can be
 /// emails. The hash is a label for matching lines, not a secret.
-pub fn key_label(key: &str, log_keys: bool) -> String {
+pub(crate) fn key_label(key: &str, log_keys: bool) -> String {
     use sha2::{Digest, Sha256};
     if log_keys {
         return key.to_string();
@@ -56,7 +56,7 @@ pub fn key_label(key: &str, log_keys: bool) -> String {
 
 /// An idempotency key (`{topic}/{key, percent-encoded}/{rest}`) as log lines
 /// show it: its key part labelled as [`key_label`] does.
-pub fn idempotency_label(idempotency_key: &str, log_keys: bool) -> String {
+pub(crate) fn idempotency_label(idempotency_key: &str, log_keys: bool) -> String {
     match idempotency_key.splitn(3, '/').collect::<Vec<_>>().as_slice() {
         _ if log_keys => idempotency_key.to_string(),
         [topic, key, rest] => {
@@ -69,7 +69,7 @@ pub fn idempotency_label(idempotency_key: &str, log_keys: bool) -> String {
 
 /// What every key, and every key prefix, must be: 1 to [`MAX_KEY_BYTES`]
 /// bytes of UTF-8 without control characters.
-pub fn check_text(key: &str) -> Result<(), ApiError> {
+pub(crate) fn check_text(key: &str) -> Result<(), ApiError> {
     if key.is_empty() {
         return Err(ApiError::InvalidKey("the key is empty".into()));
     }
@@ -84,12 +84,12 @@ pub fn check_text(key: &str) -> Result<(), ApiError> {
 
 /// The Durable Object name for `(topic, key)`. Topic names cannot contain `/`,
 /// so it is unambiguous.
-pub fn object_name(topic: &str, key: &Key) -> String {
+pub(crate) fn object_name(topic: &str, key: &Key) -> String {
     format!("{topic}/{}", key.as_str())
 }
 
 /// Whether `name` is a valid topic name: 1 to 64 of `A-Z a-z 0-9 _ . -`.
-pub fn is_topic_name(name: &str) -> bool {
+pub(crate) fn is_topic_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 

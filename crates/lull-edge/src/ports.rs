@@ -3,10 +3,10 @@
 //! The key ([`crate::key::KeyObject`]): [`Store`] (rows and a snapshot,
 //! written in all-or-nothing batches), [`Host`] (clock, alarm, randomness,
 //! log lines) and [`Outbound`] (the delivery call). The queue side
-//! ([`crate::queue`]): [`QueueSend`] (sending messages to a queue) and
+//! (`crate::queue`): [`QueueSend`] (sending messages to a queue) and
 //! [`Clock`] (time, a pause, log lines); the gate object's own two ports
 //! speak its types, so they stand beside it: `GateStore` (its stored gate and
-//! rows) and `Gates` (calling it), in [`crate::queue::gate`]. The Workers
+//! rows) and `Gates` (calling it), in `crate::queue::gate`. The Workers
 //! runtime implements them over SQLite, key-value storage, `setAlarm`,
 //! `fetch` and queue bindings; the native fault harnesses over fakes that
 //! fail or crash at every write and every await.
@@ -28,7 +28,7 @@ use crate::error::{ApiError, UNAVAILABLE_RETRY_SECS};
 pub struct StoreError(pub String);
 
 /// A storage failure is the API's `503 unavailable`: the operation left its
-/// object as if it never ran; try again after [`UNAVAILABLE_RETRY_SECS`].
+/// object as if it never ran; try again after `UNAVAILABLE_RETRY_SECS`.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::Unavailable { why: e.0, retry_after_secs: UNAVAILABLE_RETRY_SECS }
@@ -293,7 +293,7 @@ pub struct Outgoing {
 pub struct ToQueue {
     /// The producer binding's name.
     pub binding: String,
-    /// Each message's JSON (a [`crate::delivery::queue_message::QueueMessage`]), in order.
+    /// Each message's JSON (a `crate::delivery::queue_message::QueueMessage`), in order.
     pub messages: Vec<String>,
 }
 

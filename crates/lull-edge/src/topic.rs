@@ -41,24 +41,24 @@ pub const MAX_WINDOW_BYTES: u64 = 32 * 1024 * 1024;
 // `429 dead_letters_full` and new dead letters wait on the dead-letter queue.
 
 /// `max_queue_dead_letters` unless set: dead letters a queue topic keeps.
-pub const DEFAULT_MAX_QUEUE_DEAD_LETTERS: u64 = 10_000;
+pub(crate) const DEFAULT_MAX_QUEUE_DEAD_LETTERS: u64 = 10_000;
 /// Largest `max_queue_dead_letters` a topic may set.
 pub const MAX_QUEUE_DEAD_LETTERS: u64 = 1_000_000;
 /// `max_queue_dead_letter_bytes` unless set: 256 MiB of kept messages.
-pub const DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest `max_queue_dead_letter_bytes` a topic may set: 4 GiB (a Durable Object holds 10 GB).
 pub const MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// `forward_max_attempts` unless set: the fourth failed forward of a message
 /// sends it to the dead-letter queue, as `max_retries = 3` (four deliveries) would.
-pub const DEFAULT_FORWARD_MAX_ATTEMPTS: u32 = 4;
+pub(crate) const DEFAULT_FORWARD_MAX_ATTEMPTS: u32 = 4;
 /// Largest `forward_max_attempts` a topic may set.
 pub const MAX_FORWARD_MAX_ATTEMPTS: u32 = 100;
 /// Smallest `max_queue_dead_letter_bytes`: room for one message of the largest size.
-pub const MIN_QUEUE_DEAD_LETTER_BYTES: u64 = crate::delivery::queue_message::MAX_MESSAGE_BYTES as u64;
+pub(crate) const MIN_QUEUE_DEAD_LETTER_BYTES: u64 = crate::delivery::queue_message::MAX_MESSAGE_BYTES as u64;
 
 /// Where a numeric setting's accepted range starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Floor {
+pub(crate) enum Floor {
     /// At this number.
     Value(u64),
     /// At another setting's value (`max_window_bytes` at `max_body_bytes`: one event always fits).
@@ -70,7 +70,7 @@ pub enum Floor {
 /// manual's settings table states. `wait_ms` and `max_wait_ms` are checked by
 /// `lull-core` ([`PolicyError`]) against the same bounds. (`forward_rate_per_s`,
 /// a fraction above 0, has its own check; `max_batch` is 1 or more.)
-pub const RANGES: [(&str, Floor, u64); 13] = [
+pub(crate) const RANGES: [(&str, Floor, u64); 13] = [
     ("wait_ms", Floor::Value(0), MAX_DURATION_MS),
     ("max_wait_ms", Floor::Setting("wait_ms"), MAX_DURATION_MS),
     ("max_body_bytes", Floor::Value(1), MAX_BODY_BYTES as u64),
@@ -252,15 +252,15 @@ impl Default for RetryConfig {
 }
 
 /// The batch cap of `payload: "all"` unless `max_batch` is set.
-pub const DEFAULT_MAX_BATCH: u64 = 100;
+pub(crate) const DEFAULT_MAX_BATCH: u64 = 100;
 /// How long an idle key is kept (7 days): also what a key assumes before it knows its topic.
-pub const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+pub(crate) const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// How a topic's fired windows leave the key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "snake_case")]
-pub enum DeliveryKind {
+pub(crate) enum DeliveryKind {
     /// The key's object `POST`s the window to the target (the default).
     #[default]
     Webhook,
@@ -304,7 +304,7 @@ impl Default for DeadLetterBounds {
 impl Eq for QueueDelivery {}
 
 /// The queue binding a queue topic uses unless it names one.
-pub const DEFAULT_QUEUE_BINDING: &str = "LULL_QUEUE";
+pub(crate) const DEFAULT_QUEUE_BINDING: &str = "LULL_QUEUE";
 
 /// One configured topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -341,7 +341,7 @@ pub struct Topic {
     /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
     pub log_keys: bool,
     /// Whether a key's single events that arrive while its object request is
-    /// in flight ride the next one, in one transaction (`coalesce`; [`crate::http::coalesce`]).
+    /// in flight ride the next one, in one transaction (`coalesce`; `crate::http::coalesce`).
     pub coalesce: bool,
 }
 

@@ -1,4 +1,4 @@
-//! Fault tests of the key's whole logic (`lull_edge::key::KeyObject`) on
+//! Fault tests of the key's whole logic (`lull_edge::KeyObject`) on
 //! virtual time, with storage, alarm and outbound call that fail, or "crash"
 //! (drop everything in memory), before and after every write and at every
 //! await. The harness (the fakes and the `Pair` driver) is in `support/key.rs`.
@@ -17,8 +17,8 @@
 #[path = "support/key.rs"]
 mod support;
 
-use lull_edge::key::KeyRequest;
-use lull_edge::topic::Topics;
+use lull_edge::KeyRequest;
+use lull_edge::Topics;
 use proptest::prelude::*;
 
 use support::*;
@@ -288,7 +288,7 @@ fn a_producer_key_reused_after_its_window_is_new_and_its_repeat_is_not_even_afte
 fn the_dedupe_ring_wrapped_in_one_millisecond_keeps_its_newest_key_after_a_reload() {
     let mut pair = Pair::new();
     // One more key than the ring holds, all at the same instant: the last takes slot 0 again.
-    let slots = lull_edge::key::DEDUPE_SLOTS as u64;
+    let slots = lull_edge::limits::DEDUPE_SLOTS as u64;
     let mut newest = serde_json::Value::Null;
     for i in 0..=slots {
         pair.next_event = i + 1;
@@ -324,7 +324,7 @@ fn a_never_quiet_window_holds_bounded_rows(mode: &str) {
         }
         most_rows = most_rows.max(pair.world.borrow().events.len());
     }
-    let bound = lull_edge::key::CHECKPOINT_ROWS + 2;
+    let bound = lull_edge::limits::CHECKPOINT_ROWS + 2;
     assert!(most_rows <= bound, "{mode}: {most_rows} event rows at most, bound {bound}");
     let status = pair.status().unwrap();
     assert_eq!(status["open"]["span"]["last"], 20_000, "one window: {status}");
@@ -373,7 +373,7 @@ fn a_window_fires_full_before_an_event_would_take_it_past_its_bytes() {
 #[test]
 fn a_window_too_large_to_build_is_a_failed_attempt_that_dead_letters_never_a_stuck_key() {
     let mut pair = Pair::new();
-    pair.world.borrow_mut().extra_body_bytes = lull_edge::topic::MAX_WINDOW_BYTES;
+    pair.world.borrow_mut().extra_body_bytes = lull_edge::limits::MAX_WINDOW_BYTES;
     pair.step(&Op::Event);
     for _ in 0..10 {
         pair.step(&Op::Alarm); // each attempt fails without a request
@@ -560,7 +560,7 @@ fn a_never_quiet_last_window_fed_in_requests_holds_bounded_rows() {
         }
         most_rows = most_rows.max(pair.world.borrow().events.len());
     }
-    let bound = lull_edge::key::CHECKPOINT_ROWS.div_ceil(20) + 3;
+    let bound = lull_edge::limits::CHECKPOINT_ROWS.div_ceil(20) + 3;
     assert!(most_rows <= bound, "{most_rows} event rows at most, bound {bound}");
     pair.drain();
     let received = &pair.world.borrow().received;

@@ -17,12 +17,8 @@
 use std::collections::BTreeSet;
 
 use lull_core::WindowId;
-use lull_edge::http::ApiError;
-use lull_edge::http::route::Route;
-use lull_edge::key::timeline::TIMELINE_PAGE;
-use lull_edge::key::{DEFAULT_PAGE, KeyRequest};
-use lull_edge::names::Key;
-use lull_edge::queue::gate::{Counter, GateOp};
+use lull_edge::limits::{DEFAULT_PAGE, TIMELINE_PAGE};
+use lull_edge::{ApiError, Counter, GateOp, Key, KeyRequest, Route};
 
 const DOC: &str = include_str!("../openapi.yaml");
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];

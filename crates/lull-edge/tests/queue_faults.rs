@@ -25,9 +25,8 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::task::Poll;
 
-use lull_edge::queue::consume::{GATE_WAIT_BUDGET_MS, MAX_WAITS, Settle};
-use lull_edge::queue::gate::{Counter, GateAnswer, GateOp, Grant, StatusLetter};
-use lull_edge::topic::Topics;
+use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_WAITS};
+use lull_edge::{Counter, GateAnswer, GateOp, Grant, Settle, StatusLetter, Topics};
 use proptest::prelude::*;
 
 use support::*;

@@ -10,15 +10,15 @@ use serde_json::value::RawValue;
 use crate::names::Key;
 
 /// The header naming a window; the same on every attempt.
-pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
+pub(crate) const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 /// The header with the attempt number (1, 2, …).
-pub const ATTEMPT_HEADER: &str = "Lull-Attempt";
+pub(crate) const ATTEMPT_HEADER: &str = "Lull-Attempt";
 
 /// `{topic}/{key}/{incarnation}.{window}`, the key percent-encoded (headers
 /// are ASCII). The incarnation names this life of the key, so a key collected
 /// and created again never repeats one; keys created before incarnations
 /// existed keep `{topic}/{key}/{window}`.
-pub fn idempotency_key(topic: &str, key: &Key, incarnation: Option<&str>, window: WindowId) -> String {
+pub(crate) fn idempotency_key(topic: &str, key: &Key, incarnation: Option<&str>, window: WindowId) -> String {
     match incarnation {
         Some(life) => format!("{topic}/{}/{life}.{window}", key.encoded()),
         None => format!("{topic}/{}/{window}", key.encoded()),
@@ -28,7 +28,7 @@ pub fn idempotency_key(topic: &str, key: &Key, incarnation: Option<&str>, window
 /// The payloads a delivery carries, stored as the JSON the producers sent.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Payload<'a> {
+pub(crate) enum Payload<'a> {
     /// Every event of the window, in order (`payload: "all"`).
     Events(Vec<&'a RawValue>),
     /// One event (`payload: "last"` or `"first"`).
@@ -37,7 +37,7 @@ pub enum Payload<'a> {
 
 /// The body of a delivery.
 #[derive(Serialize)]
-pub struct Delivery<'a> {
+pub(crate) struct Delivery<'a> {
     /// The topic.
     pub topic: &'a str,
     /// The key, as sent.
@@ -59,7 +59,7 @@ pub struct Delivery<'a> {
 
 impl Delivery<'_> {
     /// The JSON body.
-    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+    pub(crate) fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(self)
     }
 }

@@ -3,6 +3,6 @@
 //! ([`signing`]), and the same window as queue messages, split into parts
 //! when large ([`queue_message`]).
 
-pub mod body;
-pub mod queue_message;
+pub(crate) mod body;
+pub(crate) mod queue_message;
 pub mod signing;

@@ -18,19 +18,19 @@ use crate::delivery::body::{Delivery, Payload};
 /// The largest message a queue takes (bytes of its JSON).
 pub const MAX_MESSAGE_BYTES: usize = 128_000;
 /// Room kept for the envelope around a part's body (topic, idempotency key, attempt).
-pub const ENVELOPE_BYTES: usize = 4_000;
+pub(crate) const ENVELOPE_BYTES: usize = 4_000;
 /// The largest event a queue topic accepts (`max_body_bytes`): with the
 /// delivery's own fields it always fits in one part.
 pub const MAX_QUEUE_EVENT_BYTES: usize = 120_000;
 
 /// Bytes of messages per `sendBatch` at most (the queue takes 256 KB, metadata included).
-pub const BATCH_BYTES: usize = 200_000;
+pub(crate) const BATCH_BYTES: usize = 200_000;
 /// Messages per `sendBatch` at most.
-pub const BATCH_MESSAGES: usize = 100;
+pub(crate) const BATCH_MESSAGES: usize = 100;
 
 /// `messages` in order, grouped as `sendBatch` takes them: at most
 /// [`BATCH_MESSAGES`] and [`BATCH_BYTES`] each (a message alone may be larger: it goes alone).
-pub fn batches(messages: &[String]) -> Vec<&[String]> {
+pub(crate) fn batches(messages: &[String]) -> Vec<&[String]> {
     let mut batches = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, message) in messages.iter().enumerate() {
@@ -49,7 +49,7 @@ pub fn batches(messages: &[String]) -> Vec<&[String]> {
 
 /// Which part of a split window a message holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Part {
+pub(crate) struct Part {
     /// From 0.
     pub index: usize,
     /// How many parts the window has.
@@ -58,7 +58,7 @@ pub struct Part {
 
 /// One message on the queue: what the consumer forwards, and to whom.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct QueueMessage {
+pub(crate) struct QueueMessage {
     /// The topic (its target, signing and bound are the consumer's to look up).
     pub topic: String,
     /// Sent as `Idempotency-Key`: the window's, or the part's.
@@ -90,7 +90,7 @@ fn is_zero(n: &u32) -> bool {
 
 impl QueueMessage {
     /// The attempt a delivery the queue counts as its `attempts`th (1, 2, …) forwards as.
-    pub fn forward_attempt(&self, attempts: u32) -> u32 {
+    pub(crate) fn forward_attempt(&self, attempts: u32) -> u32 {
         self.attempt.saturating_add(attempts.max(1) - 1)
     }
 
@@ -98,14 +98,14 @@ impl QueueMessage {
     /// `attempts`th: those carried, and one for each redelivery of this copy
     /// (the queue redelivers after a failed forward — or, rarely, after a
     /// copy could not be sent to wait: counted too, erring toward the bound).
-    pub fn failed_before(&self, attempts: u32) -> u32 {
+    pub(crate) fn failed_before(&self, attempts: u32) -> u32 {
         self.failed.saturating_add(attempts.max(1) - 1)
     }
 
     /// This message sent again to wait after a delivery counted `attempts`
     /// that made no forward: the copy's first delivery forwards as the attempt
     /// this one would have, it carries the failures so far, and it has waited once more.
-    pub fn waiting(&self, attempts: u32) -> QueueMessage {
+    pub(crate) fn waiting(&self, attempts: u32) -> QueueMessage {
         QueueMessage {
             topic: self.topic.clone(),
             idempotency_key: self.idempotency_key.clone(),
@@ -119,7 +119,7 @@ impl QueueMessage {
 
     /// The copy the consumer sends to the dead-letter queue: `attempt` the last
     /// forward made, `failed` forwards failed, and why (`outcome`); waits reset.
-    pub fn dead_letter(&self, attempt: u32, failed: u32, outcome: String) -> QueueMessage {
+    pub(crate) fn dead_letter(&self, attempt: u32, failed: u32, outcome: String) -> QueueMessage {
         QueueMessage {
             topic: self.topic.clone(),
             idempotency_key: self.idempotency_key.clone(),
@@ -132,7 +132,7 @@ impl QueueMessage {
     }
 
     /// The message as the queue carries it (its body byte for byte).
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         // A RawValue, strings and numbers always serialise.
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -140,7 +140,7 @@ impl QueueMessage {
 
 /// Why a window cannot go as messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SplitError {
+pub(crate) enum SplitError {
     /// One event alone is larger than a message can hold (bytes).
     EventTooLarge(usize),
     /// JSON could not be written.
@@ -168,7 +168,7 @@ fn json<T: Serialize>(value: &T) -> Result<String, SplitError> {
 }
 
 /// `delivery` as messages for `topic`: one if it fits, else parts of its events.
-pub fn messages(
+pub(crate) fn messages(
     topic: &str,
     delivery: &Delivery<'_>,
     idempotency_key: &str,

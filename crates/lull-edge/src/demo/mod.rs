@@ -10,8 +10,8 @@
 //! Its Worker side (the search endpoint, the demo receiver, the page's server
 //! side) is `runtime/demo/`, served through one hook of the router's.
 
-pub mod places;
-pub mod route;
+pub(crate) mod places;
+pub(crate) mod route;
 
 /// Whether the demo is built in: `LULL_DEMO_SINK = "on"` serves it.
-pub const BUILT: bool = true;
+pub(crate) const BUILT: bool = true;

@@ -2,7 +2,7 @@
 //! in its place, see `demo/mod.rs`): the same names, empty — no path is the
 //! demo's. The production worker is built so.
 
-pub mod route {
+pub(crate) mod route {
     //! No demo route.
 
     use crate::error::ApiError;
@@ -19,10 +19,10 @@ pub mod route {
     }
 
     /// No path is the demo's: the API's own paths answer.
-    pub fn route(_method: &str, _path: &str) -> Option<Result<DemoRoute, ApiError>> {
+    pub(crate) fn route(_method: &str, _path: &str) -> Option<Result<DemoRoute, ApiError>> {
         None
     }
 }
 
 /// Whether the demo is built in: not here, so `LULL_DEMO_SINK` switches nothing on.
-pub const BUILT: bool = false;
+pub(crate) const BUILT: bool = false;

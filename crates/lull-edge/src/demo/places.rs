@@ -10,13 +10,13 @@
 use serde::Serialize;
 
 /// Results per answer at most.
-pub const MAX_RESULTS: usize = 10;
+pub(crate) const MAX_RESULTS: usize = 10;
 /// Longest query accepted, in characters.
-pub const MAX_QUERY_CHARS: usize = 100;
+pub(crate) const MAX_QUERY_CHARS: usize = 100;
 
 /// One place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Place {
+pub(crate) struct Place {
     /// Its name, as GeoNames spells it.
     pub name: String,
     /// ISO 3166 country code.
@@ -27,7 +27,7 @@ pub struct Place {
 
 /// Why a line of the data set or a query was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PlacesError {
+pub(crate) enum PlacesError {
     /// A data line without three tab-separated fields (1-based line number).
     BadLine(usize),
     /// An empty query, or one longer than [`MAX_QUERY_CHARS`].
@@ -45,13 +45,13 @@ impl core::fmt::Display for PlacesError {
 
 /// The places, sorted by lowercased name.
 #[derive(Debug, Default)]
-pub struct Places {
+pub(crate) struct Places {
     sorted: Vec<(String, Place)>,
 }
 
 /// An answer: how many places match, and the first of them.
 #[derive(Debug, Serialize)]
-pub struct Found<'a> {
+pub(crate) struct Found<'a> {
     /// Places whose name starts with the query.
     pub total: usize,
     /// The first [`MAX_RESULTS`] of them, in name order.
@@ -60,7 +60,7 @@ pub struct Found<'a> {
 
 impl Places {
     /// Parse the data set: one `name⇥country⇥region` per line (blank lines skipped).
-    pub fn parse(text: &str) -> Result<Places, PlacesError> {
+    pub(crate) fn parse(text: &str) -> Result<Places, PlacesError> {
         let mut sorted = Vec::new();
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let mut fields = line.split('\t');
@@ -80,17 +80,18 @@ impl Places {
     }
 
     /// How many places there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.sorted.len()
     }
 
     /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }
 
     /// The places whose name starts with `query` (trimmed, any case).
-    pub fn search(&self, query: &str) -> Result<Found<'_>, PlacesError> {
+    pub(crate) fn search(&self, query: &str) -> Result<Found<'_>, PlacesError> {
         let query = query.trim();
         let chars = query.chars().count();
         if chars == 0 || chars > MAX_QUERY_CHARS {

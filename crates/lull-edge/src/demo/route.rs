@@ -89,7 +89,7 @@ impl DemoRoute {
 /// is one of the demo's (`None`: the API's own paths answer): `405` for
 /// another method, `404` for an unknown `/demo/keys/…` path, `400
 /// invalid_key` for a bad key.
-pub fn route(method: &str, path: &str) -> Option<Result<DemoRoute, ApiError>> {
+pub(crate) fn route(method: &str, path: &str) -> Option<Result<DemoRoute, ApiError>> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let allow = |allowed| ApiError::check_method(method, allowed);
     let key = |segment: &str| Key::from_path_segment(segment);
@@ -126,7 +126,7 @@ pub fn route(method: &str, path: &str) -> Option<Result<DemoRoute, ApiError>> {
 /// The key of `GET /demo/token?key=K`, percent-encoded as `encodeURIComponent`
 /// writes it: `400 invalid_key` for a missing or bad key (the rules of a
 /// path's key), `400 bad_query` for another parameter.
-pub fn token_key(query: Option<&str>) -> Result<Key, ApiError> {
+pub(crate) fn token_key(query: Option<&str>) -> Result<Key, ApiError> {
     let mut key = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=').unwrap_or((pair, "")) {

@@ -23,7 +23,7 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// The least credential an operation needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// An ingest token of the topic (or a global one), a client token covering
     /// the key, or an admin token: posting events.
     Ingest,
@@ -36,7 +36,7 @@ pub enum Access {
 
 /// Who a request's bearer token says it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// A global ingest token: may post events to every topic.
     Ingest,
     /// A topic's own ingest token: may post events to that topic only.
@@ -49,7 +49,7 @@ pub enum Caller {
 
 impl Caller {
     /// Whether this caller may do what needs `need` on `target` (least privilege: see the module).
-    pub fn may(&self, need: Access, target: Target<'_>) -> bool {
+    pub(crate) fn may(&self, need: Access, target: Target<'_>) -> bool {
         let topic = target.topic;
         match (self, need) {
             (Caller::Admin, _) => true,
@@ -64,7 +64,7 @@ impl Caller {
     }
 
     /// A client token's `events_per_minute` for each key, if it sets one.
-    pub fn events_per_minute(&self) -> Option<u32> {
+    pub(crate) fn events_per_minute(&self) -> Option<u32> {
         match self {
             Caller::Client(claims) => claims.events_per_minute,
             _ => None,
@@ -74,7 +74,7 @@ impl Caller {
 
 /// The configured tokens, each variable's tokens in the order given.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     admin: Vec<String>,
     ingest: Vec<String>,
     /// Topic name → its own ingest tokens.
@@ -85,7 +85,7 @@ pub struct Tokens {
 
 /// What a request is about, for [`Tokens::authorize`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     /// Its topic, if it has one.
     pub topic: Option<&'a str>,
     /// Its key, if it has one.
@@ -103,7 +103,7 @@ impl Tokens {
     /// The tokens of `LULL_ADMIN_TOKEN` (`admin`), `LULL_INGEST_TOKEN`
     /// (`ingest`) and each topic's `ingest_token_env` (topic, variable name,
     /// its text), checked: `Err` says what is wrong (a `500 config`).
-    pub fn new(
+    pub(crate) fn new(
         admin: &str,
         ingest: &str,
         topics: &[(String, String, String)],
@@ -150,14 +150,15 @@ impl Tokens {
     }
 
     /// The secrets client tokens are signed with (to mint one).
-    pub fn client_secrets(&self) -> &ClientSecrets {
+    pub(crate) fn client_secrets(&self) -> &ClientSecrets {
         &self.client
     }
 
     /// Check an `Authorization` header (`Bearer <token>`, the scheme in any
     /// case) for an operation needing `need` on `target`: `401` without a
     /// valid token (a client token's refusal says why), `403` when it may not.
-    pub fn authorize(&self, header: Option<&str>, need: Access, target: Target<'_>) -> Result<Caller, ApiError> {
+    #[cfg(test)]
+    pub(crate) fn authorize(&self, header: Option<&str>, need: Access, target: Target<'_>) -> Result<Caller, ApiError> {
         let caller = self.identify(header, target)?;
         if caller.may(need, target) { Ok(caller) } else { Err(ApiError::Forbidden) }
     }
@@ -166,7 +167,7 @@ impl Tokens {
     /// `target` (a token that is several topics' own counts as the one asked
     /// about; a client token is checked at `target.now_s`): `401` without a
     /// valid token, whatever it may do.
-    pub fn identify(&self, header: Option<&str>, target: Target<'_>) -> Result<Caller, ApiError> {
+    pub(crate) fn identify(&self, header: Option<&str>, target: Target<'_>) -> Result<Caller, ApiError> {
         let token = bearer(header).ok_or(ApiError::Unauthorized)?;
         if any(&self.admin, token) {
             return Ok(Caller::Admin);
@@ -189,12 +190,12 @@ impl Tokens {
 
 /// Whether `header` carries one of the tokens in `text` (whitespace-separated),
 /// checked without parsing the rest of the configuration (which may be broken).
-pub fn carries_one_of(header: Option<&str>, text: &str) -> bool {
+pub(crate) fn carries_one_of(header: Option<&str>, text: &str) -> bool {
     bearer(header).is_some_and(|token| any(&split(text), token))
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case).
-pub fn bearer(header: Option<&str>) -> Option<&str> {
+pub(crate) fn bearer(header: Option<&str>) -> Option<&str> {
     let (scheme, token) = header?.trim().split_once(char::is_whitespace)?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

@@ -22,7 +22,7 @@ pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
 /// One event of a batch, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BatchEvent {
+pub(crate) struct BatchEvent {
     /// Its key.
     pub key: Key,
     /// Its JSON, as sent.
@@ -50,7 +50,7 @@ struct Item<'a> {
 
 /// The batch `bytes` holds, every event checked (its key, its size against
 /// `max_body_bytes`, its idempotency key); the first bad one is the error.
-pub fn parse(bytes: &[u8], max_body_bytes: usize) -> Result<Vec<BatchEvent>, ApiError> {
+pub(crate) fn parse(bytes: &[u8], max_body_bytes: usize) -> Result<Vec<BatchEvent>, ApiError> {
     if bytes.len() > MAX_BATCH_BYTES {
         return Err(ApiError::PayloadTooLarge { limit: MAX_BATCH_BYTES });
     }
@@ -80,7 +80,7 @@ pub fn parse(bytes: &[u8], max_body_bytes: usize) -> Result<Vec<BatchEvent>, Api
 }
 
 /// The batch's keys in the order they first appear, each with its events' places.
-pub fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
+pub(crate) fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
     let mut groups: Vec<(Key, Vec<usize>)> = Vec::new();
     let mut at = std::collections::HashMap::new();
     for (index, event) in events.iter().enumerate() {
@@ -95,11 +95,11 @@ pub fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
 
 /// One key's answer: each of its events' `{"window", "seq"}`, in order, or
 /// the status and error every one of them got (nothing of that key was stored).
-pub type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
+pub(crate) type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 
 /// One key's answer read from its object's: `202 {"accepted": […]}` is its
 /// events' entries; anything else is every event's error.
-pub fn read_key_answer(answer: &ObjectAnswer) -> KeyAnswer {
+pub(crate) fn read_key_answer(answer: &ObjectAnswer) -> KeyAnswer {
     let body: Value = serde_json::from_str(&answer.body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
     match body.get("accepted").and_then(Value::as_array) {
         Some(accepted) if answer.status == 202 => Ok(accepted.clone()),
@@ -108,13 +108,13 @@ pub fn read_key_answer(answer: &ObjectAnswer) -> KeyAnswer {
 }
 
 /// What every event of a key gets when its share failed with `error` before its object answered.
-pub fn key_failed(error: &ApiError) -> (u16, Value) {
+pub(crate) fn key_failed(error: &ApiError) -> (u16, Value) {
     (error.status(), serde_json::from_str(&error.to_public_json("-", false)).unwrap_or_default())
 }
 
 /// The batch's answer, `{"results": […]}`, one per event in the batch's
 /// order: `{"status": 202, "window", "seq"}` or `{"status", "error"}`.
-pub fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> Value {
+pub(crate) fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> Value {
     let mut results = vec![Value::Null; count];
     for (places, answer) in answers {
         match answer {

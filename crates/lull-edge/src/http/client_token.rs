@@ -42,7 +42,7 @@ type HmacSha256 = Hmac<Sha256>;
 /// What a client token may do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Claims {
+pub(crate) struct Claims {
     /// The one topic it may post to.
     pub topic: String,
     /// The one key it may post to (or `key_prefix`).
@@ -77,7 +77,14 @@ pub struct Claims {
 impl Claims {
     /// Claims for `topic` and a key (`prefix: false`) or a key prefix, valid
     /// from `now` for `ttl_s` seconds.
-    pub fn new(topic: &str, key: &str, prefix: bool, now: u64, ttl_s: u64, events_per_minute: Option<u32>) -> Claims {
+    pub(crate) fn new(
+        topic: &str,
+        key: &str,
+        prefix: bool,
+        now: u64,
+        ttl_s: u64,
+        events_per_minute: Option<u32>,
+    ) -> Claims {
         let (key, key_prefix) = if prefix { (None, Some(key.to_string())) } else { (Some(key.to_string()), None) };
         Claims {
             topic: topic.to_string(),
@@ -95,7 +102,7 @@ impl Claims {
     }
 
     /// Whether it covers `key` of `topic`.
-    pub fn covers(&self, topic: &str, key: &str) -> bool {
+    pub(crate) fn covers(&self, topic: &str, key: &str) -> bool {
         self.topic == topic
             && match (&self.key, &self.key_prefix) {
                 (Some(k), None) => k == key,
@@ -109,7 +116,7 @@ impl Claims {
 /// key prefix, and optionally a lifetime and a per-key event bound.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MintRequest {
+pub(crate) struct MintRequest {
     /// One key.
     #[serde(default)]
     pub key: Option<String>,
@@ -127,14 +134,14 @@ pub struct MintRequest {
 impl MintRequest {
     /// The request a body holds: `400 malformed_json` if it is not JSON,
     /// `400 bad_request` if it is not such a request (an unknown field, say).
-    pub fn parse(body: &[u8]) -> Result<MintRequest, ApiError> {
+    pub(crate) fn parse(body: &[u8]) -> Result<MintRequest, ApiError> {
         crate::http::json_body(body, r#"{"key" | "key_prefix", "ttl_s"?, "events_per_minute"?}"#)
     }
 
     /// The claims it asks for on `topic`, from `now` (unix seconds): `400
     /// bad_request` says what is wrong, `400 invalid_key` (as for a path's
     /// key) if the key or prefix is not one.
-    pub fn claims(self, topic: &str, now: u64) -> Result<Claims, ApiError> {
+    pub(crate) fn claims(self, topic: &str, now: u64) -> Result<Claims, ApiError> {
         let bad = |why: String| Err(ApiError::BadRequest(why));
         let ttl = self.ttl_s.unwrap_or(DEFAULT_TTL_S);
         if !(1..=MAX_LIFETIME_S).contains(&ttl) {
@@ -158,7 +165,7 @@ impl MintRequest {
 
 /// Why a client token was refused (`401 unauthorized`, with this reason).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// Not three base64url parts of JSON, or claims missing or wrong.
     Malformed(String),
     /// An algorithm other than HS256 (`none` included).
@@ -199,12 +206,12 @@ struct Header {
 
 /// The secrets of `LULL_CLIENT_TOKEN_SECRET`, in order (a `kid` is a position).
 #[derive(Clone, Debug, Default)]
-pub struct ClientSecrets(Vec<Vec<u8>>);
+pub(crate) struct ClientSecrets(Vec<Vec<u8>>);
 
 impl ClientSecrets {
     /// The secrets in `text` (whitespace-separated), each at least
     /// [`MIN_SECRET_CHARS`]; none at all when `text` is `None` (client tokens are off).
-    pub fn parse(text: Option<&str>) -> Result<ClientSecrets, ApiError> {
+    pub(crate) fn parse(text: Option<&str>) -> Result<ClientSecrets, ApiError> {
         let secrets: Vec<&str> = text.unwrap_or("").split_whitespace().collect();
         if let Some(short) = secrets.iter().find(|s| s.chars().count() < MIN_SECRET_CHARS) {
             return Err(ApiError::Config(format!(
@@ -216,12 +223,12 @@ impl ClientSecrets {
     }
 
     /// Whether any secret is configured (else client tokens are refused).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// A token with `claims`, signed with the first secret (`kid` "0").
-    pub fn mint(&self, claims: &Claims) -> Result<String, ApiError> {
+    pub(crate) fn mint(&self, claims: &Claims) -> Result<String, ApiError> {
         let secret = self.0.first().ok_or_else(|| {
             ApiError::Config("LULL_CLIENT_TOKEN_SECRET is not set: no client token can be minted".into())
         })?;
@@ -233,7 +240,7 @@ impl ClientSecrets {
     }
 
     /// The claims of `token` at `now` (unix seconds), if a secret signed it and it is valid now.
-    pub fn verify(&self, token: &str, now: u64) -> Result<Claims, TokenError> {
+    pub(crate) fn verify(&self, token: &str, now: u64) -> Result<Claims, TokenError> {
         let malformed = |why: &str| TokenError::Malformed(why.into());
         let mut parts = token.split('.');
         let (Some(header), Some(claims), Some(signature), None) =

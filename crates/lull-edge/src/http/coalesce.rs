@@ -64,25 +64,25 @@ pub const MAX_COALESCED_EVENTS: usize = 256;
 pub const MAX_COALESCED_BYTES: usize = 1024 * 1024;
 /// A flight older than this no longer holds its lane, so a waiting batch goes at
 /// the latest this long after a member joined it (that member sends it): 2 s.
-pub const TAKE_AFTER_MS: u64 = 2_000;
+pub(crate) const TAKE_AFTER_MS: u64 = 2_000;
 /// A member whose batch travelled gives up waiting for its answer this long after
 /// it joined (its sender's request was cancelled, or the object hangs): 30 s.
-pub const ANSWER_WITHIN_MS: u64 = 30_000;
+pub(crate) const ANSWER_WITHIN_MS: u64 = 30_000;
 /// Lanes are swept of stale ones when there are this many (then at twice as many as remain).
-pub const SWEEP_AT_LANES: usize = 64;
+pub(crate) const SWEEP_AT_LANES: usize = 64;
 /// A member whose flight is due but has not landed looks again this much later: 1 ms.
-pub const POLL_MS: u64 = 1;
+pub(crate) const POLL_MS: u64 = 1;
 /// How long a flight is expected to take before any has landed: 5 ms.
-pub const FIRST_TYPICAL_MS: u64 = 5;
+pub(crate) const FIRST_TYPICAL_MS: u64 = 5;
 
 /// One object request of a lane in flight (a lone event or a batch), as the lanes know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Flight(u64);
+pub(crate) struct Flight(u64);
 
 /// What waits in a lane for one producer request: a single event, or a
 /// batch's share of the key; with the request's slot for its answer (`W`).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Member<W> {
+pub(crate) struct Member<W> {
     /// Its events: each one's JSON and the producer's `Idempotency-Key`, if any.
     events: Vec<(String, Option<String>)>,
     /// How its request is answered (a share's count is its events').
@@ -94,7 +94,7 @@ pub struct Member<W> {
 /// How a member's request is answered: as the single-event route answers, or
 /// as a batch's share is (`{"accepted": […]}`, an entry per event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// One event (`POST …/keys/{key}/events`): its entry.
     Single,
     /// A batch's share of the key, of this many events.
@@ -103,7 +103,7 @@ pub enum Shape {
 
 impl Shape {
     /// How many events it answers for.
-    pub fn events(self) -> usize {
+    pub(crate) fn events(self) -> usize {
         match self {
             Shape::Single => 1,
             Shape::Share(n) => n,
@@ -113,28 +113,28 @@ impl Shape {
 
 impl<W> Member<W> {
     /// One event's member.
-    pub fn single(event: String, idempotency_key: Option<String>, slot: W) -> Member<W> {
+    pub(crate) fn single(event: String, idempotency_key: Option<String>, slot: W) -> Member<W> {
         Member { events: vec![(event, idempotency_key)], shape: Shape::Single, slot }
     }
 
     /// A batch's share of one key.
-    pub fn share(events: Vec<(String, Option<String>)>, slot: W) -> Member<W> {
+    pub(crate) fn share(events: Vec<(String, Option<String>)>, slot: W) -> Member<W> {
         Member { shape: Shape::Share(events.len()), events, slot }
     }
 
     /// How its request is answered.
-    pub fn shape(&self) -> Shape {
+    pub(crate) fn shape(&self) -> Shape {
         self.shape
     }
 
     /// Its events, and its slot.
-    pub fn into_parts(self) -> (Vec<(String, Option<String>)>, W) {
+    pub(crate) fn into_parts(self) -> (Vec<(String, Option<String>)>, W) {
         (self.events, self.slot)
     }
 
     /// Its own request, as it came: one event as the single-event route sends
     /// it, a share as a batch (one transaction).
-    pub fn request(self) -> KeyRequest {
+    pub(crate) fn request(self) -> KeyRequest {
         request(&[self.shape], self.events)
     }
 
@@ -151,7 +151,7 @@ impl<W> Member<W> {
 
 /// Where an arriving member goes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Arrival<W> {
+pub(crate) enum Arrival<W> {
     /// Nothing of its key is in flight: send it alone, as its own request
     /// ([`Member::request`]), now, as `flight`, and report its end with [`Lanes::landed`].
     Alone {
@@ -172,7 +172,7 @@ pub enum Arrival<W> {
 
 /// A member's place: its lane, its batch and when it joined.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Place {
+pub(crate) struct Place {
     /// Its lane (the key's object name).
     pub lane: String,
     /// Its batch.
@@ -183,7 +183,7 @@ pub struct Place {
 
 /// What a member does next.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Turn<W> {
+pub(crate) enum Turn<W> {
     /// Send these members' events (its own among them) now, as `flight`: it is
     /// their sender. Report the flight's end with [`Lanes::landed`], and leave
     /// each member its answer.
@@ -234,7 +234,7 @@ impl<W> Lane<W> {
 
 /// The lanes of one isolate, by key. `W` is a waiting request's slot.
 #[derive(Debug)]
-pub struct Lanes<W> {
+pub(crate) struct Lanes<W> {
     lanes: HashMap<String, Lane<W>>,
     next: u64,
     sweep_at: usize,
@@ -249,18 +249,21 @@ impl<W> Default for Lanes<W> {
 
 impl<W> Lanes<W> {
     /// Lanes held now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lanes.len()
     }
 
     /// Whether no lane is held.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.lanes.is_empty()
     }
 
     /// How long a flight of this isolate takes lately (ms, at least 1): a moving
     /// average of the flights that landed, [`FIRST_TYPICAL_MS`] before any did.
-    pub fn typical_ms(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn typical_ms(&self) -> u64 {
         self.typical
     }
 
@@ -270,7 +273,7 @@ impl<W> Lanes<W> {
     }
 
     /// A member for `lane` arrives at `now`.
-    pub fn arrive(&mut self, lane: &str, member: Member<W>, now: u64) -> Arrival<W> {
+    pub(crate) fn arrive(&mut self, lane: &str, member: Member<W>, now: u64) -> Arrival<W> {
         if self.lanes.len() >= self.sweep_at {
             self.lanes.retain(|_, l| !l.stale(now));
             self.sweep_at = (2 * self.lanes.len()).max(SWEEP_AT_LANES);
@@ -307,7 +310,7 @@ impl<W> Lanes<W> {
     }
 
     /// What the member at `place` does at `now` (after it found no answer).
-    pub fn turn(&mut self, place: &Place, now: u64) -> Turn<W> {
+    pub(crate) fn turn(&mut self, place: &Place, now: u64) -> Turn<W> {
         let typical = self.typical;
         let give_up = place.joined.saturating_add(ANSWER_WITHIN_MS);
         let Some(l) = self.lanes.get_mut(&place.lane) else {
@@ -339,7 +342,7 @@ impl<W> Lanes<W> {
 
     /// `flight` of `lane` landed at `now` (answered or failed). A flight that no
     /// longer holds its lane (it was overtaken) frees nothing, but its time still counts.
-    pub fn landed(&mut self, lane: &str, flight: Flight, now: u64) {
+    pub(crate) fn landed(&mut self, lane: &str, flight: Flight, now: u64) {
         let Some(l) = self.lanes.get_mut(lane) else { return };
         let Some((current, since)) = l.flight else { return };
         if current != flight {
@@ -370,7 +373,7 @@ fn answer_or_give_up<W>(now: u64, joined: u64, give_up: u64) -> Turn<W> {
 /// The object request for the events of members shaped `shapes`, in order: a
 /// lone single event as the single-event route sends it, anything else as a
 /// batch (one transaction, all or nothing).
-pub fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)>) -> KeyRequest {
+pub(crate) fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)>) -> KeyRequest {
     match events.pop() {
         Some((body, idempotency_key)) if shapes == [Shape::Single] && events.is_empty() => {
             KeyRequest::Event { body, idempotency_key, events_per_minute: None }
@@ -393,7 +396,7 @@ struct Accepted<'a> {
 /// its own; a batch's `202 {"accepted": […]}` gives each member its entries,
 /// byte for byte (an event its entry, a share `{"accepted": […]}` of its
 /// own); any other answer is every member's.
-pub fn share(shapes: &[Shape], answer: &ObjectAnswer) -> Vec<Result<ObjectAnswer, ApiError>> {
+pub(crate) fn share(shapes: &[Shape], answer: &ObjectAnswer) -> Vec<Result<ObjectAnswer, ApiError>> {
     let ObjectAnswer { status, body, .. } = answer;
     let status = *status;
     let whole = || answer.clone();

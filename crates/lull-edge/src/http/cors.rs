@@ -11,19 +11,19 @@
 use crate::error::ApiError;
 
 /// Methods the API takes.
-pub const ALLOW_METHODS: &str = "GET, POST, PUT, DELETE";
+pub(crate) const ALLOW_METHODS: &str = "GET, POST, PUT, DELETE";
 /// Request headers the API reads.
-pub const ALLOW_HEADERS: &str = "authorization, content-type, idempotency-key";
+pub(crate) const ALLOW_HEADERS: &str = "authorization, content-type, idempotency-key";
 /// Response headers a page may read (`Retry-After` on `429` and `503`).
-pub const EXPOSE_HEADERS: &str = "retry-after";
+pub(crate) const EXPOSE_HEADERS: &str = "retry-after";
 /// How long a browser may cache a preflight (seconds).
-pub const MAX_AGE_SECS: u32 = 86_400;
+pub(crate) const MAX_AGE_SECS: u32 = 86_400;
 /// Origins a list may name at most.
 pub const MAX_ORIGINS: usize = 64;
 
 /// The origins allowed to call the API from a browser.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Cors {
+pub(crate) enum Cors {
     /// None: no CORS headers (the default).
     #[default]
     Off,
@@ -36,7 +36,7 @@ pub enum Cors {
 impl Cors {
     /// Parse `LULL_CORS_ORIGINS`: empty or unset (off), `*`, or origins
     /// separated by commas or spaces, each `http(s)://host[:port]` with no path.
-    pub fn parse(text: Option<&str>) -> Result<Cors, ApiError> {
+    pub(crate) fn parse(text: Option<&str>) -> Result<Cors, ApiError> {
         let text = text.unwrap_or("").trim();
         if text.is_empty() {
             return Ok(Cors::Off);
@@ -65,7 +65,7 @@ impl Cors {
     }
 
     /// The `Access-Control-Allow-Origin` value for a request from `origin`, if allowed.
-    pub fn allow<'a>(&self, origin: Option<&'a str>) -> Option<&'a str> {
+    pub(crate) fn allow<'a>(&self, origin: Option<&'a str>) -> Option<&'a str> {
         let origin = origin?;
         match self {
             Cors::Off => None,
@@ -75,7 +75,7 @@ impl Cors {
     }
 
     /// Headers for a response to a request from `origin` (none if it is not allowed).
-    pub fn headers(&self, origin: Option<&str>) -> Vec<(&'static str, String)> {
+    pub(crate) fn headers(&self, origin: Option<&str>) -> Vec<(&'static str, String)> {
         match self.allow(origin) {
             Some(origin) => vec![
                 ("access-control-allow-origin", origin.to_string()),
@@ -87,7 +87,7 @@ impl Cors {
     }
 
     /// The answer to a preflight (`OPTIONS`) from `origin`: its headers, or `403`.
-    pub fn preflight(&self, origin: Option<&str>) -> Result<Vec<(&'static str, String)>, ApiError> {
+    pub(crate) fn preflight(&self, origin: Option<&str>) -> Result<Vec<(&'static str, String)>, ApiError> {
         let mut headers = self.headers(origin);
         if headers.is_empty() {
             return Err(ApiError::OriginNotAllowed(origin.unwrap_or("(none)").to_string()));

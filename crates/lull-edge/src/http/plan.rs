@@ -36,7 +36,7 @@ pub const SMALL_BODY_BYTES: usize = 4 * 1024;
 
 /// What the router read off a request, for [`plan`].
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Asked<'a> {
+pub(crate) struct Asked<'a> {
     /// The URL's path, as the runtime gave it (a `404` names it).
     pub path: &'a str,
     /// The `Authorization` header: the credential presented, if any.
@@ -51,7 +51,7 @@ pub struct Asked<'a> {
 
 /// The configuration, as far as a plan needs it.
 #[derive(Clone, Copy, Debug)]
-pub struct Setup<'c> {
+pub(crate) struct Setup<'c> {
     /// The admin, ingest and topics' own tokens, and the client tokens' secrets.
     pub tokens: &'c Tokens,
     /// The topics.
@@ -63,7 +63,7 @@ pub struct Setup<'c> {
 /// What the router does with one request, decided before any body is read
 /// or any object asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan<'c> {
+pub(crate) struct Plan<'c> {
     /// The least credential the route required and the caller presented
     /// (`None`: it requires none — a preflight, a delivery to the demo sink,
     /// the demo page's endpoints).
@@ -74,7 +74,7 @@ pub struct Plan<'c> {
 
 /// What a plan carries out.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action<'c> {
+pub(crate) enum Action<'c> {
     /// `OPTIONS`: answer the browser's CORS preflight.
     Preflight,
     /// Ask a key's object `call` and pass its answer on (every key operation but an event).
@@ -106,7 +106,7 @@ pub enum Action<'c> {
 
 /// How a request's events enter their topic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Intake {
+pub(crate) struct Intake {
     /// The request body's bound (bytes): an event's is its topic's
     /// `max_body_bytes`, a batch's [`MAX_BATCH_BYTES`] (each of its events within the topic's).
     pub body_limit: usize,
@@ -124,7 +124,7 @@ pub struct Intake {
 
 /// One event of a key, its body still to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventPlan<'c> {
+pub(crate) struct EventPlan<'c> {
     /// Its topic.
     pub topic: &'c Topic,
     /// Its key.
@@ -137,7 +137,7 @@ pub struct EventPlan<'c> {
 
 impl EventPlan<'_> {
     /// The key's call for the event's JSON `body` (sent alone: it does not coalesce).
-    pub fn call(self, body: String) -> KeyCall {
+    pub(crate) fn call(self, body: String) -> KeyCall {
         let events_per_minute = self.intake.events_per_minute;
         let request = KeyRequest::Event { body, idempotency_key: self.idempotency_key, events_per_minute };
         KeyCall { topic: self.topic.name.clone(), key: self.key, request }
@@ -146,7 +146,7 @@ impl EventPlan<'_> {
 
 /// A batch of one topic's events, its body still to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BatchPlan<'c> {
+pub(crate) struct BatchPlan<'c> {
     /// Its topic.
     pub topic: &'c Topic,
     /// How its events enter the topic.
@@ -159,13 +159,13 @@ impl BatchPlan<'_> {
     /// Whether the caller may post the events of `key` (a client token covers
     /// some keys only, a topic's own ingest token its topic only): `403` if
     /// not. Every key is checked before any is stored.
-    pub fn share(&self, key: &Key) -> Result<(), ApiError> {
+    pub(crate) fn share(&self, key: &Key) -> Result<(), ApiError> {
         let target = Target { topic: Some(&self.topic.name), key: Some(key.as_str()), now_s: 0 };
         if self.caller.may(Access::Ingest, target) { Ok(()) } else { Err(ApiError::Forbidden) }
     }
 
     /// The key's call for its share of the batch (sent alone: it does not coalesce).
-    pub fn call(&self, key: Key, events: Vec<(String, Option<String>)>) -> KeyCall {
+    pub(crate) fn call(&self, key: Key, events: Vec<(String, Option<String>)>) -> KeyCall {
         let request = KeyRequest::Events { events, events_per_minute: self.intake.events_per_minute };
         KeyCall { topic: self.topic.name.clone(), key, request }
     }
@@ -175,7 +175,7 @@ impl BatchPlan<'_> {
 /// the request gets before anything else happens (in this order: the demo
 /// switch, the credential, the topic and its queue, the producer's
 /// `Idempotency-Key`, the query's page).
-pub fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Result<Plan<'c>, ApiError> {
+pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Result<Plan<'c>, ApiError> {
     if matches!(route, Route::Demo(_)) && !setup.demo {
         return Err(ApiError::NotFound(format!("route {:?}", asked.path)));
     }

@@ -17,7 +17,7 @@ pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 200;
 
 /// A producer's `Idempotency-Key` header, checked: 1–200 printable ASCII
 /// characters without spaces. `None` when the header is absent.
-pub fn producer_key(header: Option<&str>) -> Result<Option<String>, ApiError> {
+pub(crate) fn producer_key(header: Option<&str>) -> Result<Option<String>, ApiError> {
     let Some(key) = header else { return Ok(None) };
     let ok = (1..=MAX_IDEMPOTENCY_KEY_BYTES).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic());
     if ok { Ok(Some(key.to_string())) } else { Err(ApiError::InvalidIdempotencyKey) }
@@ -25,7 +25,7 @@ pub fn producer_key(header: Option<&str>) -> Result<Option<String>, ApiError> {
 
 /// `?after=W&limit=N` of a dead-letter page: `after` a window id, `limit`
 /// 1..=`max` (default `default`). Anything else is a `400 bad_query`.
-pub fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u64>, usize), ApiError> {
+pub(crate) fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u64>, usize), ApiError> {
     let (mut after, mut limit) = (None, default);
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -47,7 +47,7 @@ pub fn page(query: Option<&str>, default: usize, max: usize) -> Result<(Option<u
 
 /// `request` with its page read from `query` (dead letters, timeline; other
 /// requests ignore the query). `400 bad_query` for a bad one.
-pub fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest, ApiError> {
+pub(crate) fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest, ApiError> {
     Ok(match request {
         KeyRequest::DeadLetters { .. } => {
             let (after, limit) = page(query, DEFAULT_PAGE, MAX_PAGE)?;
@@ -63,7 +63,7 @@ pub fn with_page(request: KeyRequest, query: Option<&str>) -> Result<KeyRequest,
 
 /// `op` (a queue topic's dead-letter route) with its page read from `query`
 /// (`GET …/queue/dead-letters`; other operations ignore the query). `400 bad_query` for a bad one.
-pub fn with_queue_page(op: GateOp, query: Option<&str>) -> Result<GateOp, ApiError> {
+pub(crate) fn with_queue_page(op: GateOp, query: Option<&str>) -> Result<GateOp, ApiError> {
     Ok(match op {
         GateOp::DeadLetters { .. } => {
             let (after, limit) = page(query, DEFAULT_PAGE, MAX_PAGE)?;
@@ -81,14 +81,14 @@ pub enum Route {
     /// `OPTIONS` on any path: a browser's CORS preflight.
     Preflight,
     /// The demo's routes (`/sink`, `/demo/…`), as its one hook
-    /// ([`crate::demo::route::route`]) reads them; none without the `demo` feature.
+    /// (`crate::demo::route::route`) reads them; none without the `demo` feature.
     Demo(DemoRoute),
     /// `POST /v1/topics/{topic}/client-tokens`: mint a client token (admin).
     MintClientToken {
         /// The topic name (checked for shape).
         topic: String,
     },
-    /// `POST /v1/topics/{topic}/events:batch`: many keys' events ([`crate::http::batch`]).
+    /// `POST /v1/topics/{topic}/events:batch`: many keys' events (`crate::http::batch`).
     Batch {
         /// The topic name (checked for shape).
         topic: String,
@@ -96,7 +96,7 @@ pub enum Route {
     /// An operation of a queue topic's gate object (admin): `GET
     /// /v1/topics/{topic}/queue` ([`GateOp::Status`]: forwards in flight, bound,
     /// counters), and its dead letters: `GET …/queue/dead-letters`
-    /// ([`GateOp::DeadLetters`], its page from the query: [`with_queue_page`]),
+    /// ([`GateOp::DeadLetters`], its page from the query: `with_queue_page`),
     /// `POST …/dead-letters/{id}/retry` ([`GateOp::Replay`]), `POST
     /// …/dead-letters/retry` ([`GateOp::ReplayAll`]), `DELETE
     /// …/dead-letters/{id}` ([`GateOp::Discard`]).
@@ -194,7 +194,7 @@ impl Route {
 }
 
 /// A URL's path (`/` if none) and query, read off the text as the runtime gave it.
-pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
+pub(crate) fn path_and_query(url: &str) -> (&str, Option<&str>) {
     // A byte scan: `str::find` with a text pattern sets up a two-way searcher per call.
     let after_scheme = url.as_bytes().windows(3).position(|w| w == b"://").map_or(0, |i| i + 3);
     let rest = url[after_scheme..].find('/').map_or("", |i| &url[after_scheme + i..]);

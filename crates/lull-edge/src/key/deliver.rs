@@ -113,7 +113,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     }
 
     /// The alarm could not do its work: log it, and arm again after a backoff
-    /// that doubles with each failure in a row ([`ALARM_RETRY`]). If that
+    /// that doubles with each failure in a row (`ALARM_RETRY`). If that
     /// re-arm fails too, memory is dropped (the next call reloads, and a load
     /// always arms) and the runtime's own retry of the failed handler remains.
     pub async fn alarm_failed(&self, error: &ApiError) {

@@ -35,10 +35,10 @@
 mod deliver;
 mod load;
 mod memory;
-pub mod request;
+pub(crate) mod request;
 mod rows;
-pub mod state;
-pub mod timeline;
+pub(crate) mod state;
+pub(crate) mod timeline;
 
 use std::cell::{Cell, RefCell};
 
@@ -58,13 +58,13 @@ pub const MAX_PAGE: usize = 500;
 /// Dead letters per page unless asked.
 pub const DEFAULT_PAGE: usize = 100;
 /// Queued windows and dead letters the status shows (oldest first); it gives counts of all.
-pub const STATUS_FEW: usize = 10;
+pub(crate) const STATUS_FEW: usize = 10;
 /// A failed `alarm()` tries again after 1 s, doubling per failure in a row, up to 60 s.
-pub const ALARM_RETRY: Retry = Retry::backoff(u32::MAX, 1_000, 60_000);
+pub(crate) const ALARM_RETRY: Retry = Retry::backoff(u32::MAX, 1_000, 60_000);
 /// `Retry-After` when storage failed (seconds): the crate's, named here too.
-pub use crate::error::UNAVAILABLE_RETRY_SECS;
+pub(crate) use crate::error::UNAVAILABLE_RETRY_SECS;
 /// `Retry-After` at the pending bound when no retry is scheduled (seconds).
-pub const FULL_RETRY_SECS: u64 = 60;
+pub(crate) const FULL_RETRY_SECS: u64 = 60;
 /// Producer idempotency keys a key remembers (the oldest is forgotten first).
 pub const DEDUPE_SLOTS: u32 = 4_096;
 /// Events one row holds at most: a request's events for the key share rows of at most this many.

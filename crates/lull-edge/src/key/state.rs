@@ -24,7 +24,7 @@ use crate::topic::{PayloadMode, Topic};
 /// with the policy ([`KeyState::set_policy`]), kept in the snapshot, so a
 /// load replays events under the terms they were accepted with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WindowTerms {
+pub(crate) struct WindowTerms {
     /// Which events of a window its delivery carries (and so keeps the rows of).
     pub keep: PayloadMode,
     /// Most bytes of events a window holds: the event that would pass it opens the next.
@@ -33,14 +33,14 @@ pub struct WindowTerms {
 
 impl WindowTerms {
     /// The terms `topic` sets.
-    pub fn of(topic: &Topic) -> WindowTerms {
+    pub(crate) fn of(topic: &Topic) -> WindowTerms {
         WindowTerms { keep: topic.payload, max_bytes: topic.max_window_bytes }
     }
 }
 
 /// Storage work counted for the status and the benchmark, as SQLite reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Io {
+pub(crate) struct Io {
     /// Rows written (events, snapshots, backlog rows), as storage counted them.
     pub rows_written: u64,
     /// Of those, rows written while accepting events.
@@ -54,7 +54,7 @@ pub struct Io {
 
 /// The outcome of the last delivery attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LastDelivery {
+pub(crate) struct LastDelivery {
     /// The window delivered.
     pub window: WindowId,
     /// The attempt number.
@@ -69,7 +69,7 @@ pub struct LastDelivery {
 
 /// What storage must reflect after an operation.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// A window waits for the run slot: it gets a backlog row.
     Queued(QueuedWindow),
     /// A window was dead-lettered: its backlog row says so.
@@ -87,12 +87,12 @@ pub enum Effect {
 
 /// The snapshot's schema version: 2 keeps the backlog in rows of its own
 /// (1, the first release, kept it inside the state).
-pub const SCHEMA: u32 = 2;
+pub(crate) const SCHEMA: u32 = 2;
 
 /// One key's state: the engine, the fires waiting for the alarm, the delivery
 /// in progress, counters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KeyState {
+pub(crate) struct KeyState {
     engine: Debouncer,
     outbox: VecDeque<Fire>,
     /// A delivery begun and not yet ended: (window, attempt). Found at load, it
@@ -136,7 +136,7 @@ fn schema_one() -> u32 {
 }
 
 /// A snapshot read back: names, state, backlog, schema.
-pub struct Restored {
+pub(crate) struct Restored {
     /// The topic.
     pub topic: String,
     /// The key, percent-encoded.
@@ -152,7 +152,7 @@ pub struct Restored {
 
 impl KeyState {
     /// A fresh key running `policy`; `seed` feeds the retry jitter; `incarnation` names this life of the key.
-    pub fn new(policy: Policy, terms: WindowTerms, seed: u64, incarnation: String) -> Self {
+    pub(crate) fn new(policy: Policy, terms: WindowTerms, seed: u64, incarnation: String) -> Self {
         KeyState {
             terms: Some(terms),
             open_bytes: None,
@@ -167,7 +167,7 @@ impl KeyState {
     }
 
     /// The snapshot JSON: names and state, without the backlog (which lives in rows).
-    pub fn snapshot(&mut self, topic: &str, key: &str) -> Result<String, serde_json::Error> {
+    pub(crate) fn snapshot(&mut self, topic: &str, key: &str) -> Result<String, serde_json::Error> {
         let backlog = self.engine.take_backlog();
         let json =
             serde_json::to_string(&Snapshot { schema: SCHEMA, topic: topic.into(), key: key.into(), state: &*self });
@@ -176,7 +176,7 @@ impl KeyState {
     }
 
     /// Read a snapshot of either schema.
-    pub fn restore(json: &str) -> Result<Restored, serde_json::Error> {
+    pub(crate) fn restore(json: &str) -> Result<Restored, serde_json::Error> {
         let Snapshot { schema, topic, key, state } = serde_json::from_str::<Snapshot<KeyState>>(json)?;
         let mut state = state;
         let inline_backlog = state.engine.take_backlog();
@@ -184,22 +184,22 @@ impl KeyState {
     }
 
     /// Put the backlog (read from rows) back under the engine.
-    pub fn restore_backlog(&mut self, backlog: Backlog) {
+    pub(crate) fn restore_backlog(&mut self, backlog: Backlog) {
         self.engine.restore_backlog(backlog);
     }
 
     /// The engine (read-only).
-    pub fn engine(&self) -> &Debouncer {
+    pub(crate) fn engine(&self) -> &Debouncer {
         &self.engine
     }
 
     /// The name of this life of the key, if it has one.
-    pub fn incarnation(&self) -> Option<&str> {
+    pub(crate) fn incarnation(&self) -> Option<&str> {
         self.incarnation.as_deref()
     }
 
     /// Accept one event of `bytes` at `now`.
-    pub fn accept(&mut self, now: u64, bytes: u64) -> (Accepted, Vec<Effect>) {
+    pub(crate) fn accept(&mut self, now: u64, bytes: u64) -> (Accepted, Vec<Effect>) {
         let accepted = self.take(now, bytes);
         let mut effects =
             vec![Effect::Log(Fact::new("accept", json!({"window": accepted.window, "seq": accepted.seq})))];
@@ -209,7 +209,7 @@ impl KeyState {
 
     /// Replay a stored event through the engine while loading: no effects
     /// but the engine's (fires go to the outbox again).
-    pub fn replay_event(&mut self, at: u64, bytes: u64) -> Accepted {
+    pub(crate) fn replay_event(&mut self, at: u64, bytes: u64) -> Accepted {
         let accepted = self.take(at, bytes);
         let mut ignored = Vec::new();
         self.drain(&mut ignored);
@@ -220,7 +220,7 @@ impl KeyState {
     /// when nothing fires (a spent timer lets a pending policy in, and an event
     /// at that same instant then behaves differently), and a load replays
     /// events only: such a change asks for the snapshot ([`Effect::Unreplayable`]).
-    pub fn timeout(&mut self, now: u64) -> Vec<Effect> {
+    pub(crate) fn timeout(&mut self, now: u64) -> Vec<Effect> {
         let due = self.engine.next_deadline().is_some_and(|at| at <= now);
         self.engine.handle_timeout(now);
         let mut effects = self.effects();
@@ -252,12 +252,12 @@ impl KeyState {
     }
 
     /// Whether this key runs `topic`'s policy (or is about to: a pending change) and window terms.
-    pub fn follows(&self, topic: &Topic) -> bool {
+    pub(crate) fn follows(&self, topic: &Topic) -> bool {
         self.target_policy() == &topic.policy && self.terms == Some(WindowTerms::of(topic))
     }
 
     /// Which events of a window its delivery carries (every one for keys from before window terms).
-    pub fn keeps(&self) -> PayloadMode {
+    pub(crate) fn keeps(&self) -> PayloadMode {
         self.terms.map_or(PayloadMode::All, |t| t.keep)
     }
 
@@ -271,7 +271,7 @@ impl KeyState {
     /// The window terms apply at once: the byte bound from the next event, the
     /// rows kept from the next event (a window formed under `last` or `first`
     /// that is delivered under `all` carries the events it kept).
-    pub fn set_policy(&mut self, topic: &Topic, now: u64) -> Vec<Effect> {
+    pub(crate) fn set_policy(&mut self, topic: &Topic, now: u64) -> Vec<Effect> {
         self.terms = Some(WindowTerms::of(topic));
         self.engine.set_policy(topic.policy.clone(), now);
         let pending = self.engine.pending_policy().is_some();
@@ -282,25 +282,25 @@ impl KeyState {
     }
 
     /// Fire the open window as soon as possible.
-    pub fn flush(&mut self, now: u64) -> Vec<Effect> {
+    pub(crate) fn flush(&mut self, now: u64) -> Vec<Effect> {
         self.engine.flush(now);
         self.effects()
     }
 
     /// Drop the open window (and queued, never-fired windows); their rows go.
-    pub fn cancel(&mut self, now: u64) -> Vec<Effect> {
+    pub(crate) fn cancel(&mut self, now: u64) -> Vec<Effect> {
         self.engine.cancel(now);
         self.effects()
     }
 
     /// Deliver a dead-lettered window again.
-    pub fn replay(&mut self, window: WindowId, now: u64) -> Result<Vec<Effect>, DeadLetterError> {
+    pub(crate) fn replay(&mut self, window: WindowId, now: u64) -> Result<Vec<Effect>, DeadLetterError> {
         self.engine.replay(window, now)?;
         Ok(self.effects())
     }
 
     /// Forget a dead letter for good; its rows go.
-    pub fn discard(&mut self, window: WindowId) -> Result<Vec<Effect>, DeadLetterError> {
+    pub(crate) fn discard(&mut self, window: WindowId) -> Result<Vec<Effect>, DeadLetterError> {
         let letter = self.engine.discard(window)?;
         Ok(vec![
             Effect::Log(Fact::new("discard", json!({"window": window, "count": letter.span.count()}))),
@@ -311,7 +311,7 @@ impl KeyState {
 
     /// The next fire to deliver, taken out of the outbox and marked as begun.
     /// A fire the engine no longer has in flight is dropped, never sent.
-    pub fn begin_delivery(&mut self) -> (Option<Fire>, Vec<Effect>) {
+    pub(crate) fn begin_delivery(&mut self) -> (Option<Fire>, Vec<Effect>) {
         let mut effects = Vec::new();
         while let Some(fire) = self.outbox.pop_front() {
             let run = self.engine.run();
@@ -325,7 +325,7 @@ impl KeyState {
     }
 
     /// The delivery of `fire` ended at `outcome.at`.
-    pub fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
+    pub(crate) fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         self.started = None;
         let mut fact = fired("deliver", fire);
@@ -351,7 +351,7 @@ impl KeyState {
 
     /// A delivery found begun at load was cut short (the object stopped
     /// mid-delivery): it counts as a failed attempt. Nothing if none was.
-    pub fn recover(&mut self, now: u64) -> Vec<Effect> {
+    pub(crate) fn recover(&mut self, now: u64) -> Vec<Effect> {
         let Some((window, attempt)) = self.started.take() else { return Vec::new() };
         let Some(run) = self.engine.run().copied().filter(|r| r.window == window && r.attempt == attempt) else {
             return Vec::new();
@@ -362,17 +362,18 @@ impl KeyState {
     }
 
     /// Whether a fire waits in the outbox.
-    pub fn fire_waiting(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn fire_waiting(&self) -> bool {
         !self.outbox.is_empty()
     }
 
     /// When the alarm should go off next: now if a fire waits, else the engine's deadline.
-    pub fn alarm_at(&self, now: u64) -> Option<u64> {
+    pub(crate) fn alarm_at(&self, now: u64) -> Option<u64> {
         if self.outbox.is_empty() { self.engine.next_deadline() } else { Some(now) }
     }
 
     /// Nothing open, queued, due, running or dead-lettered: the key holds no event.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         let e = &self.engine;
         self.outbox.is_empty()
             && e.open_window().is_none()
@@ -382,14 +383,14 @@ impl KeyState {
     }
 
     /// Windows waiting (queued or due) plus dead letters: what the topic's bound counts.
-    pub fn pending_windows(&self) -> usize {
+    pub(crate) fn pending_windows(&self) -> usize {
         self.engine.queued().len() + self.engine.dead_letters().len() + self.outbox.len()
     }
 
     /// The events whose rows are still needed, as spans: of every window
     /// open, due, running, queued or dead, the events its delivery carries
     /// (all of them, or only the last or the first).
-    pub fn live_spans(&self) -> Vec<Span> {
+    pub(crate) fn live_spans(&self) -> Vec<Span> {
         let e = &self.engine;
         let mut spans: Vec<Span> = e.open_window().map(|o| o.span).into_iter().collect();
         spans.extend(e.run().map(|r| r.span));
@@ -401,7 +402,7 @@ impl KeyState {
 
     /// The events of a window's `span` whose rows its delivery needs: all of
     /// them, or (`last`, `first`) one; the others were freed as superseded.
-    pub fn needed(&self, span: Span) -> Span {
+    pub(crate) fn needed(&self, span: Span) -> Span {
         match self.keeps() {
             PayloadMode::All => span,
             PayloadMode::Last => Span { first: span.last, first_at: span.last_at, ..span },
@@ -410,7 +411,7 @@ impl KeyState {
     }
 
     /// The key's status: counts and the oldest `few` of the backlog, never all of it.
-    pub fn status(&self, topic: &str, key: &str, few: usize) -> serde_json::Value {
+    pub(crate) fn status(&self, topic: &str, key: &str, few: usize) -> serde_json::Value {
         let e = &self.engine;
         let state = match (e.run(), e.open_window()) {
             _ if !self.outbox.is_empty() || !e.queued().is_empty() => "due",

@@ -25,7 +25,7 @@ pub const TIMELINE_PAGE: usize = 100;
 
 /// A key's recent log lines, newest last, at most [`TIMELINE_KEEP`].
 #[derive(Debug)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     since: u64,
     next: u64,
     entries: VecDeque<(u64, u64, String)>,
@@ -33,12 +33,12 @@ pub struct Timeline {
 
 impl Timeline {
     /// An empty timeline of an object started at `since` (unix ms).
-    pub fn new(since: u64) -> Self {
+    pub(crate) fn new(since: u64) -> Self {
         Timeline { since, next: 1, entries: VecDeque::new() }
     }
 
     /// Keep one committed log line (a JSON object) and when it was committed.
-    pub fn push(&mut self, at: u64, line: String) {
+    pub(crate) fn push(&mut self, at: u64, line: String) {
         if self.entries.len() == TIMELINE_KEEP {
             self.entries.pop_front();
         }
@@ -48,7 +48,7 @@ impl Timeline {
 
     /// The entries numbered after `after` (all kept ones if `None`), oldest
     /// first, at most `limit`: `{"timeline", "next_after", "since", "kept", "dropped"}`.
-    pub fn page(&self, after: Option<u64>, limit: usize) -> Value {
+    pub(crate) fn page(&self, after: Option<u64>, limit: usize) -> Value {
         let after = after.filter(|a| *a < self.next);
         let first_kept = self.entries.front().map_or(self.next, |e| e.0);
         let entries: Vec<Value> = self

@@ -54,19 +54,19 @@ const NO_ROOM: &str = "no room within the budget";
 /// before it is sent to the queue again (with a delay) instead.
 pub const GATE_WAIT_BUDGET_MS: u64 = 2_000;
 /// Tries of a lease's release (a lost release holds room until the lease expires).
-pub const RELEASE_TRIES: u32 = 3;
+pub(crate) const RELEASE_TRIES: u32 = 3;
 /// The longest delay a queue takes for a message (Cloudflare Queues: 12 h).
 pub const MAX_DELAY_SECS: u32 = 43_200;
 /// A message's first wait on its queue (s); each next one doubles.
-pub const WAIT_BASE_SECS: u32 = 1;
+pub(crate) const WAIT_BASE_SECS: u32 = 1;
 /// The longest a message waits on the delivery queue for room at once (s).
-pub const WAIT_CAP_SECS: u32 = 60;
+pub(crate) const WAIT_CAP_SECS: u32 = 60;
 /// Waits on the delivery queue a message makes at most (for room, or for a
 /// gate that errs); the next is a dead letter instead. About a day at the
-/// [`WAIT_CAP_SECS`] cap.
+/// `WAIT_CAP_SECS` cap.
 pub const MAX_WAITS: u32 = 1_440;
 /// The longest a dead letter waits on the dead-letter queue at once (s) for room to be kept.
-pub const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
+pub(crate) const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
 
 /// How a message ends its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub enum Settle {
 
 /// A message as first read.
 #[derive(Debug)]
-pub enum Admit<'t> {
+pub(crate) enum Admit<'t> {
     /// Forward it to `topic`'s target.
     Forward(QueueMessage, &'t Topic),
     /// A dead letter of its topic: keep it.
@@ -93,7 +93,7 @@ pub enum Admit<'t> {
 }
 
 /// Read a message's `text`; `dead_letter` if it came from the dead-letter queue.
-pub fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Admit<'t> {
+pub(crate) fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Admit<'t> {
     let message: QueueMessage = match serde_json::from_str(text) {
         Ok(message) => message,
         Err(e) => return Admit::Refuse(None, format!("not a lull message: {e}")),
@@ -110,14 +110,14 @@ pub fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Admit<'t>
 /// The delay of a message's next wait on its queue: it has waited `waits`
 /// times before; at least `hint_secs` (when room is expected), doubling from
 /// [`WAIT_BASE_SECS`], at most `cap` (and [`MAX_DELAY_SECS`]).
-pub fn wait_delay(waits: u32, hint_secs: u32, cap: u32) -> u32 {
+pub(crate) fn wait_delay(waits: u32, hint_secs: u32, cap: u32) -> u32 {
     let doubled = WAIT_BASE_SECS.saturating_mul(1u32.checked_shl(waits.min(31)).unwrap_or(u32::MAX));
     doubled.min(cap).max(hint_secs).clamp(1, MAX_DELAY_SECS)
 }
 
 /// The gate's answer to a message's `Acquire`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AfterGrant {
+pub(crate) enum AfterGrant {
     /// Forward now under this lease.
     Go(u64),
     /// No room within the budget, or no answer: send it to the queue again after this delay.
@@ -130,7 +130,7 @@ pub enum AfterGrant {
 }
 
 /// What a gate's answer to `Acquire` at `now` means for a message that waited `waits` times before.
-pub fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> AfterGrant {
+pub(crate) fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> AfterGrant {
     match answer {
         Ok(Grant::Go { lease, .. }) => AfterGrant::Go(lease),
         _ if waits >= MAX_WAITS => AfterGrant::DeadLetter,
@@ -144,7 +144,7 @@ pub fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> After
 
 /// What a forward's outcome means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AfterForward {
+pub(crate) enum AfterForward {
     /// A 2xx: ack.
     Ack,
     /// Failed: retry (the queue counts the delivery).
@@ -158,7 +158,7 @@ pub enum AfterForward {
 
 /// A forward's outcome for a message whose forwards failed `failed_before`
 /// times before (across its copies), under `max_attempts` (`forward_max_attempts`).
-pub fn after_forward(outcome: &Outcome, failed_before: u32, max_attempts: u32) -> AfterForward {
+pub(crate) fn after_forward(outcome: &Outcome, failed_before: u32, max_attempts: u32) -> AfterForward {
     if outcome.ok {
         return AfterForward::Ack;
     }
@@ -169,7 +169,7 @@ pub fn after_forward(outcome: &Outcome, failed_before: u32, max_attempts: u32) -
 /// A message sent to the dead-letter queue by the consumer: sent, it is done
 /// (and counted); not sent, it is retried (the queue's own `max_retries` then
 /// moves it there).
-pub fn after_dead_letter_send(sent: &Result<(), String>) -> (Settle, Option<Counter>) {
+pub(crate) fn after_dead_letter_send(sent: &Result<(), String>) -> (Settle, Option<Counter>) {
     match sent {
         Ok(()) => (Settle::Ack, Some(Counter::DeadLettered)),
         Err(_) => (Settle::Retry { delay_secs: None }, None),
@@ -178,7 +178,7 @@ pub fn after_dead_letter_send(sent: &Result<(), String>) -> (Settle, Option<Coun
 
 /// A copy sent to wait `delay_secs`: sent, the message is done (and counted);
 /// not sent, it is retried with the same delay (the fallback: it spends a retry).
-pub fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Settle, Option<Counter>) {
+pub(crate) fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Settle, Option<Counter>) {
     match sent {
         Ok(()) => (Settle::Ack, Some(Counter::Requeued)),
         Err(_) => (Settle::Retry { delay_secs: Some(delay_secs) }, None),
@@ -187,7 +187,7 @@ pub fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Settle, Opt
 
 /// A dead letter kept is done (`None`); one not kept waits on the dead-letter
 /// queue for this long (it has waited `waits` times before).
-pub fn after_keep(kept: &Result<(), String>, waits: u32) -> Option<u32> {
+pub(crate) fn after_keep(kept: &Result<(), String>, waits: u32) -> Option<u32> {
     match kept {
         Ok(()) => None,
         Err(_) => Some(wait_delay(waits, 0, DEAD_LETTER_WAIT_CAP_SECS)),

@@ -4,6 +4,6 @@
 //! ports), what the consumer does with each message ([`consume`]), and the
 //! router's short memory of which topics' dead letters are full ([`room`]).
 
-pub mod consume;
-pub mod gate;
-pub mod room;
+pub(crate) mod consume;
+pub(crate) mod gate;
+pub(crate) mod room;

@@ -16,28 +16,28 @@
 use std::collections::BTreeMap;
 
 /// How long an isolate trusts a topic's "full" or "not full" (ms).
-pub const ROOM_CHECK_MS: u64 = 5_000;
+pub(crate) const ROOM_CHECK_MS: u64 = 5_000;
 
 /// Each queue topic's last answer and when it came.
 #[derive(Clone, Debug, Default)]
-pub struct RoomCache {
+pub(crate) struct RoomCache {
     known: BTreeMap<String, (bool, u64)>,
 }
 
 impl RoomCache {
     /// `topic`'s answer if it is younger than [`ROOM_CHECK_MS`] at `now`: `Some(true)` full.
-    pub fn fresh(&self, topic: &str, now: u64) -> Option<bool> {
+    pub(crate) fn fresh(&self, topic: &str, now: u64) -> Option<bool> {
         let (full, at) = self.known.get(topic)?;
         (now.saturating_sub(*at) < ROOM_CHECK_MS && *at <= now).then_some(*full)
     }
 
     /// Remember `topic`'s answer at `now`.
-    pub fn record(&mut self, topic: &str, full: bool, now: u64) {
+    pub(crate) fn record(&mut self, topic: &str, full: bool, now: u64) {
         self.known.insert(topic.to_string(), (full, now));
     }
 
     /// Forget `topic`'s answer (its dead letters changed).
-    pub fn forget(&mut self, topic: &str) {
+    pub(crate) fn forget(&mut self, topic: &str) {
         self.known.remove(topic);
     }
 }

@@ -9,7 +9,7 @@ use super::http::now_ms;
 use crate::ports::Clock;
 
 /// [`Clock`] over `Date.now()`, a timer and the console.
-pub struct WorkersClock;
+pub(super) struct WorkersClock;
 
 impl Clock for WorkersClock {
     fn now(&self) -> u64 {

@@ -15,10 +15,10 @@ use crate::http::cors::Cors;
 use crate::topic::Topics;
 
 /// The Durable Object binding's name in `wrangler.toml`.
-pub const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
+pub(crate) const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
 
 /// Everything the worker is configured with.
-pub struct Config {
+pub(crate) struct Config {
     /// `LULL_TOPICS`: a JSON string, or a table in `wrangler.toml`.
     pub topics: Topics,
     /// `LULL_ADMIN_TOKEN`, `LULL_INGEST_TOKEN` and each topic's `ingest_token_env`.
@@ -58,7 +58,7 @@ fn per_env<T: Clone>(
 }
 
 /// The key objects' namespace (`KEY_WINDOW`).
-pub fn key_windows(env: &Env) -> Result<ObjectNamespace, ApiError> {
+pub(crate) fn key_windows(env: &Env) -> Result<ObjectNamespace, ApiError> {
     per_env(&KEY_WINDOWS, env, || Ok(env.durable_object(KEY_WINDOW_BINDING)?))
 }
 
@@ -87,7 +87,7 @@ fn topics_json(env: &Env) -> Result<String, ApiError> {
 
 /// Whether `header` carries an admin token (`LULL_ADMIN_TOKEN`), read
 /// without the rest of the configuration, which may be what is broken.
-pub fn is_admin(env: &Env, header: Option<&str>) -> bool {
+pub(crate) fn is_admin(env: &Env, header: Option<&str>) -> bool {
     text(env, "LULL_ADMIN_TOKEN").is_some_and(|tokens| crate::http::auth::carries_one_of(header, &tokens))
 }
 
@@ -109,7 +109,7 @@ fn keyring(env: &Env, topics: &Topics) -> Result<Keyring, ApiError> {
 }
 
 /// The configuration, parsed and checked once per environment ([`per_env`]).
-pub fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
+pub(crate) fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
     per_env(&CONFIG, env, || read(env))
 }
 

@@ -25,9 +25,10 @@ use crate::queue::consume::{Consumer, Settle};
 const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
 /// The producer binding of the dead-letter queue: a dead letter the gate
 /// cannot keep yet waits there (`wrangler.toml`).
-pub const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";
+pub(crate) const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";
 
-/// The worker's `queue` handler.
+/// The worker's `queue` handler (exported to JavaScript by `wasm_bindgen`, which needs it `pub`).
+#[allow(unreachable_pub)]
 #[wasm_bindgen(wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
 pub async fn queue(batch: MessageBatchSys, env: Env, _ctx: ContextSys) -> Result<JsValue, JsValue> {
     std::panic::AssertUnwindSafe(consume(batch, env)).await;

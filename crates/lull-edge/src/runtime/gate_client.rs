@@ -11,10 +11,10 @@ use crate::http::{ApiError, ObjectAnswer};
 use crate::queue::gate::{GateAnswer, GateCall, GateOp, Gates};
 
 /// The binding's name in `wrangler.toml`.
-pub const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
+pub(super) const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
 
 /// [`Gates`] over the `TopicGate` namespace.
-pub struct GateClient<'a> {
+pub(super) struct GateClient<'a> {
     /// The worker's environment (the binding).
     pub env: &'a Env,
 }
@@ -22,7 +22,7 @@ pub struct GateClient<'a> {
 impl GateClient<'_> {
     /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
     /// written: unparsed) and `Retry-After` (on a refusal).
-    pub async fn call(&self, topic: &str, op: GateOp) -> Result<ObjectAnswer, ApiError> {
+    pub(super) async fn call(&self, topic: &str, op: GateOp) -> Result<ObjectAnswer, ApiError> {
         let stub_of = || -> Result<worker::Stub, ApiError> {
             Ok(self.env.durable_object(TOPIC_GATE_BINDING)?.id_from_name(topic)?.get_stub()?)
         };

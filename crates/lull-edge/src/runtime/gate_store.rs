@@ -68,13 +68,13 @@ const ADD_TOTALS: &str = "UPDATE dead_totals SET count = count + 1, bytes = byte
 const SUBTRACT_TOTALS: &str = "UPDATE dead_totals SET count = count - ?, bytes = bytes - ? WHERE id = 0";
 
 /// [`GateStore`] over the object's storage: key-value for the gate, SQLite for rows.
-pub struct SqlGateStore {
+pub(super) struct SqlGateStore {
     state: State,
 }
 
 impl SqlGateStore {
     /// The store of the object whose state is `state`.
-    pub fn new(state: State) -> Self {
+    pub(super) fn new(state: State) -> Self {
         SqlGateStore { state }
     }
 }

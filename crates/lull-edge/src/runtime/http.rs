@@ -16,15 +16,15 @@ use crate::http::{ApiError, ObjectAnswer};
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     Date::now() as u64
 }
 
 /// A response as the runtime takes it.
-pub type Reply = web_sys::Response;
+pub(crate) type Reply = web_sys::Response;
 
 /// A thrown JS value as text: an error's message, else its debug form.
-pub fn thrown_text(e: &JsValue) -> String {
+pub(crate) fn thrown_text(e: &JsValue) -> String {
     match e.dyn_ref::<worker::js_sys::Error>() {
         Some(error) => String::from(error.message()),
         None => format!("{e:?}"),
@@ -37,19 +37,19 @@ fn thrown(what: &str) -> impl Fn(JsValue) -> ApiError + '_ {
 }
 
 /// `message` as a JS `Error`: what an export's promise rejects with.
-pub fn js_error(message: &str) -> JsValue {
+pub(crate) fn js_error(message: &str) -> JsValue {
     worker::js_sys::Error::new(message).into()
 }
 
 /// `headers` as the runtime takes them in a response's or a request's init: a
 /// list of pairs, from which it builds the message's own headers (a `Headers`
 /// object made here would only be copied, then left for the collector).
-pub fn header_list(headers: &[(&str, &str)]) -> Array {
+pub(crate) fn header_list(headers: &[(&str, &str)]) -> Array {
     headers.iter().map(|(name, value)| Array::of2(&(*name).into(), &(*value).into())).collect()
 }
 
 /// `body` with `status` and `headers`.
-pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Reply, ApiError> {
+pub(crate) fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Reply, ApiError> {
     let init = ResponseInit::new();
     init.set_status(status);
     if !headers.is_empty() {
@@ -59,22 +59,22 @@ pub fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -> Resul
 }
 
 /// `value` as JSON text.
-pub fn json_of<T: Serialize>(value: &T) -> Result<String, ApiError> {
+pub(crate) fn json_of<T: Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// `value` as JSON with `status`.
-pub fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
+pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiError> {
     json_text(status, &json_of(value)?)
 }
 
 /// `text` (JSON already written) with `status`, passed on as it is.
-pub fn json_text(status: u16, text: &str) -> Result<Reply, ApiError> {
+pub(crate) fn json_text(status: u16, text: &str) -> Result<Reply, ApiError> {
     reply(status, Some(text), &[("content-type", "application/json")])
 }
 
 /// An object's answer passed on to the caller as it came: status, JSON text and `Retry-After`.
-pub fn pass_on(answer: &ObjectAnswer) -> Result<Reply, ApiError> {
+pub(crate) fn pass_on(answer: &ObjectAnswer) -> Result<Reply, ApiError> {
     let ObjectAnswer { status, body, retry_after } = answer;
     match retry_after {
         Some(secs) => reply(*status, Some(body), &[("content-type", "application/json"), ("retry-after", secs)]),
@@ -115,7 +115,7 @@ fn error(error: &ApiError, reveal: bool) -> Result<Reply, ApiError> {
 
 /// A handler's result as the runtime wants it: the response, or the error as
 /// JSON, showing a private error's detail if `reveal` (an admin asked).
-pub fn respond_as(result: Result<Reply, ApiError>, reveal: bool) -> Result<Reply, JsValue> {
+pub(crate) fn respond_as(result: Result<Reply, ApiError>, reveal: bool) -> Result<Reply, JsValue> {
     result.or_else(|e| error(&e, reveal)).map_err(|e| js_error(&e.message()))
 }
 
@@ -130,7 +130,7 @@ impl From<worker::Error> for ApiError {
 /// through the runtime's own object: unlike `worker::Request`, which reads
 /// `cf` (an object the runtime builds on demand) on every request, it reads
 /// only what a route asks for.
-pub struct Incoming {
+pub(crate) struct Incoming {
     raw: web_sys::Request,
     /// The URL, read from the runtime once.
     url: String,
@@ -140,33 +140,33 @@ pub struct Incoming {
 
 impl Incoming {
     /// The runtime's request.
-    pub fn new(raw: web_sys::Request) -> Self {
+    pub(crate) fn new(raw: web_sys::Request) -> Self {
         let url = raw.url();
         Incoming { raw, url, headers: std::cell::OnceCell::new() }
     }
 
     /// The method, upper case.
-    pub fn method(&self) -> String {
+    pub(crate) fn method(&self) -> String {
         self.raw.method()
     }
 
     /// The URL's path, as the runtime gives it (percent-encoded).
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         path_and_query(&self.url).0.to_string()
     }
 
     /// The URL's query, if any.
-    pub fn query(&self) -> Option<String> {
+    pub(crate) fn query(&self) -> Option<String> {
         path_and_query(&self.url).1.map(str::to_string)
     }
 
     /// A header's value, if present.
-    pub fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers.get_or_init(|| self.raw.headers()).get(name).ok().flatten()
     }
 
     /// The whole body.
-    pub async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
+    pub(crate) async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
         let buffer = settled(self.raw.array_buffer(), "the request's body").await?;
         Ok(Uint8Array::new(&buffer).to_vec())
     }
@@ -189,7 +189,7 @@ const NOT_RPC: &str = "does not support RPC";
 /// An object's answer to a call ([`call_object`]), as the runtime carries it
 /// over RPC: `[status, JSON text, Retry-After seconds or undefined]`. An error
 /// is answered as the Worker answers it ([`error_text`]).
-pub fn answer_to_router(result: Result<(u16, String), ApiError>) -> JsValue {
+pub(crate) fn answer_to_router(result: Result<(u16, String), ApiError>) -> JsValue {
     let (status, text, retry_after) = match result {
         Ok((status, text)) => (status, text, None),
         Err(e) => (e.status(), error_text(&e, false), e.retry_after_secs()),
@@ -211,7 +211,7 @@ thread_local! {
 /// through a new stub (a stub that threw may refuse every later call). The
 /// first such `POST` of an isolate is logged (`rpc_fallback`): seen outside
 /// a rollout, it means the build lost its entry module (`js/entry.mjs`).
-pub async fn call_object(
+pub(crate) async fn call_object(
     stub_of: impl Fn() -> Result<worker::Stub, ApiError>,
     url: &str,
     wire: &str,

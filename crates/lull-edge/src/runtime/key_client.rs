@@ -14,7 +14,7 @@ use crate::key::KeyCall;
 use crate::names::object_name;
 
 /// Calls to the key objects of the environment `env` binds (`KEY_WINDOW`).
-pub struct KeyClient<'a> {
+pub(crate) struct KeyClient<'a> {
     /// The Worker's environment.
     pub env: &'a Env,
 }
@@ -22,7 +22,7 @@ pub struct KeyClient<'a> {
 impl KeyClient<'_> {
     /// Hand `call` to its key's object and read its answer: status, JSON text
     /// (as written: unparsed) and `Retry-After` (on a refusal).
-    pub async fn call(&self, call: KeyCall) -> Result<ObjectAnswer, ApiError> {
+    pub(crate) async fn call(&self, call: KeyCall) -> Result<ObjectAnswer, ApiError> {
         let namespace = config::key_windows(self.env)?;
         let name = object_name(&call.topic, &call.key);
         let stub_of = || -> Result<worker::Stub, ApiError> { Ok(namespace.id_from_name(&name)?.get_stub()?) };

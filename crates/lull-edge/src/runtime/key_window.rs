@@ -32,7 +32,7 @@ pub struct KeyWindow {
 }
 
 /// [`Host`] over the object's alarm, `Date.now()`, `Math.random()` and the console.
-pub struct WorkersHost {
+pub(super) struct WorkersHost {
     state: State,
 }
 

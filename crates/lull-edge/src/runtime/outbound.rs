@@ -18,7 +18,7 @@ use crate::delivery::signing::{self, Secret};
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
 
 /// [`Outbound`] over `fetch`, signing with the topic's secrets.
-pub struct Fetcher {
+pub(super) struct Fetcher {
     /// The worker's environment (the signing secrets).
     pub env: Env,
 }
@@ -175,7 +175,7 @@ fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Pr
 }
 
 /// [`QueueSend`] over the worker's queue bindings.
-pub struct Queues {
+pub(super) struct Queues {
     /// The worker's environment (the bindings).
     pub env: Env,
 }

@@ -65,7 +65,7 @@ const NEWEST_COLUMN: &str = "n";
 const EMPTY_DATABASE_BYTES: usize = 4096;
 
 /// The object's SQLite, and its state for transactions and `deleteAll`.
-pub struct SqlStore {
+pub(super) struct SqlStore {
     state: State,
     /// `storage.sql`, fetched from the runtime once (the same object for the object's life).
     sql: SqlStorage,
@@ -147,7 +147,7 @@ struct LegacyState {
 
 impl SqlStore {
     /// The store of the object with `state`; tables are made (or migrated) on first load.
-    pub fn new(state: State) -> Self {
+    pub(super) fn new(state: State) -> Self {
         let sql = state.storage().sql();
         SqlStore { state, sql, later: Cell::new(false) }
     }

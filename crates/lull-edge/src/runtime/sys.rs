@@ -48,16 +48,16 @@ mod glue {
     }
 }
 
-pub use glue::ObjectStub;
+pub(super) use glue::ObjectStub;
 
 /// `setTimeout(callback, ms)`: the timer's id (for [`clear_timeout`]), or the error it threw.
-pub fn set_timeout(callback: &Function, ms: u64) -> Result<i32, JsValue> {
+pub(super) fn set_timeout(callback: &Function, ms: u64) -> Result<i32, JsValue> {
     let ms = i32::try_from(ms).unwrap_or(i32::MAX);
     global_scope().set_timeout_with_callback_and_timeout_and_arguments_0(callback, ms)
 }
 
 /// `clearTimeout(id)`: a timer that has run already is left as it is.
-pub fn clear_timeout(id: i32) {
+pub(super) fn clear_timeout(id: i32) {
     global_scope().clear_timeout_with_handle(id);
 }
 
@@ -67,12 +67,15 @@ fn global_scope() -> worker::worker_sys::web_sys::WorkerGlobalScope {
 }
 
 /// `fetch(url, init)` begun, or the error it threw before it began.
-pub fn fetch(url: &str, init: &worker::worker_sys::web_sys::RequestInit) -> Result<worker::js_sys::Promise, JsValue> {
+pub(super) fn fetch(
+    url: &str,
+    init: &worker::worker_sys::web_sys::RequestInit,
+) -> Result<worker::js_sys::Promise, JsValue> {
     glue::fetch(url, init)
 }
 
 /// What a queue message ([`worker::worker_sys::Message`]) lacks.
-pub trait MessageAttempts {
+pub(super) trait MessageAttempts {
     /// How many times the queue delivered it, this delivery included (1 if the runtime does not say).
     fn attempts(&self) -> u32;
 }
@@ -89,7 +92,7 @@ impl MessageAttempts for worker::worker_sys::Message {
 }
 
 /// What [`State`] lacks.
-pub trait StateExt {
+pub(super) trait StateExt {
     /// Another handle on the same object state (a JS reference, not a copy).
     fn handle(&self) -> State;
     /// Run `body` inside `storage.transactionSync`: its statements apply all

@@ -29,13 +29,11 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lull_core::Seq;
-use lull_edge::http::ApiError;
-use lull_edge::key::{KeyObject, KeyReply, KeyRequest, MAX_ROW_EVENTS};
-use lull_edge::names::Key;
+use lull_edge::limits::MAX_ROW_EVENTS;
 use lull_edge::ports::{
     Bodies, Host, Outbound, Outcome, Outgoing, RowFormat, RowRead, Store, StoreError, Stored, Write,
 };
-use lull_edge::topic::Topics;
+use lull_edge::{ApiError, Key, KeyObject, KeyReply, KeyRequest, Topics};
 use proptest::prelude::*;
 
 /// What the next storage write (or alarm) does.

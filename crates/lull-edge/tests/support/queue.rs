@@ -29,11 +29,10 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lull_edge::ports::{Clock, Outbound, Outcome, Outgoing, QueueSend, StoreError};
-use lull_edge::queue::consume::{Consumer, Settle};
-use lull_edge::queue::gate::{
-    DeadLetterRow, DeadTotals, Failing, GateAnswer, GateObject, GateOp, GateState, GateStore, Gates, NewDeadLetter,
+use lull_edge::{
+    Consumer, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateObject, GateOp, GateState, GateStore, Gates,
+    NewDeadLetter, Settle, Topics,
 };
-use lull_edge::topic::Topics;
 use proptest::prelude::*;
 
 pub(crate) const LIMIT: u32 = 2;
@@ -337,7 +336,7 @@ struct Held<'a, F> {
     epoch: u64,
 }
 
-impl<F: Future<Output = Result<GateAnswer, lull_edge::http::ApiError>>> Future for Held<'_, F> {
+impl<F: Future<Output = Result<GateAnswer, lull_edge::ApiError>>> Future for Held<'_, F> {
     type Output = Result<GateAnswer, String>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if self.gates.epoch.get() != self.epoch {
@@ -437,7 +436,7 @@ impl Parts {
     }
 
     /// Call the gate object as an operator would (no injected call faults).
-    pub(crate) fn admin(&self, op: GateOp) -> Result<GateAnswer, lull_edge::http::ApiError> {
+    pub(crate) fn admin(&self, op: GateOp) -> Result<GateAnswer, lull_edge::ApiError> {
         let object = self.gates.object.borrow().clone();
         let mut call = Box::pin(async move { object.call("q", self.topics.get("q"), op).await });
         match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -725,7 +724,7 @@ pub(crate) fn all_at_once(parts: &Parts, messages: &[String], dead: bool) -> Vec
 }
 
 /// A call to the gate object as the harness drives it (polled by hand).
-pub(crate) type Call = Pin<Box<dyn Future<Output = Result<GateAnswer, lull_edge::http::ApiError>>>>;
+pub(crate) type Call = Pin<Box<dyn Future<Output = Result<GateAnswer, lull_edge::ApiError>>>>;
 
 pub(crate) fn call(parts: &Parts, op: GateOp) -> Call {
     let object = parts.gates.object.borrow().clone();

@@ -36,11 +36,11 @@
 
 mod acquire;
 mod dead_letters;
-pub mod lease;
-pub mod op;
+pub(crate) mod lease;
+pub(crate) mod op;
 mod status;
-pub mod store;
-pub mod wait;
+pub(crate) mod store;
+pub(crate) mod wait;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,19 +49,21 @@ use std::rc::Rc;
 use crate::http::ApiError;
 use crate::ports::{Clock, QueueSend};
 use crate::topic::{QueueDelivery, Topic};
-pub use lease::{Gate, Grant, MAX_LIMIT};
-pub use op::{Counter, Forwarded, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter};
+pub(crate) use lease::Gate;
+pub use lease::{Grant, MAX_LIMIT};
+pub(crate) use op::Forwarded;
+pub use op::{Counter, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter};
 pub use store::{DeadLetterRow, DeadTotals, Failing, GateState, GateStore, NewDeadLetter};
 use wait::{Handed, Slot, Waiters};
 
 /// A lease outlives its forward's timeout by this much before it expires.
-pub const LEASE_MARGIN_MS: u64 = 5_000;
+pub(crate) const LEASE_MARGIN_MS: u64 = 5_000;
 /// Dead letters the status shows (the oldest); it gives the count of all.
-pub const STATUS_DEAD_LETTERS: usize = 10;
+pub(crate) const STATUS_DEAD_LETTERS: usize = 10;
 /// The longest an `Acquire` is held open, whatever it asks.
 pub const MAX_HOLD_MS: u64 = 10_000;
 /// An `Acquire` that waited its time out is told to come back at most this much later.
-pub const WAIT_HINT_MS: u64 = 1_000;
+pub(crate) const WAIT_HINT_MS: u64 = 1_000;
 /// Bytes of message bodies a page of dead letters holds at most (at least one letter).
 pub const PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Dead letters one `POST …/queue/dead-letters/retry` replays at most; the answer says how many remain.
@@ -69,11 +71,11 @@ pub const REPLAY_ALL_BATCH: usize = 100;
 /// How long a failing forward is remembered after its last failure (its first
 /// failure and last outcome, for its dead letter): 14 days, the longest a
 /// queue keeps a message.
-pub const FAILING_KEEP_MS: u64 = 14 * 24 * 60 * 60 * 1000;
+pub(crate) const FAILING_KEEP_MS: u64 = 14 * 24 * 60 * 60 * 1000;
 /// A dead letter's `last_outcome` when nothing says more (the queue moved it past its `max_retries`).
-pub const DEAD_LETTERED_BY_QUEUE: &str = "dead-lettered by the queue";
+pub(crate) const DEAD_LETTERED_BY_QUEUE: &str = "dead-lettered by the queue";
 /// `Retry-After` of `429 dead_letters_full` (seconds).
-pub const FULL_RETRY_SECS: u64 = 60;
+pub(crate) const FULL_RETRY_SECS: u64 = 60;
 
 /// One queue topic's gate, waiters, counters and dead letters over its ports.
 pub struct GateObject<S, Q, C> {

@@ -282,7 +282,7 @@ pub struct GateStatus {
     pub dead_letter_bytes: u64,
     /// Dead letters kept.
     pub dead_letter_count: u64,
-    /// The oldest dead letters (at most [`STATUS_DEAD_LETTERS`](super::STATUS_DEAD_LETTERS)).
+    /// The oldest dead letters (at most `STATUS_DEAD_LETTERS`).
     pub dead_letters: Vec<StatusLetter>,
     /// The dead letters are at their bound (the topic's events get `429`).
     pub dead_letters_full: bool,

@@ -28,7 +28,7 @@ use crate::queue::gate::lease::Grant;
 
 /// What a waiter is handed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Handed {
+pub(crate) enum Handed {
     /// A lease, granted and stored for it.
     Go(Grant),
     /// Look again: the waiter ahead of it left, or the gate's memory was reset.
@@ -37,7 +37,7 @@ pub enum Handed {
 
 /// One waiter's mailbox.
 #[derive(Default)]
-pub struct Slot {
+pub(crate) struct Slot {
     handed: RefCell<Option<Handed>>,
     waker: RefCell<Option<Waker>>,
     promised: Cell<bool>,
@@ -45,7 +45,7 @@ pub struct Slot {
 
 impl Slot {
     /// Hand `what` to the waiter (a lease replaces a wake; a wake never replaces a lease).
-    pub fn hand(&self, what: Handed) {
+    pub(crate) fn hand(&self, what: Handed) {
         self.promised.set(false);
         let mut handed = self.handed.borrow_mut();
         if !matches!(*handed, Some(Handed::Go(_))) {
@@ -59,23 +59,23 @@ impl Slot {
 
     /// Whether a release took this waiter out of the queue and is storing a
     /// lease for it: something (the lease, or a wake) will be handed.
-    pub fn is_promised(&self) -> bool {
+    pub(crate) fn is_promised(&self) -> bool {
         self.promised.get()
     }
 
     /// What was handed, if anything (taken).
-    pub fn take(&self) -> Option<Handed> {
+    pub(crate) fn take(&self) -> Option<Handed> {
         self.handed.borrow_mut().take()
     }
 
     /// Resolves when something is handed (without taking it).
-    pub fn handed(self: &Rc<Self>) -> SlotFuture {
+    pub(crate) fn handed(self: &Rc<Self>) -> SlotFuture {
         SlotFuture(self.clone())
     }
 }
 
 /// [`Slot::handed`].
-pub struct SlotFuture(Rc<Slot>);
+pub(crate) struct SlotFuture(Rc<Slot>);
 
 impl Future for SlotFuture {
     type Output = ();
@@ -90,14 +90,14 @@ impl Future for SlotFuture {
 
 /// The waiters, in arrival order.
 #[derive(Default)]
-pub struct Waiters {
+pub(crate) struct Waiters {
     next: u64,
     queue: VecDeque<(u64, Rc<Slot>)>,
 }
 
 impl Waiters {
     /// Add a waiter at the back: its id and mailbox.
-    pub fn join(&mut self) -> (u64, Rc<Slot>) {
+    pub(crate) fn join(&mut self) -> (u64, Rc<Slot>) {
         self.next += 1;
         let slot = Rc::new(Slot::default());
         self.queue.push_back((self.next, slot.clone()));
@@ -106,7 +106,7 @@ impl Waiters {
 
     /// Remove waiter `id` (it got its lease or gave up); the new first waiter,
     /// if it changed, is woken to set its own timer.
-    pub fn leave(&mut self, id: u64) {
+    pub(crate) fn leave(&mut self, id: u64) {
         let was_first = self.queue.front().is_some_and(|(first, _)| *first == id);
         self.queue.retain(|(waiter, _)| *waiter != id);
         if was_first && let Some((_, slot)) = self.queue.front() {
@@ -115,43 +115,43 @@ impl Waiters {
     }
 
     /// Whether `id` is the first waiter.
-    pub fn is_first(&self, id: u64) -> bool {
+    pub(crate) fn is_first(&self, id: u64) -> bool {
         self.queue.front().is_some_and(|(first, _)| *first == id)
     }
 
     /// Whether waiter `id` is still queued.
-    pub fn contains(&self, id: u64) -> bool {
+    pub(crate) fn contains(&self, id: u64) -> bool {
         self.queue.iter().any(|(waiter, _)| *waiter == id)
     }
 
     /// The first waiter, taken out of the queue: its slot is promised a lease (or a wake).
-    pub fn pop(&mut self) -> Option<Rc<Slot>> {
+    pub(crate) fn pop(&mut self) -> Option<Rc<Slot>> {
         let (_, slot) = self.queue.pop_front()?;
         slot.promised.set(true);
         Some(slot)
     }
 
     /// Wake the first waiter (to look again).
-    pub fn wake_first(&self) {
+    pub(crate) fn wake_first(&self) {
         if let Some((_, slot)) = self.queue.front() {
             slot.hand(Handed::Wake);
         }
     }
 
     /// Wake every waiter (the gate's memory was reset: each looks again).
-    pub fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         for (_, slot) in &self.queue {
             slot.hand(Handed::Wake);
         }
     }
 
     /// How many wait.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
 
     /// Whether none waits.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 }

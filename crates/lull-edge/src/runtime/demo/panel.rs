@@ -27,17 +27,17 @@ use crate::runtime::http::{self, Incoming, Reply};
 use crate::runtime::key_client::KeyClient;
 
 /// The one topic the page's server side serves.
-pub const TOPIC: &str = "demo";
+pub(super) const TOPIC: &str = "demo";
 /// How long the page's client tokens live (s); `lull-web/edge` fetches a new one before then.
-pub const TOKEN_TTL_S: u64 = 600;
+pub(super) const TOKEN_TTL_S: u64 = 600;
 
 /// The header the page sends with every change (`lull-demo: 1`): another
 /// site's page cannot send it without a preflight the worker refuses, so it
 /// cannot replay dead letters or flip the sink from a developer's browser.
-pub const CHANGE_HEADER: &str = "lull-demo";
+pub(super) const CHANGE_HEADER: &str = "lull-demo";
 
 /// Serve `route` for the `demo` topic.
-pub async fn handle(req: &Incoming, env: &Env, config: &Config, route: PanelRoute) -> Result<Reply, ApiError> {
+pub(super) async fn handle(req: &Incoming, env: &Env, config: &Config, route: PanelRoute) -> Result<Reply, ApiError> {
     let topic = config.topics.get(TOPIC).ok_or_else(|| ApiError::UnknownTopic(TOPIC.into()))?;
     if req.method() != "GET" && req.header(CHANGE_HEADER).as_deref() != Some("1") {
         return Err(ApiError::Forbidden);

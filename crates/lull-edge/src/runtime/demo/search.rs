@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::runtime::http::{self, Incoming, Reply, now_ms};
 
 /// Queries the log keeps (the newest).
-pub const KEEP: usize = 1_000;
+pub(super) const KEEP: usize = 1_000;
 /// The binding of the worker's static assets (`[assets]` in `wrangler.toml`).
 const ASSETS_BINDING: &str = "ASSETS";
 /// The data set, as `cargo xtask www` writes it into the assets.
@@ -30,7 +30,7 @@ const LATENCY_MIN_MS: u64 = 80;
 /// See [`LATENCY_MIN_MS`].
 const LATENCY_JITTER_MS: u64 = 520;
 /// The longest fixed latency a query may ask for.
-pub const MAX_LATENCY_MS: u64 = 5_000;
+pub(super) const MAX_LATENCY_MS: u64 = 5_000;
 
 thread_local! {
     static PLACES: RefCell<Option<Rc<Places>>> = const { RefCell::new(None) };
@@ -56,7 +56,7 @@ async fn places(env: &Env) -> Result<Rc<Places>, ApiError> {
 }
 
 /// Serve `/demo/{page}`.
-pub async fn handle(req: &Incoming, env: &Env, page: Page) -> Result<Reply, ApiError> {
+pub(super) async fn handle(req: &Incoming, env: &Env, page: Page) -> Result<Reply, ApiError> {
     match page {
         Page::Search => search(req, env).await,
         Page::Searches => {

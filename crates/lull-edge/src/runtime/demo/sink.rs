@@ -30,7 +30,7 @@ thread_local! {
 }
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (its admin token was checked).
-pub fn failing(key: &Key, on: bool) -> Result<Reply, ApiError> {
+pub(super) fn failing(key: &Key, on: bool) -> Result<Reply, ApiError> {
     let failing = FAILING.with_borrow_mut(|f| {
         if on && !f.contains(key.as_str()) && f.len() >= MAX_FAILING {
             return Err(ApiError::BadQuery(format!("the sink refuses at most {MAX_FAILING} keys at once")));
@@ -46,7 +46,7 @@ pub fn failing(key: &Key, on: bool) -> Result<Reply, ApiError> {
 }
 
 /// `GET /sink`: `{"received": [deliveries and refusals, oldest first], "failing": [keys]}`.
-pub fn listed() -> Value {
+pub(super) fn listed() -> Value {
     let mut received: Vec<Value> = RECEIVED.with_borrow(|r| r.iter().cloned().collect());
     received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
     received.sort_by_key(|e| e["received_at"].as_u64());
@@ -55,12 +55,12 @@ pub fn listed() -> Value {
 }
 
 /// Serve `GET /sink` (its admin token was checked): [`listed`].
-pub fn listed_reply() -> Result<Reply, ApiError> {
+pub(super) fn listed_reply() -> Result<Reply, ApiError> {
     http::json(200, &listed())
 }
 
 /// Serve `POST /sink`: verify the delivery, keep it, answer as the failing switch says.
-pub async fn receive(req: &Incoming, config: &Config) -> Result<Reply, ApiError> {
+pub(super) async fn receive(req: &Incoming, config: &Config) -> Result<Reply, ApiError> {
     let header = |name: &str| req.header(name);
     let (id, timestamp, signature) =
         (header(signing::ID_HEADER), header(signing::TIMESTAMP_HEADER), header(signing::SIGNATURE_HEADER));
