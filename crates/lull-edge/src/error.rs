@@ -74,6 +74,19 @@ pub enum ApiError {
         /// When to try again (seconds, for `Retry-After`).
         retry_after_secs: u64,
     },
+    /// `429 too_many_events`: a client token with a `key_prefix` has posted as
+    /// many events across its keys as its holder may this minute (the
+    /// `LULL_CLIENT_RATE` binding's limit); nothing was stored.
+    ClientBudgetSpent {
+        /// When to try again (seconds, for `Retry-After`).
+        retry_after_secs: u64,
+    },
+    /// `409 idempotency_key_reused`: the caller's `Idempotency-Key` came with
+    /// another body within the topic's `dedupe_window_ms`; nothing was stored.
+    IdempotencyKeyReused,
+    /// `409 client_tokens_off`: the topic accepts no client tokens (it sets
+    /// neither `client_tokens` nor `client_token_secret_env`), so none is minted.
+    ClientTokensOff(String),
     /// `503 unavailable`: storage or the alarm failed; the operation left the
     /// key as if it never ran.
     Unavailable {
@@ -146,8 +159,11 @@ impl ApiError {
             | ApiError::BadRequest(_) => 400,
             ApiError::PayloadTooLarge { .. } | ApiError::TooManyItems { .. } => 413,
             ApiError::BatchItem { error, .. } => error.status(),
-            ApiError::ReplayInProgress(_) => 409,
-            ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. } | ApiError::DeadLettersFull { .. } => 429,
+            ApiError::ReplayInProgress(_) | ApiError::IdempotencyKeyReused | ApiError::ClientTokensOff(_) => 409,
+            ApiError::TooManyPending { .. }
+            | ApiError::TooManyEvents { .. }
+            | ApiError::ClientBudgetSpent { .. }
+            | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
             ApiError::BadSignature(_) => 401,
             ApiError::SinkFailing => 503,
@@ -173,7 +189,9 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::InvalidIdempotencyKey => "invalid_idempotency_key",
             ApiError::TooManyPending { .. } => "too_many_pending",
-            ApiError::TooManyEvents { .. } => "too_many_events",
+            ApiError::TooManyEvents { .. } | ApiError::ClientBudgetSpent { .. } => "too_many_events",
+            ApiError::IdempotencyKeyReused => "idempotency_key_reused",
+            ApiError::ClientTokensOff(_) => "client_tokens_off",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::DeadLettersFull { .. } => "dead_letters_full",
             ApiError::ReplayInProgress(_) => "replay_in_progress",
@@ -193,8 +211,17 @@ impl ApiError {
             ApiError::Unauthorized => "a valid bearer token is required".into(),
             ApiError::BadClientToken(why) | ApiError::BadRequest(why) => why.clone(),
             ApiError::TooManyEvents { per_minute, .. } => {
-                format!("this client token may post {per_minute} events a minute to this key; try again later")
+                format!("this client token's holder may post {per_minute} events a minute to this key; try again later")
             }
+            ApiError::ClientBudgetSpent { .. } => "this client token's holder has posted as many events across its \
+                 keys as a minute allows; try again later"
+                .into(),
+            ApiError::IdempotencyKeyReused => "this Idempotency-Key was used with another body; use a new key \
+                 for a new event (nothing was stored)"
+                .into(),
+            ApiError::ClientTokensOff(topic) => format!(
+                "topic {topic:?} accepts no client tokens (set client_tokens = true or client_token_secret_env)"
+            ),
             ApiError::Forbidden => "this token may not do that".into(),
             ApiError::OriginNotAllowed(origin) => {
                 format!("origin {origin} may not call this API from a browser (LULL_CORS_ORIGINS)")
@@ -230,6 +257,7 @@ impl ApiError {
         match self {
             ApiError::TooManyPending { retry_after_secs, .. }
             | ApiError::TooManyEvents { retry_after_secs, .. }
+            | ApiError::ClientBudgetSpent { retry_after_secs }
             | ApiError::DeadLettersFull { retry_after_secs }
             | ApiError::Unavailable { retry_after_secs, .. } => Some(*retry_after_secs),
             _ => None,
@@ -286,6 +314,9 @@ mod tests {
             (ApiError::BadClientToken("the client token has expired".into()), 401, "unauthorized"),
             (ApiError::BadRequest("key or key_prefix".into()), 400, "bad_request"),
             (ApiError::TooManyEvents { per_minute: 60, retry_after_secs: 12 }, 429, "too_many_events"),
+            (ApiError::ClientBudgetSpent { retry_after_secs: 60 }, 429, "too_many_events"),
+            (ApiError::IdempotencyKeyReused, 409, "idempotency_key_reused"),
+            (ApiError::ClientTokensOff("docs".into()), 409, "client_tokens_off"),
             (ApiError::Forbidden, 403, "forbidden"),
             (ApiError::OriginNotAllowed("https://x.example".into()), 403, "origin_not_allowed"),
             (ApiError::MalformedJson("eof".into()), 400, "malformed_json"),

@@ -178,6 +178,8 @@ struct TopicConfig {
     forward_max_attempts: u32,
     ingest_token_env: Option<String>,
     signing_secret_env: Option<String>,
+    client_tokens: bool,
+    client_token_secret_env: Option<String>,
     allow_http: bool,
     log_keys: bool,
     coalesce: bool,
@@ -226,10 +228,14 @@ impl Default for TopicConfig {
             forward_rate_per_s: None,
             // The fourth failed forward (across the copies sent back to wait) dead-letters a message.
             forward_max_attempts: DEFAULT_FORWARD_MAX_ATTEMPTS,
-            // Only the global ingest tokens (and client tokens) post events.
+            // Only the global ingest tokens (and client tokens, where accepted) post events.
             ingest_token_env: None,
             // Signed with the global `LULL_SIGNING_SECRET`.
             signing_secret_env: None,
+            // No client tokens: a topic opts in to those signed with `LULL_CLIENT_TOKEN_SECRET`…
+            client_tokens: false,
+            // …or names its own secret(s), which then alone sign its client tokens.
+            client_token_secret_env: None,
             // `https://` targets only.
             allow_http: false,
             // Log lines name a key by a short hash (keys can be emails).
@@ -338,6 +344,11 @@ pub struct Topic {
     pub ingest_token_env: Option<String>,
     /// The secret or var holding this topic's own signing secret(s), if any (`signing_secret_env`).
     pub signing_secret_env: Option<String>,
+    /// Whether it accepts client tokens (`client_tokens`, or its own `client_token_secret_env`).
+    pub client_tokens: bool,
+    /// The secret or var holding the secret(s) its client tokens are signed
+    /// with, if its own (`client_token_secret_env`); else `LULL_CLIENT_TOKEN_SECRET`.
+    pub client_token_secret_env: Option<String>,
     /// Whether log lines name keys as they are (`log_keys`), else by a short hash.
     pub log_keys: bool,
     /// Whether a key's single events that arrive while its object request is
@@ -399,8 +410,11 @@ impl Topic {
         if parsed.is_some_and(|u| u.scheme() == "http") && !c.allow_http {
             return Err(fail(Problem::Http(target)));
         }
-        for (field, name) in [("ingest_token_env", &c.ingest_token_env), ("signing_secret_env", &c.signing_secret_env)]
-        {
+        for (field, name) in [
+            ("ingest_token_env", &c.ingest_token_env),
+            ("signing_secret_env", &c.signing_secret_env),
+            ("client_token_secret_env", &c.client_token_secret_env),
+        ] {
             // Not one of lull's own variables: a topic's producers or receiver would hold it.
             if let Some(name) = name
                 && (!is_env_name(name) || name.starts_with("LULL_"))
@@ -498,6 +512,8 @@ impl Topic {
             queue,
             ingest_token_env: c.ingest_token_env,
             signing_secret_env: c.signing_secret_env,
+            client_tokens: c.client_tokens || c.client_token_secret_env.is_some(),
+            client_token_secret_env: c.client_token_secret_env,
             log_keys: c.log_keys,
             coalesce: c.coalesce,
         })
@@ -528,7 +544,7 @@ pub enum Problem {
     Missing(&'static str),
     /// An `http://` target without `allow_http = true`.
     Http(String),
-    /// `ingest_token_env` or `signing_secret_env` is not a variable's name.
+    /// `ingest_token_env`, `signing_secret_env` or `client_token_secret_env` is not a variable's name.
     EnvName {
         /// Which setting.
         field: &'static str,

@@ -98,15 +98,23 @@ fn a_failed_write_answers_503_and_changes_nothing() {
     let before = pair.world.borrow().events.clone();
     pair.step(&Op::CommitFault(Fault::Fail));
     let refused = pair
-        .request(KeyRequest::Event { body: r#"{"n":99}"#.into(), idempotency_key: None, events_per_minute: None })
+        .request(KeyRequest::Event {
+            body: r#"{"n":99}"#.into(),
+            idempotency_key: None,
+            events_per_minute: None,
+            holder: None,
+        })
         .unwrap()
         .unwrap_err();
     assert_eq!((refused.code(), refused.retry_after_secs()), ("unavailable", Some(1)));
     assert_eq!(pair.world.borrow().events, before, "nothing stored");
     // The next event takes the seq the failed one would have had: memory was reloaded.
-    let Some(Ok(next)) =
-        pair.request(KeyRequest::Event { body: r#"{"n":5}"#.into(), idempotency_key: None, events_per_minute: None })
-    else {
+    let Some(Ok(next)) = pair.request(KeyRequest::Event {
+        body: r#"{"n":5}"#.into(),
+        idempotency_key: None,
+        events_per_minute: None,
+        holder: None,
+    }) else {
         panic!()
     };
     assert_eq!(next.body["seq"], 2);
@@ -134,7 +142,12 @@ fn the_bound_refuses_events_with_429_and_stores_nothing() {
     let rows = pair.world.borrow().events.len();
     let refused = (0..5)
         .filter_map(|_| {
-            pair.request(KeyRequest::Event { body: "{}".into(), idempotency_key: None, events_per_minute: None })
+            pair.request(KeyRequest::Event {
+                body: "{}".into(),
+                idempotency_key: None,
+                events_per_minute: None,
+                holder: None,
+            })
         })
         .filter(|r| matches!(r, Err(e) if e.code() == "too_many_pending" && e.retry_after_secs().is_some()));
     assert!(refused.count() >= 1, "past the bound events are refused");
@@ -168,9 +181,14 @@ fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     let mut pair = Pair::new();
     let send = |pair: &mut Pair, key: &str, n: u64| {
         let body = format!(r#"{{"n":{n}}}"#);
-        pair.request(KeyRequest::Event { body, idempotency_key: Some(key.into()), events_per_minute: None })
-            .unwrap()
-            .unwrap()
+        pair.request(KeyRequest::Event {
+            body,
+            idempotency_key: Some(key.into()),
+            events_per_minute: None,
+            holder: None,
+        })
+        .unwrap()
+        .unwrap()
     };
     pair.next_event = 2;
     let first = send(&mut pair, "order-1", 0);
@@ -491,7 +509,8 @@ fn a_batch_refused_midway_stores_none_of_its_events() {
     pair.step(&Op::Answer(false)); // its retry is a minute away
     let (rows, written) = (pair.world.borrow().events.len(), pair.world.borrow().rows_written);
     let events = vec![(r#"{"n":1}"#.to_string(), None), (r#"{"n":2}"#.to_string(), None)];
-    let refused = pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap_err();
+    let refused =
+        pair.request(KeyRequest::Events { events, events_per_minute: None, holder: None }).unwrap().unwrap_err();
     assert_eq!(refused.code(), "too_many_pending");
     assert_eq!((pair.world.borrow().events.len(), pair.world.borrow().rows_written), (rows, written), "nothing stored");
     pair.next_event = 3;
@@ -511,7 +530,8 @@ fn a_requests_events_share_one_row_reused_once_all_are_delivered() {
     let mut pair = Pair::with_topics(BATCHED);
     let send = |pair: &mut Pair, round: u64| {
         let events = (round * 20..round * 20 + 20).map(|n| (format!(r#"{{"n":{n}}}"#), None)).collect();
-        let reply = pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap();
+        let reply =
+            pair.request(KeyRequest::Events { events, events_per_minute: None, holder: None }).unwrap().unwrap();
         let seqs: Vec<u64> =
             reply.body["accepted"].as_array().unwrap().iter().map(|a| a["seq"].as_u64().unwrap()).collect();
         assert_eq!(seqs, (round * 20 + 1..=round * 20 + 20).collect::<Vec<_>>());
@@ -553,7 +573,7 @@ fn a_never_quiet_last_window_fed_in_requests_holds_bounded_rows() {
     let mut most_rows = 0;
     for round in 0..500u64 {
         let events = (round * 20..round * 20 + 20).map(|n| (format!(r#"{{"n":{n}}}"#), None)).collect();
-        pair.request(KeyRequest::Events { events, events_per_minute: None }).unwrap().unwrap();
+        pair.request(KeyRequest::Events { events, events_per_minute: None, holder: None }).unwrap().unwrap();
         pair.advance(1);
         if round % 150 == 149 {
             pair.step(&Op::Crash);
@@ -567,4 +587,88 @@ fn a_never_quiet_last_window_fed_in_requests_holds_bounded_rows() {
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].2["count"], 10_000);
     assert_eq!(received[0].2["event"]["n"], 9_999);
+}
+
+/// One event with `body`, a producer key (as the router scopes it) and, for a
+/// client token, its holder's `events_per_minute`.
+fn event(body: &str, producer_key: Option<&str>, per_minute: Option<(u32, &str)>) -> KeyRequest {
+    KeyRequest::Event {
+        body: body.into(),
+        idempotency_key: producer_key.map(str::to_string),
+        events_per_minute: per_minute.map(|(n, _)| n),
+        holder: per_minute.map(|(_, holder)| holder.to_string()),
+    }
+}
+
+/// A producer key that comes back with another body is refused (`409`) and
+/// stores nothing, before and after a reload; with the same body it gets the
+/// first answer; another caller's same key is another key.
+#[test]
+fn a_producer_key_reused_with_another_body_is_refused_and_stores_nothing() {
+    let mut pair = Pair::new();
+    let first = pair.request(event(r#"{"n":0}"#, Some("ingest p-1"), None)).unwrap().unwrap();
+    let written = pair.world.borrow().rows_written;
+    for _ in 0..2 {
+        let reused = pair.request(event(r#"{"n":1}"#, Some("ingest p-1"), None)).unwrap().unwrap_err();
+        assert_eq!((reused.status(), reused.code()), (409, "idempotency_key_reused"));
+        assert_eq!(pair.world.borrow().rows_written, written, "nothing stored");
+        let again = pair.request(event(r#"{"n":0}"#, Some("ingest p-1"), None)).unwrap().unwrap();
+        assert_eq!(again, first, "the same body: the first answer, as it was given");
+        pair.step(&Op::Crash); // remembered, digest and all, across a reload
+    }
+    pair.next_event = 1;
+    let client = pair.request(event(r#"{"n":1}"#, Some("client:0123456789abcdef p-1"), None)).unwrap().unwrap();
+    assert_ne!(client.body["seq"], first.body["seq"], "a client's p-1 is not the backend's");
+}
+
+/// A producer key remembered before keys were scoped (and bodies compared)
+/// answers a scoped repeat as it did, whatever its body, until it ages out.
+#[test]
+fn a_producer_key_remembered_before_scoping_still_answers_its_repeat() {
+    let mut pair = Pair::new();
+    let first = pair.request(event(r#"{"n":0}"#, Some("p-1"), None)).unwrap().unwrap();
+    pair.world.borrow_mut().dedupe.values_mut().for_each(|(key, _, reply)| {
+        assert_eq!(key, "p-1");
+        let mut first: serde_json::Value = serde_json::from_str(reply).unwrap();
+        first.as_object_mut().unwrap().remove("digest");
+        *reply = first.to_string(); // as an older release wrote it
+    });
+    pair.step(&Op::Crash);
+    let written = pair.world.borrow().rows_written;
+    let repeat = pair.request(event(r#"{"n":0}"#, Some("ingest p-1"), None)).unwrap().unwrap();
+    assert_eq!(repeat, first);
+    assert_eq!(pair.world.borrow().rows_written, written, "stored once");
+}
+
+/// A client token holder's `events_per_minute` at a key: a batch's share is
+/// refused whole when it does not fit, and the count survives the reload a
+/// refusal causes (it used to start again at zero); holders count apart.
+#[test]
+fn events_per_minute_is_checked_whole_and_kept_across_a_reload() {
+    let mut pair = Pair::new();
+    let alice = Some((3, "client:aaaaaaaaaaaaaaaa"));
+    for n in 0..2 {
+        pair.request(event(&format!(r#"{{"n":{n}}}"#), None, alice)).unwrap().unwrap();
+    }
+    let written = pair.world.borrow().rows_written;
+    let events = vec![(r#"{"n":2}"#.to_string(), None), (r#"{"n":3}"#.to_string(), None)];
+    let share =
+        KeyRequest::Events { events, events_per_minute: Some(3), holder: Some("client:aaaaaaaaaaaaaaaa".into()) };
+    let refused = pair.request(share).unwrap().unwrap_err();
+    assert_eq!((refused.status(), refused.code()), (429, "too_many_events"));
+    assert_eq!(pair.world.borrow().rows_written, written, "nothing of the share stored");
+    // A request that fails after it changed memory makes the object reload it.
+    pair.step(&Op::CommitFault(Fault::Fail));
+    let failed = pair.request(event(r#"{"n":9}"#, None, None)).unwrap().unwrap_err();
+    assert_eq!(failed.code(), "unavailable");
+    pair.next_event = 2;
+    pair.request(event(r#"{"n":2}"#, None, alice)).unwrap().unwrap();
+    let spent = pair.request(event(r#"{"n":3}"#, None, alice)).unwrap().unwrap_err();
+    assert_eq!(spent.code(), "too_many_events", "the minute is spent, reload or not");
+    pair.next_event = 3;
+    let bob = Some((3, "client:bbbbbbbbbbbbbbbb"));
+    pair.request(event(r#"{"n":3}"#, None, bob)).unwrap().unwrap();
+    pair.advance(60_000);
+    pair.next_event = 4;
+    pair.request(event(r#"{"n":4}"#, None, alice)).unwrap().unwrap();
 }

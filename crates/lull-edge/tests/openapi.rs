@@ -117,8 +117,13 @@ fn route_ops(route: &Route) -> Vec<Op> {
 /// One of each key request.
 fn every_key_request() -> Vec<KeyRequest> {
     vec![
-        KeyRequest::Event { body: "{}".into(), idempotency_key: Some("p-1".into()), events_per_minute: None },
-        KeyRequest::Events { events: vec![("1".into(), None)], events_per_minute: Some(60) },
+        KeyRequest::Event {
+            body: "{}".into(),
+            idempotency_key: Some("p-1".into()),
+            events_per_minute: None,
+            holder: None,
+        },
+        KeyRequest::Events { events: vec![("1".into(), None)], events_per_minute: Some(60), holder: None },
         KeyRequest::Status,
         KeyRequest::Flush,
         KeyRequest::Cancel,
@@ -262,6 +267,9 @@ fn every_error() -> Vec<ApiError> {
         ApiError::InvalidIdempotencyKey,
         ApiError::TooManyPending { limit: 1, retry_after_secs: 1 },
         ApiError::TooManyEvents { per_minute: 1, retry_after_secs: 1 },
+        ApiError::ClientBudgetSpent { retry_after_secs: 1 },
+        ApiError::IdempotencyKeyReused,
+        ApiError::ClientTokensOff("t".into()),
         ApiError::Unavailable { why: "x".into(), retry_after_secs: 1 },
         ApiError::DeadLettersFull { retry_after_secs: 1 },
         ApiError::ReplayInProgress(1),
@@ -289,6 +297,9 @@ fn every_error() -> Vec<ApiError> {
             | ApiError::InvalidIdempotencyKey
             | ApiError::TooManyPending { .. }
             | ApiError::TooManyEvents { .. }
+            | ApiError::ClientBudgetSpent { .. }
+            | ApiError::IdempotencyKeyReused
+            | ApiError::ClientTokensOff(_)
             | ApiError::Unavailable { .. }
             | ApiError::DeadLettersFull { .. }
             | ApiError::ReplayInProgress(_)

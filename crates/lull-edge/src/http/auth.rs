@@ -11,12 +11,17 @@
 //! - **Checked at startup**: a token shorter than [`MIN_TOKEN_CHARS`], or one
 //!   that is both an admin and an ingest token, refuses the configuration
 //!   (the reason names the variables, never the token).
+//! - **Client tokens per topic**: a topic accepts them only if it opts in
+//!   (`client_tokens`, signed with `LULL_CLIENT_TOKEN_SECRET`) or has its own
+//!   secret (`client_token_secret_env`); a token of one topic's secret is
+//!   nothing to another. A client token posts events; it flushes or cancels
+//!   only when its `ops` claim names that operation.
 //! - Tokens are compared in time that depends on neither side.
 
 use std::collections::BTreeMap;
 
 use crate::error::ApiError;
-use crate::http::client_token::{Claims, ClientSecrets};
+use crate::http::client_token::{Claims, ClientOp, ClientSecrets};
 
 /// The shortest token accepted (characters).
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -27,9 +32,12 @@ pub(crate) enum Access {
     /// An ingest token of the topic (or a global one), a client token covering
     /// the key, or an admin token: posting events.
     Ingest,
-    /// A client token covering the key, or an admin token: flushing or
-    /// cancelling the key's open window (what a page's client does itself).
-    Control,
+    /// A client token covering the key whose `ops` names `flush`, or an admin
+    /// token: firing the key's open window now.
+    Flush,
+    /// A client token covering the key whose `ops` names `cancel`, or an admin
+    /// token: dropping the key's open and queued windows.
+    Cancel,
     /// An admin token: everything else.
     Admin,
 }
@@ -41,7 +49,8 @@ pub(crate) enum Caller {
     Ingest,
     /// A topic's own ingest token: may post events to that topic only.
     TopicIngest(String),
-    /// A client token (a JWT): may post events to, flush and cancel the keys it covers.
+    /// A client token (a JWT): may post events to the keys it covers, and flush
+    /// or cancel them if its `ops` says so.
     Client(Box<Claims>),
     /// An admin token: may do everything.
     Admin,
@@ -54,10 +63,15 @@ impl Caller {
         match (self, need) {
             (Caller::Admin, _) => true,
             (_, Access::Admin) => false,
-            (Caller::Client(claims), Access::Ingest | Access::Control) => {
-                topic.zip(target.key).is_some_and(|(topic, key)| claims.covers(topic, key))
+            (Caller::Client(claims), Access::Ingest | Access::Flush | Access::Cancel) => {
+                let op = match need {
+                    Access::Flush => ClientOp::Flush,
+                    Access::Cancel => ClientOp::Cancel,
+                    _ => ClientOp::Events,
+                };
+                claims.allows(op) && topic.zip(target.key).is_some_and(|(topic, key)| claims.covers(topic, key))
             }
-            (_, Access::Control) => false,
+            (_, Access::Flush | Access::Cancel) => false,
             (Caller::TopicIngest(own), Access::Ingest) => topic == Some(own.as_str()),
             (_, Access::Ingest) => true,
         }
@@ -70,6 +84,28 @@ impl Caller {
             _ => None,
         }
     }
+
+    /// Whose namespace of producer idempotency keys (and of `events_per_minute`)
+    /// this caller's events are in: `admin`, `ingest` (every global ingest
+    /// token: rotation keeps it), `topic` (the topic's own ingest tokens), or a
+    /// client token's holder ([`Claims::holder`]).
+    pub(crate) fn holder(&self) -> &str {
+        match self {
+            Caller::Admin => "admin",
+            Caller::Ingest => "ingest",
+            Caller::TopicIngest(_) => "topic",
+            Caller::Client(claims) => claims.holder(),
+        }
+    }
+
+    /// A client token with a `key_prefix` (it may create keys): its holder, to
+    /// count against the per-holder budget across keys.
+    pub(crate) fn prefix_holder(&self) -> Option<&str> {
+        match self {
+            Caller::Client(claims) if claims.key_prefix.is_some() => Some(claims.holder()),
+            _ => None,
+        }
+    }
 }
 
 /// The configured tokens, each variable's tokens in the order given.
@@ -79,8 +115,9 @@ pub(crate) struct Tokens {
     ingest: Vec<String>,
     /// Topic name → its own ingest tokens.
     topics: BTreeMap<String, Vec<String>>,
-    /// What signs client tokens (none: they are refused).
-    client: ClientSecrets,
+    /// Topic name → the secrets its client tokens are signed with (a topic
+    /// that is not here refuses client tokens).
+    client: BTreeMap<String, ClientSecrets>,
 }
 
 /// What a request is about, for [`Tokens::authorize`].
@@ -107,7 +144,7 @@ impl Tokens {
         admin: &str,
         ingest: &str,
         topics: &[(String, String, String)],
-        client: ClientSecrets,
+        client: BTreeMap<String, ClientSecrets>,
     ) -> Result<Tokens, ApiError> {
         let fail = |why: String| Err(ApiError::Config(why));
         // Each variable's tokens, split once: admin, global ingest, then each topic's in order.
@@ -149,9 +186,10 @@ impl Tokens {
         Ok(Tokens { admin: admin.clone(), ingest: ingest.clone(), topics: by_topic, client })
     }
 
-    /// The secrets client tokens are signed with (to mint one).
-    pub(crate) fn client_secrets(&self) -> &ClientSecrets {
-        &self.client
+    /// The secrets `topic`'s client tokens are signed with (to mint one): `409
+    /// client_tokens_off` if the topic accepts none.
+    pub(crate) fn client_secrets(&self, topic: &str) -> Result<&ClientSecrets, ApiError> {
+        self.client.get(topic).ok_or_else(|| ApiError::ClientTokensOff(topic.to_string()))
     }
 
     /// Check an `Authorization` header (`Bearer <token>`, the scheme in any
@@ -178,9 +216,11 @@ impl Tokens {
             // A token may be several topics' own: the one asked about counts.
             let here = target.topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
             Ok(Caller::TopicIngest(here.unwrap_or(own).to_string()))
-        } else if token.split('.').count() == 3 && !self.client.is_empty() {
-            let claims =
-                self.client.verify(token, target.now_s).map_err(|e| ApiError::BadClientToken(e.to_string()))?;
+        } else if let Some(secrets) = target.topic.and_then(|t| self.client.get(t))
+            && token.split('.').count() == 3
+        {
+            // Verified with the secrets of the topic asked about, whatever the token claims.
+            let claims = secrets.verify(token, target.now_s).map_err(|e| ApiError::BadClientToken(e.to_string()))?;
             Ok(Caller::Client(Box::new(claims)))
         } else {
             Err(ApiError::Unauthorized)
@@ -227,7 +267,7 @@ mod tests {
 
     fn tokens() -> Tokens {
         let orders = ("orders".to_string(), "ORDERS_TOKEN".to_string(), format!("  {ORDERS}\n"));
-        Tokens::new(&format!("{ADMIN} {ADMIN_2}"), INGEST, &[orders], ClientSecrets::default()).unwrap()
+        Tokens::new(&format!("{ADMIN} {ADMIN_2}"), INGEST, &[orders], BTreeMap::new()).unwrap()
     }
 
     fn auth(token: &str) -> String {
@@ -263,29 +303,50 @@ mod tests {
     }
 
     #[test]
-    fn a_client_token_posts_flushes_and_cancels_within_its_scope_only() {
-        let secret = "client-secret-one-0123456789abcdef";
+    fn a_client_token_posts_within_its_scope_and_flushes_or_cancels_only_when_granted() {
+        const DOCS_SECRET: &str = "client-secret-one-0123456789abcdef";
+        const ORDERS_SECRET: &str = "orders-client-secret-0123456789abc";
         let orders = ("orders".to_string(), "ORDERS_TOKEN".to_string(), ORDERS.to_string());
-        let tokens = Tokens::new(ADMIN, INGEST, &[orders], ClientSecrets::parse(Some(secret)).unwrap()).unwrap();
-        let claims = Claims::new("docs", "doc-", true, 1_000, 600, None);
-        let jwt = tokens.client_secrets().mint(&claims).unwrap();
-        let ask = |need, topic, key, now_s| tokens.authorize(Some(&auth(&jwt)), need, Target { topic, key, now_s });
-        assert_eq!(
-            ask(Access::Ingest, Some("docs"), Some("doc-1"), 1_000),
-            Ok(Caller::Client(Box::new(claims.clone())))
+        let client = BTreeMap::from([
+            ("docs".to_string(), ClientSecrets::parse(Some(DOCS_SECRET)).unwrap()),
+            ("orders".to_string(), ClientSecrets::parse_var("ORDERS_CLIENT", Some(ORDERS_SECRET)).unwrap()),
+        ]);
+        let tokens = Tokens::new(ADMIN, INGEST, &[orders], client).unwrap();
+        let mint = |ops: Option<Vec<ClientOp>>| {
+            let mut claims = Claims::new("docs", "doc-", true, 1_000, 600, None);
+            claims.ops = ops;
+            tokens.client_secrets("docs").unwrap().mint(&claims).unwrap()
+        };
+        let ask = |jwt: &str, need, topic, key| {
+            tokens.authorize(Some(&auth(jwt)), need, Target { topic, key, now_s: 1_000 }).map(|c| c.holder().len())
+        };
+        let events_only = mint(None);
+        assert!(ask(&events_only, Access::Ingest, Some("docs"), Some("doc-1")).is_ok());
+        for need in [Access::Flush, Access::Cancel] {
+            assert_eq!(ask(&events_only, need, Some("docs"), Some("doc-1")), Err(ApiError::Forbidden), "{need:?}");
+        }
+        let flush = mint(Some(vec![ClientOp::Flush]));
+        assert!(ask(&flush, Access::Flush, Some("docs"), Some("doc-1")).is_ok());
+        assert_eq!(ask(&flush, Access::Cancel, Some("docs"), Some("doc-1")), Err(ApiError::Forbidden));
+        let both = mint(Some(vec![ClientOp::Flush, ClientOp::Cancel]));
+        assert!(ask(&both, Access::Cancel, Some("docs"), Some("doc-1")).is_ok());
+        assert_eq!(ask(&both, Access::Ingest, Some("docs"), Some("note-1")), Err(ApiError::Forbidden), "other key");
+        assert_eq!(ask(&both, Access::Admin, Some("docs"), Some("doc-1")), Err(ApiError::Forbidden), "admin route");
+        let other = ask(&both, Access::Ingest, Some("orders"), Some("doc-1"));
+        let bad = ApiError::BadClientToken("the client token's signature does not verify".into());
+        assert_eq!(other, Err(bad), "checked with the secret of the topic asked about: orders has its own");
+        let expired = tokens.authorize(
+            Some(&auth(&events_only)),
+            Access::Ingest,
+            Target { topic: Some("docs"), key: Some("doc-1"), now_s: 1_600 },
         );
-        assert_eq!(ask(Access::Control, Some("docs"), Some("doc-1"), 1_000), Ok(Caller::Client(Box::new(claims))));
-        assert_eq!(ask(Access::Ingest, Some("docs"), Some("note-1"), 1_000), Err(ApiError::Forbidden), "other key");
-        assert_eq!(ask(Access::Ingest, Some("orders"), Some("doc-1"), 1_000), Err(ApiError::Forbidden), "other topic");
-        assert_eq!(ask(Access::Admin, Some("docs"), Some("doc-1"), 1_000), Err(ApiError::Forbidden), "admin route");
-        let expired = ask(Access::Ingest, Some("docs"), Some("doc-1"), 1_600);
         assert_eq!(expired, Err(ApiError::BadClientToken("the client token has expired".into())));
-        let control =
-            tokens.authorize(Some(&auth(INGEST)), Access::Control, Target { topic: Some("docs"), ..on(None) });
-        assert_eq!(control, Err(ApiError::Forbidden), "an ingest token never flushes");
-        let off = super::tests::tokens();
-        let refused = off.authorize(Some(&auth(&jwt)), Access::Ingest, Target { topic: Some("docs"), ..on(None) });
-        assert_eq!(refused, Err(ApiError::Unauthorized), "no client token secret: no client tokens");
+        let flush_by_ingest =
+            tokens.authorize(Some(&auth(INGEST)), Access::Flush, Target { topic: Some("docs"), ..on(None) });
+        assert_eq!(flush_by_ingest, Err(ApiError::Forbidden), "an ingest token never flushes");
+        let off = ask(&events_only, Access::Ingest, Some("billing"), Some("doc-1"));
+        assert_eq!(off, Err(ApiError::Unauthorized), "a topic that accepts no client tokens");
+        assert_eq!(tokens.client_secrets("billing").map(drop), Err(ApiError::ClientTokensOff("billing".into())));
     }
 
     #[test]
@@ -303,7 +364,7 @@ mod tests {
     #[test]
     fn short_shared_or_missing_tokens_refuse_the_configuration() {
         let refused = |admin: &str, ingest: &str, topics: &[(String, String, String)]| {
-            let Err(ApiError::Config(why)) = Tokens::new(admin, ingest, topics, ClientSecrets::default()) else {
+            let Err(ApiError::Config(why)) = Tokens::new(admin, ingest, topics, BTreeMap::new()) else {
                 panic!("accepted")
             };
             assert!(!why.contains(ADMIN) && !why.contains(INGEST), "the reason never names a token: {why}");

@@ -5,19 +5,28 @@
 //! storage and no round trip.
 //!
 //! ```text
-//! header  {"alg": "HS256", "typ": "JWT", "kid": "0"}       kid: which secret (0-based), optional
+//! header  {"alg": "HS256", "typ": "JWT", "kid": "Xq3…"}   kid: the secret's fingerprint, optional
 //! claims  {"topic": "docs", "key": "doc-42" | "key_prefix": "user-7/",
-//!          "exp": 1767225600, "iat": 1767222000, "nbf"?: …, "events_per_minute"?: 60}
+//!          "exp": 1767225600, "iat": 1767222000, "nbf"?: …, "events_per_minute"?: 60,
+//!          "ops"?: ["events", "flush", "cancel"], "sub"?: "user-7"}
 //! ```
 //!
 //! Guarantees:
-//! - **Only HS256**, signed with a secret of `LULL_CLIENT_TOKEN_SECRET`
-//!   (whitespace-separated, for rotation): `alg: none` and every other
-//!   algorithm are refused. A `kid` names the secret to check; without one,
-//!   each is tried. Signatures are compared in constant time.
+//! - **Only HS256**, signed with a secret of the topic's (its
+//!   `client_token_secret_env`, or `LULL_CLIENT_TOKEN_SECRET` for a topic with
+//!   `client_tokens = true`; whitespace-separated, for rotation): `alg: none`
+//!   and every other algorithm are refused. A `kid` is a secret's fingerprint
+//!   ([`fingerprint`]: it does not move when secrets are added or removed);
+//!   a token whose `kid` names none (or has none) is checked against each
+//!   secret. Signatures are compared in constant time.
 //! - **Short-lived**: `exp` is required, and a lifetime over
-//!   [`MAX_LIFETIME_S`] (from `iat`, or from now without one) is refused.
-//! - **Scoped**: `topic` and exactly one of `key` or `key_prefix`.
+//!   [`MAX_LIFETIME_S`] (from `iat`, or from now without one) is refused;
+//!   `nbf` is honoured with [`NBF_LEEWAY_S`] of clock skew.
+//! - **Scoped**: `topic` and exactly one of `key` or a non-empty `key_prefix`;
+//!   events only, unless `ops` names `flush` or `cancel` too.
+//! - **Its own budget**: a token's idempotency keys and `events_per_minute`
+//!   are its holder's ([`Claims::holder`]: its `sub`, else the token itself),
+//!   never shared with a backend's or another page's.
 //! - A refusal names what is wrong (expired, not yet valid, bad signature,
 //!   malformed), never a secret.
 
@@ -25,10 +34,13 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
+
+use std::collections::BTreeMap;
 
 use crate::error::ApiError;
 use crate::names::Key;
+use crate::topic::Topics;
 
 /// The longest a client token may live: 24 h.
 pub const MAX_LIFETIME_S: u64 = 24 * 60 * 60;
@@ -36,8 +48,25 @@ pub const MAX_LIFETIME_S: u64 = 24 * 60 * 60;
 pub const DEFAULT_TTL_S: u64 = 60 * 60;
 /// The shortest client token secret accepted (characters).
 pub const MIN_SECRET_CHARS: usize = 32;
+/// How far ahead of the worker's clock a token's `nbf` may be and still be
+/// valid (seconds): the clock skew between the minting backend and the edge.
+pub const NBF_LEEWAY_S: u64 = 60;
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// An operation a client token may be granted (`ops`): posting events is
+/// always granted; flushing and cancelling the key's open window only when named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ClientOp {
+    /// `POST …/events` and the batch route: the default.
+    Events,
+    /// `POST …/flush`.
+    Flush,
+    /// `DELETE …/keys/{key}`: drops the open window and every queued one, with
+    /// events other producers posted too — grant it only to a page that owns the key.
+    Cancel,
+}
 
 /// What a client token may do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,13 +88,22 @@ pub(crate) struct Claims {
     /// Not valid before (unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbf: Option<u64>,
-    /// At most this many of its events per key and minute, if set.
+    /// At most this many of its holder's events per key and minute, if set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_per_minute: Option<u32>,
-    /// Any other registered claim a JWT library adds (`sub`, `jti`, `aud`, `iss`) is
+    /// The operations it may do besides posting events (`flush`, `cancel`);
+    /// without it, events only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<Vec<ClientOp>>,
+    /// Who holds it (a user, a session): tokens with one `sub` share their
+    /// idempotency keys and `events_per_minute`. Without it, each token is its own holder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+    /// Its holder, as the key object names it ([`Claims::holder`]); set by [`ClientSecrets::verify`].
+    #[serde(skip)]
+    holder: String,
+    /// Any other registered claim a JWT library adds (`jti`, `aud`, `iss`) is
     /// accepted and ignored.
-    #[serde(default, skip_serializing)]
-    sub: Option<serde_json::Value>,
     #[serde(default, skip_serializing)]
     jti: Option<serde_json::Value>,
     #[serde(default, skip_serializing)]
@@ -94,11 +132,25 @@ impl Claims {
             iat: Some(now),
             nbf: None,
             events_per_minute,
+            ops: None,
             sub: None,
+            holder: String::new(),
             jti: None,
             aud: None,
             iss: None,
         }
+    }
+
+    /// Whether it may do `op` (posting events always; flush and cancel when `ops` names them).
+    pub(crate) fn allows(&self, op: ClientOp) -> bool {
+        op == ClientOp::Events || self.ops.as_ref().is_some_and(|ops| ops.contains(&op))
+    }
+
+    /// Who holds it, as the key object scopes idempotency keys and counts
+    /// `events_per_minute`: `client:` and 16 hex digits of SHA-256 of its `sub`
+    /// (`s` + sub), or, without one, of the token itself (`t` + token).
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
     }
 
     /// Whether it covers `key` of `topic`.
@@ -126,16 +178,22 @@ pub(crate) struct MintRequest {
     /// Its lifetime in seconds: 1..=[`MAX_LIFETIME_S`], default [`DEFAULT_TTL_S`].
     #[serde(default)]
     pub ttl_s: Option<u64>,
-    /// At most this many of its events per key and minute (1 or more).
+    /// At most this many of its holder's events per key and minute (1 or more).
     #[serde(default)]
     pub events_per_minute: Option<u32>,
+    /// The operations it may do besides posting events (`flush`, `cancel`).
+    #[serde(default)]
+    pub ops: Option<Vec<ClientOp>>,
+    /// Who holds it (see [`Claims::sub`]).
+    #[serde(default)]
+    pub sub: Option<String>,
 }
 
 impl MintRequest {
     /// The request a body holds: `400 malformed_json` if it is not JSON,
     /// `400 bad_request` if it is not such a request (an unknown field, say).
     pub(crate) fn parse(body: &[u8]) -> Result<MintRequest, ApiError> {
-        crate::http::json_body(body, r#"{"key" | "key_prefix", "ttl_s"?, "events_per_minute"?}"#)
+        crate::http::json_body(body, r#"{"key" | "key_prefix", "ttl_s"?, "events_per_minute"?, "ops"?, "sub"?}"#)
     }
 
     /// The claims it asks for on `topic`, from `now` (unix seconds): `400
@@ -159,7 +217,17 @@ impl MintRequest {
         let checked = if prefix { crate::names::check_text(&scope) } else { Key::new(scope.clone()).map(drop) };
         let field = if prefix { "key_prefix" } else { "key" };
         checked.map_err(|e| ApiError::InvalidKey(format!("{field}: {}", e.message())))?;
-        Ok(Claims::new(topic, &scope, prefix, now, ttl, self.events_per_minute))
+        if self.sub.as_deref() == Some("") {
+            return bad("sub must not be empty".into());
+        }
+        let mut claims = Claims::new(topic, &scope, prefix, now, ttl, self.events_per_minute);
+        claims.ops = self.ops.map(|mut ops| {
+            ops.sort();
+            ops.dedup();
+            ops
+        });
+        claims.sub = self.sub;
+        Ok(claims)
     }
 }
 
@@ -204,22 +272,62 @@ struct Header {
     kid: Option<String>,
 }
 
-/// The secrets of `LULL_CLIENT_TOKEN_SECRET`, in order (a `kid` is a position).
+/// Topic → the secrets its client tokens are signed with, for each topic that
+/// accepts them: its own (`client_token_secret_env`, the variable's text from
+/// `read`) or `LULL_CLIENT_TOKEN_SECRET`'s (`global`, for `client_tokens = true`).
+/// A topic that accepts them with no secret to check them is a configuration
+/// error naming the topic and the variable.
+pub(crate) fn topic_secrets(
+    topics: &Topics,
+    global: Option<&str>,
+    read: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, ClientSecrets>, ApiError> {
+    let global = ClientSecrets::parse(global)?;
+    let mut by_topic = BTreeMap::new();
+    for topic in topics.iter().filter(|t| t.client_tokens) {
+        let (var, secrets) = match &topic.client_token_secret_env {
+            Some(var) => (var.as_str(), ClientSecrets::parse_var(var, read(var).as_deref())?),
+            None => ("LULL_CLIENT_TOKEN_SECRET", global.clone()),
+        };
+        if secrets.is_empty() {
+            return Err(ApiError::Config(format!(
+                "topic {:?} accepts client tokens, but {var} holds no secret to check them with",
+                topic.name
+            )));
+        }
+        by_topic.insert(topic.name.clone(), secrets);
+    }
+    Ok(by_topic)
+}
+
+/// A secret's name in a token's `kid`: 8 bytes of its SHA-256, base64url (11
+/// characters), as JWKS names keys by thumbprint: it names the secret
+/// wherever it stands in the list, and tells nothing of it.
+pub(crate) fn fingerprint(secret: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(&Sha256::digest(secret)[..8])
+}
+
+/// Client token secrets (one variable's, in order; the first signs), each with its fingerprint.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ClientSecrets(Vec<Vec<u8>>);
+pub(crate) struct ClientSecrets(Vec<(String, Vec<u8>)>);
 
 impl ClientSecrets {
-    /// The secrets in `text` (whitespace-separated), each at least
-    /// [`MIN_SECRET_CHARS`]; none at all when `text` is `None` (client tokens are off).
-    pub(crate) fn parse(text: Option<&str>) -> Result<ClientSecrets, ApiError> {
+    /// The secrets of the variable `var` in `text` (whitespace-separated), each
+    /// at least [`MIN_SECRET_CHARS`]; none at all when `text` is `None`.
+    pub(crate) fn parse_var(var: &str, text: Option<&str>) -> Result<ClientSecrets, ApiError> {
         let secrets: Vec<&str> = text.unwrap_or("").split_whitespace().collect();
         if let Some(short) = secrets.iter().find(|s| s.chars().count() < MIN_SECRET_CHARS) {
             return Err(ApiError::Config(format!(
-                "LULL_CLIENT_TOKEN_SECRET holds a secret of {} characters; secrets are at least {MIN_SECRET_CHARS}",
+                "{var} holds a secret of {} characters; secrets are at least {MIN_SECRET_CHARS}",
                 short.chars().count()
             )));
         }
-        Ok(ClientSecrets(secrets.into_iter().map(|s| s.as_bytes().to_vec()).collect()))
+        Ok(ClientSecrets(secrets.into_iter().map(|s| (fingerprint(s.as_bytes()), s.as_bytes().to_vec())).collect()))
+    }
+
+    /// The secrets of `LULL_CLIENT_TOKEN_SECRET` ([`ClientSecrets::parse_var`]).
+    pub(crate) fn parse(text: Option<&str>) -> Result<ClientSecrets, ApiError> {
+        ClientSecrets::parse_var("LULL_CLIENT_TOKEN_SECRET", text)
     }
 
     /// Whether any secret is configured (else client tokens are refused).
@@ -227,12 +335,13 @@ impl ClientSecrets {
         self.0.is_empty()
     }
 
-    /// A token with `claims`, signed with the first secret (`kid` "0").
+    /// A token with `claims`, signed with the first secret (`kid`: its fingerprint).
     pub(crate) fn mint(&self, claims: &Claims) -> Result<String, ApiError> {
-        let secret = self.0.first().ok_or_else(|| {
-            ApiError::Config("LULL_CLIENT_TOKEN_SECRET is not set: no client token can be minted".into())
-        })?;
-        let header = Header { alg: "HS256".into(), typ: Some("JWT".into()), kid: Some("0".into()) };
+        let (kid, secret) = self
+            .0
+            .first()
+            .ok_or_else(|| ApiError::Config("no client token secret is set: no client token can be minted".into()))?;
+        let header = Header { alg: "HS256".into(), typ: Some("JWT".into()), kid: Some(kid.clone()) };
         let signed = format!("{}.{}", part(&header)?, part(claims)?);
         let mac = mac(secret, signed.as_bytes()).ok_or_else(|| ApiError::Internal("HMAC key".into()))?;
         let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
@@ -255,27 +364,33 @@ impl ClientSecrets {
         }
         let signature = json(signature)?;
         let signed = &token[..header.len() + 1 + claims.len()];
-        let candidates: Vec<&Vec<u8>> = match head.kid.as_deref() {
-            Some(kid) => kid.parse::<usize>().ok().and_then(|i| self.0.get(i)).into_iter().collect(),
-            None => self.0.iter().collect(),
-        };
+        // The secret the `kid` names; any other `kid` (an old token's position, say) or none: each.
+        let named: Vec<&Vec<u8>> =
+            self.0.iter().filter(|(id, _)| Some(id.as_str()) == head.kid.as_deref()).map(|(_, s)| s).collect();
+        let candidates = if named.is_empty() { self.0.iter().map(|(_, s)| s).collect() } else { named };
         let verifies =
             |secret: &&Vec<u8>| mac(secret, signed.as_bytes()).is_some_and(|m| m.verify_slice(&signature).is_ok());
         if !candidates.iter().any(verifies) {
             return Err(TokenError::BadSignature);
         }
-        let claims: Claims =
+        let mut claims: Claims =
             serde_json::from_slice(&json(claims)?).map_err(|e| TokenError::Malformed(format!("its claims: {e}")))?;
         if claims.key.is_some() == claims.key_prefix.is_some() {
             return Err(malformed("exactly one of key and key_prefix is required"));
         }
+        if claims.key_prefix.as_deref() == Some("") {
+            return Err(malformed("key_prefix must not be empty (it would cover every key of the topic)"));
+        }
         if claims.events_per_minute == Some(0) {
             return Err(malformed("events_per_minute must be at least 1"));
+        }
+        if claims.sub.as_deref() == Some("") {
+            return Err(malformed("sub must not be empty"));
         }
         if now >= claims.exp {
             return Err(TokenError::Expired);
         }
-        if claims.nbf.is_some_and(|nbf| now < nbf) {
+        if claims.nbf.is_some_and(|nbf| now.saturating_add(NBF_LEEWAY_S) < nbf) {
             return Err(TokenError::NotYetValid);
         }
         // From `iat`, and from now whatever `iat` says (an `iat` in the future would stretch it).
@@ -283,6 +398,11 @@ impl ClientSecrets {
         if lifetime > MAX_LIFETIME_S {
             return Err(TokenError::TooLong);
         }
+        let named = match &claims.sub {
+            Some(sub) => Sha256::new().chain_update("s").chain_update(sub),
+            None => Sha256::new().chain_update("t").chain_update(token),
+        };
+        claims.holder = format!("client:{}", hex::encode(&named.finalize()[..8]));
         Ok(claims)
     }
 }
@@ -323,7 +443,7 @@ mod tests {
         let claims = Claims::new("docs", "doc-", true, NOW, DEFAULT_TTL_S, Some(60));
         let token = secrets().mint(&claims).unwrap();
         let back = secrets().verify(&token, NOW + 10).unwrap();
-        assert_eq!(back, claims);
+        assert_eq!(back, Claims { holder: back.holder.clone(), ..claims });
         assert!(back.covers("docs", "doc-42") && !back.covers("docs", "note-1") && !back.covers("orders", "doc-1"));
         let one = Claims::new("docs", "doc-1", false, NOW, 60, None);
         assert!(one.covers("docs", "doc-1") && !one.covers("docs", "doc-10"));
@@ -336,15 +456,20 @@ mod tests {
         let hs = r#"{"alg":"HS256","typ":"JWT"}"#;
         assert_eq!(s.verify(&signed(hs, &claims(""), FIRST), NOW).map(|c| c.topic), Ok("docs".into()));
         assert_eq!(s.verify(&signed(hs, &claims(""), SECOND), NOW).map(|c| c.topic), Ok("docs".into()), "rotation");
-        let kid1 = r#"{"alg":"HS256","kid":"1"}"#;
-        assert!(s.verify(&signed(kid1, &claims(""), SECOND), NOW).is_ok(), "kid 1 is the second secret");
-        assert_eq!(s.verify(&signed(kid1, &claims(""), FIRST), NOW), Err(TokenError::BadSignature), "kid pins it");
+        let kid = |secret: &str| format!(r#"{{"alg":"HS256","kid":"{}"}}"#, fingerprint(secret.as_bytes()));
+        assert!(s.verify(&signed(&kid(SECOND), &claims(""), SECOND), NOW).is_ok(), "kid names the second secret");
+        let pinned = s.verify(&signed(&kid(SECOND), &claims(""), FIRST), NOW);
+        assert_eq!(pinned, Err(TokenError::BadSignature), "a kid that names a secret pins it");
+        let old = r#"{"alg":"HS256","kid":"0"}"#;
+        assert!(s.verify(&signed(old, &claims(""), SECOND), NOW).is_ok(), "an old positional kid: each secret");
         let other = "another-secret-0123456789abcdefghij";
         assert_eq!(s.verify(&signed(hs, &claims(""), other), NOW), Err(TokenError::BadSignature));
         let none = format!("{}.{}.", URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#), URL_SAFE_NO_PAD.encode(claims("")));
         assert_eq!(s.verify(&none, NOW), Err(TokenError::Algorithm("none".into())));
         assert_eq!(s.verify(&signed(hs, &claims(""), FIRST), NOW + 600), Err(TokenError::Expired));
-        let later = claims(&format!(r#","nbf":{}"#, NOW + 60));
+        let skewed = claims(&format!(r#","nbf":{}"#, NOW + NBF_LEEWAY_S));
+        assert!(s.verify(&signed(hs, &skewed, FIRST), NOW).is_ok(), "nbf within the clock leeway");
+        let later = claims(&format!(r#","nbf":{}"#, NOW + NBF_LEEWAY_S + 1));
         assert_eq!(s.verify(&signed(hs, &later, FIRST), NOW), Err(TokenError::NotYetValid));
         let long = format!(r#"{{"topic":"docs","key":"d","exp":{},"iat":{NOW}}}"#, NOW + MAX_LIFETIME_S + 1);
         assert_eq!(s.verify(&signed(hs, &long, FIRST), NOW), Err(TokenError::TooLong));
@@ -359,6 +484,9 @@ mod tests {
         );
         let both = format!(r#"{{"topic":"docs","key":"d","key_prefix":"x","exp":{}}}"#, NOW + 60);
         assert!(matches!(s.verify(&signed(hs, &both, FIRST), NOW), Err(TokenError::Malformed(_))));
+        let everything = format!(r#"{{"topic":"docs","key_prefix":"","exp":{}}}"#, NOW + 60);
+        let refused = s.verify(&signed(hs, &everything, FIRST), NOW);
+        assert!(matches!(&refused, Err(TokenError::Malformed(why)) if why.contains("key_prefix")), "{refused:?}");
         let no_exp = r#"{"topic":"docs","key":"d"}"#;
         assert!(matches!(s.verify(&signed(hs, no_exp, FIRST), NOW), Err(TokenError::Malformed(_))));
         assert!(matches!(s.verify("a.b", NOW), Err(TokenError::Malformed(_))));
@@ -370,6 +498,35 @@ mod tests {
     }
 
     #[test]
+    fn a_kid_is_the_secrets_fingerprint_and_survives_a_rotation() {
+        let minted = secrets().mint(&Claims::new("docs", "d", false, NOW, 60, None)).unwrap();
+        let header: Header =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(minted.split('.').next().unwrap()).unwrap()).unwrap();
+        assert_eq!(header.kid.as_deref(), Some(fingerprint(FIRST.as_bytes()).as_str()));
+        assert_eq!(header.kid.as_deref().map(str::len), Some(11));
+        // A new secret put first, and later the old one removed: the live token verifies throughout.
+        let rotated = ClientSecrets::parse(Some(&format!("{SECOND} {FIRST}"))).unwrap();
+        assert!(rotated.verify(&minted, NOW).is_ok(), "a secret prepended");
+        let third = "client-secret-three-0123456789abcd";
+        let removed = ClientSecrets::parse(Some(&format!("{third} {FIRST}"))).unwrap();
+        assert!(removed.verify(&minted, NOW).is_ok(), "the secret before it removed");
+    }
+
+    #[test]
+    fn a_holder_is_its_sub_or_the_token_itself() {
+        let s = secrets();
+        let mint = |sub: Option<&str>, ttl| {
+            let mut claims = Claims::new("docs", "d", false, NOW, ttl, None);
+            claims.sub = sub.map(str::to_string);
+            s.verify(&s.mint(&claims).unwrap(), NOW).unwrap().holder().to_string()
+        };
+        assert_eq!(mint(Some("alice"), 60), mint(Some("alice"), 120), "one sub, one holder");
+        assert_ne!(mint(Some("alice"), 60), mint(Some("bob"), 60));
+        assert_ne!(mint(None, 60), mint(None, 120), "no sub: each token its own");
+        assert!(mint(None, 60).starts_with("client:") && !mint(Some("alice"), 60).contains("alice"));
+    }
+
+    #[test]
     fn the_mint_route_checks_what_it_is_asked() {
         let ask = |json: &str| serde_json::from_str::<MintRequest>(json).unwrap().claims("docs", NOW);
         let one = ask(r#"{"key": "doc-1", "events_per_minute": 30}"#).unwrap();
@@ -377,6 +534,12 @@ mod tests {
             (one.key.as_deref(), one.exp, one.events_per_minute),
             (Some("doc-1"), NOW + DEFAULT_TTL_S, Some(30))
         );
+        let granted = ask(r#"{"key": "doc-1", "ops": ["cancel", "flush", "cancel"], "sub": "u7"}"#).unwrap();
+        assert_eq!(granted.ops, Some(vec![ClientOp::Flush, ClientOp::Cancel]));
+        assert!(granted.allows(ClientOp::Events) && granted.allows(ClientOp::Cancel));
+        assert_eq!(granted.sub.as_deref(), Some("u7"));
+        let events_only = ask(r#"{"key": "doc-1"}"#).unwrap();
+        assert!(!events_only.allows(ClientOp::Flush) && !events_only.allows(ClientOp::Cancel));
         let prefix = ask(r#"{"key_prefix": "user-7/", "ttl_s": 86400}"#).unwrap();
         assert_eq!((prefix.key_prefix.as_deref(), prefix.exp), (Some("user-7/"), NOW + MAX_LIFETIME_S));
         for bad in [
@@ -385,6 +548,7 @@ mod tests {
             r#"{"key": "a", "ttl_s": 0}"#,
             r#"{"key": "a", "ttl_s": 86401}"#,
             r#"{"key": "a", "events_per_minute": 0}"#,
+            r#"{"key": "a", "sub": ""}"#,
         ] {
             assert_eq!(ask(bad).unwrap_err().code(), "bad_request", "{bad}");
         }
@@ -408,6 +572,7 @@ mod tests {
         assert_eq!(parse(r#"{"key": "a", "ttl_s": 60}"#), Ok(()));
         assert_eq!(parse(r#"{"key": "a", "scope": "all"}"#), Err("bad_request"), "unknown fields");
         assert_eq!(parse(r#"{"key": 7}"#), Err("bad_request"));
+        assert_eq!(parse(r#"{"key": "a", "ops": ["delete"]}"#), Err("bad_request"), "an operation there is not");
         assert_eq!(parse(r#"{"key": "a", "ttl_s": 1e400}"#), Err("bad_request"), "JSON, as an event's body would be");
         for not_json in ["", "{ not json", r#"{"key": "a"} x"#, r#"{"key": "a""#] {
             assert_eq!(parse(not_json), Err("malformed_json"), "as an event's body: {not_json:?}");

@@ -376,11 +376,11 @@ fn answer_or_give_up<W>(now: u64, joined: u64, give_up: u64) -> Turn<W> {
 pub(crate) fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)>) -> KeyRequest {
     match events.pop() {
         Some((body, idempotency_key)) if shapes == [Shape::Single] && events.is_empty() => {
-            KeyRequest::Event { body, idempotency_key, events_per_minute: None }
+            KeyRequest::Event { body, idempotency_key, events_per_minute: None, holder: None }
         }
         last => {
             events.extend(last);
-            KeyRequest::Events { events, events_per_minute: None }
+            KeyRequest::Events { events, events_per_minute: None, holder: None }
         }
     }
 }

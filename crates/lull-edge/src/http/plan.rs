@@ -16,6 +16,11 @@
 //!   learns nothing of the topics;
 //! - **coalescing** ([`Intake::coalesce`]): the topic's `coalesce`, never for
 //!   events under a client token's `events_per_minute` budget;
+//! - **whose** an event is ([`Caller::holder`]): its producer `Idempotency-Key`
+//!   is scoped by its caller ([`scoped_key`]), so one caller's key never answers
+//!   another's event, and a client token's `events_per_minute` is its holder's;
+//!   a `key_prefix` client token's events also spend its holder's budget across
+//!   keys ([`Intake::budget`]);
 //! - **bodies** ([`Intake::body_limit`], [`SMALL_BODY_BYTES`]): an event's
 //!   bound is its topic's `max_body_bytes`, a batch's [`MAX_BATCH_BYTES`];
 //! - **the demo**: its routes exist only while it is on, before any
@@ -105,7 +110,7 @@ pub(crate) enum Action<'c> {
 }
 
 /// How a request's events enter their topic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Intake {
     /// The request body's bound (bytes): an event's is its topic's
     /// `max_body_bytes`, a batch's [`MAX_BATCH_BYTES`] (each of its events within the topic's).
@@ -113,6 +118,10 @@ pub(crate) struct Intake {
     /// Ask the topic's gate for room first: a queue topic refuses events
     /// while its dead letters are full (`429 dead_letters_full`).
     pub room_check: bool,
+    /// The events are a client token's: a queue topic refuses them from half
+    /// its dead-letter bound (`crate::queue::room`), so a page cannot fill the
+    /// bound that backends' events are refused at.
+    pub client: bool,
     /// Whether the events ride with others of their key
     /// ([`crate::http::coalesce`]): the topic's `coalesce`, never under a
     /// client token's `events_per_minute` (that budget is spent event by
@@ -120,6 +129,20 @@ pub(crate) struct Intake {
     pub coalesce: bool,
     /// The client token's `events_per_minute` for the key, if it sets one.
     pub events_per_minute: Option<u32>,
+    /// Whose events these are ([`Caller::holder`]): a client token's holder
+    /// spends its own `events_per_minute`.
+    pub holder: String,
+    /// A `key_prefix` client token's holder: each key's share of its events
+    /// first spends one of the holder's events across keys (the
+    /// `LULL_CLIENT_RATE` binding), so a token cannot make keys without bound.
+    pub budget: Option<String>,
+}
+
+/// A producer's `Idempotency-Key` as its key object keeps it: scoped by the
+/// caller's holder (`"{holder} {key}"`; a key has no space), so a key one
+/// caller used is another caller's to use too.
+pub(crate) fn scoped_key(holder: &str, idempotency_key: Option<String>) -> Option<String> {
+    idempotency_key.map(|key| format!("{holder} {key}"))
 }
 
 /// One event of a key, its body still to read.
@@ -129,7 +152,7 @@ pub(crate) struct EventPlan<'c> {
     pub topic: &'c Topic,
     /// Its key.
     pub key: Key,
-    /// The producer's `Idempotency-Key`, checked.
+    /// The producer's `Idempotency-Key`, checked and scoped by its caller ([`scoped_key`]).
     pub idempotency_key: Option<String>,
     /// How it enters the topic.
     pub intake: Intake,
@@ -138,8 +161,8 @@ pub(crate) struct EventPlan<'c> {
 impl EventPlan<'_> {
     /// The key's call for the event's JSON `body` (sent alone: it does not coalesce).
     pub(crate) fn call(self, body: String) -> KeyCall {
-        let events_per_minute = self.intake.events_per_minute;
-        let request = KeyRequest::Event { body, idempotency_key: self.idempotency_key, events_per_minute };
+        let (events_per_minute, holder) = self.intake.client_minute();
+        let request = KeyRequest::Event { body, idempotency_key: self.idempotency_key, events_per_minute, holder };
         KeyCall { topic: self.topic.name.clone(), key: self.key, request }
     }
 }
@@ -155,6 +178,14 @@ pub(crate) struct BatchPlan<'c> {
     pub caller: Caller,
 }
 
+impl Intake {
+    /// What a key object counts against a client token's `events_per_minute`:
+    /// the bound and the holder it is counted for (none without one).
+    fn client_minute(&self) -> (Option<u32>, Option<String>) {
+        (self.events_per_minute, self.events_per_minute.map(|_| self.holder.to_string()))
+    }
+}
+
 impl BatchPlan<'_> {
     /// Whether the caller may post the events of `key` (a client token covers
     /// some keys only, a topic's own ingest token its topic only): `403` if
@@ -164,9 +195,16 @@ impl BatchPlan<'_> {
         if self.caller.may(Access::Ingest, target) { Ok(()) } else { Err(ApiError::Forbidden) }
     }
 
-    /// The key's call for its share of the batch (sent alone: it does not coalesce).
+    /// An event's `Idempotency-Key` (checked) as its key object keeps it ([`scoped_key`]).
+    pub(crate) fn scoped(&self, idempotency_key: Option<String>) -> Option<String> {
+        scoped_key(&self.intake.holder, idempotency_key)
+    }
+
+    /// The key's call for its share of the batch, its idempotency keys scoped
+    /// already ([`BatchPlan::scoped`]; sent alone: it does not coalesce).
     pub(crate) fn call(&self, key: Key, events: Vec<(String, Option<String>)>) -> KeyCall {
-        let request = KeyRequest::Events { events, events_per_minute: self.intake.events_per_minute };
+        let (events_per_minute, holder) = self.intake.client_minute();
+        let request = KeyRequest::Events { events, events_per_minute, holder };
         KeyCall { topic: self.topic.name.clone(), key, request }
     }
 }
@@ -197,7 +235,11 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
         Route::Preflight => Action::Preflight,
         Route::Demo(demo) => Action::Demo(demo),
         Route::MintClientToken { topic } => {
-            Action::Mint { topic: topic_of(setup.topics, topic)?, body_limit: SMALL_BODY_BYTES }
+            let topic = topic_of(setup.topics, topic)?;
+            if !topic.client_tokens {
+                return Err(ApiError::ClientTokensOff(topic.name.clone()));
+            }
+            Action::Mint { topic, body_limit: SMALL_BODY_BYTES }
         }
         Route::Queue { topic, op } => {
             let topic = queue_of(setup.topics, topic)?;
@@ -209,7 +251,7 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
         Route::Batch { topic } => {
             let topic = topic_of(setup.topics, topic)?;
             let caller = caller.ok_or_else(|| ApiError::Internal("a batch's caller is identified".into()))?;
-            let intake = intake(topic, Some(&caller), MAX_BATCH_BYTES);
+            let intake = intake(topic, &caller, MAX_BATCH_BYTES);
             Action::Batch(BatchPlan { topic, intake, caller })
         }
         Route::Key { topic, key, request } => {
@@ -217,7 +259,9 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
             let idempotency_key = producer_key(asked.idempotency_key)?;
             match request {
                 KeyRequest::Event { .. } => {
-                    let intake = intake(topic, caller.as_ref(), topic.max_body_bytes);
+                    let caller = caller.ok_or_else(|| ApiError::Internal("an event's caller is identified".into()))?;
+                    let intake = intake(topic, &caller, topic.max_body_bytes);
+                    let idempotency_key = scoped_key(&intake.holder, idempotency_key);
                     Action::Event(EventPlan { topic, key, idempotency_key, intake })
                 }
                 request => {
@@ -251,12 +295,13 @@ fn requires(route: &Route, now_s: u64) -> Option<(Access, Target<'_>)> {
 }
 
 /// The least credential a key request needs: posting events is ingest;
-/// flushing and cancelling are control (what a page's client token may do);
-/// the rest admin.
+/// flushing and cancelling are their own (a client token whose `ops` names
+/// them may); the rest admin.
 fn key_access(request: &KeyRequest) -> Access {
     match request {
         KeyRequest::Event { .. } | KeyRequest::Events { .. } => Access::Ingest,
-        KeyRequest::Flush | KeyRequest::Cancel => Access::Control,
+        KeyRequest::Flush => Access::Flush,
+        KeyRequest::Cancel => Access::Cancel,
         KeyRequest::Status
         | KeyRequest::DeadLetters { .. }
         | KeyRequest::Replay { .. }
@@ -281,20 +326,23 @@ fn queue_of(topics: &Topics, name: String) -> Result<&Topic, ApiError> {
 }
 
 /// How `caller`'s events enter `topic`, the request's body within `body_limit`.
-fn intake(topic: &Topic, caller: Option<&Caller>, body_limit: usize) -> Intake {
-    let events_per_minute = caller.and_then(Caller::events_per_minute);
+fn intake(topic: &Topic, caller: &Caller, body_limit: usize) -> Intake {
+    let events_per_minute = caller.events_per_minute();
     Intake {
         body_limit,
         room_check: topic.queue.is_some(),
+        client: matches!(caller, Caller::Client(_)),
         coalesce: topic.coalesce && events_per_minute.is_none(),
         events_per_minute,
+        holder: caller.holder().to_string(),
+        budget: caller.prefix_holder().map(str::to_string),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::client_token::{Claims, ClientSecrets};
+    use crate::http::client_token::{Claims, ClientOp, topic_secrets};
     use crate::key::timeline::TIMELINE_PAGE;
     use lull_core::WindowId;
 
@@ -312,24 +360,38 @@ mod tests {
 
     fn world() -> World {
         let topics = Topics::parse(
-            r#"{"orders": {"target": "https://a/o", "wait_ms": 1, "ingest_token_env": "ORDERS_TOKEN"},
+            r#"{"orders": {"target": "https://a/o", "wait_ms": 1, "ingest_token_env": "ORDERS_TOKEN",
+                           "client_tokens": true},
                 "plain": {"target": "https://a/p", "wait_ms": 1, "coalesce": false, "max_body_bytes": 1000},
-                "q": {"target": "https://a/q", "wait_ms": 1, "delivery": "queue"}}"#,
+                "q": {"target": "https://a/q", "wait_ms": 1, "delivery": "queue", "client_tokens": true}}"#,
         )
         .unwrap();
         let own = [("orders".to_string(), "ORDERS_TOKEN".to_string(), ORDERS.to_string())];
-        let tokens = Tokens::new(ADMIN, INGEST, &own, ClientSecrets::parse(Some(SECRET)).unwrap()).unwrap();
+        let client = topic_secrets(&topics, Some(SECRET), |_| None).unwrap();
+        let tokens = Tokens::new(ADMIN, INGEST, &own, client).unwrap();
         World { tokens, topics }
     }
 
+    /// A client token for `key` (or every key starting with it, `prefix`) of
+    /// `topic`, granted `ops`, held by `sub` (or by itself).
+    fn token(world: &World, topic: &str, key: &str, prefix: bool, ops: &[ClientOp], sub: Option<&str>) -> String {
+        let mut claims = Claims::new(topic, key, prefix, NOW, 600, None);
+        claims.ops = (!ops.is_empty()).then(|| ops.to_vec());
+        claims.sub = sub.map(str::to_string);
+        format!("Bearer {}", world.tokens.client_secrets(topic).unwrap().mint(&claims).unwrap())
+    }
+
+    /// A client token for `key` of `topic` that may flush and cancel it too.
     fn client(world: &World, topic: &str, key: &str, events_per_minute: Option<u32>) -> String {
-        let claims = Claims::new(topic, key, false, NOW, 600, events_per_minute);
-        format!("Bearer {}", world.tokens.client_secrets().mint(&claims).unwrap())
+        let mut claims = Claims::new(topic, key, false, NOW, 600, events_per_minute);
+        claims.ops = Some(vec![ClientOp::Flush, ClientOp::Cancel]);
+        format!("Bearer {}", world.tokens.client_secrets(topic).unwrap().mint(&claims).unwrap())
     }
 
     /// Every credential kind, by name: admin, global ingest, a topic's own
-    /// ingest token (`orders`'), a client token for key `k` of `orders` (in
-    /// scope on the routes below) and one for another key (out of scope), none.
+    /// ingest token (`orders`'), a client token for key `k` of `orders` that
+    /// may flush and cancel it (in scope on the routes below) and one for
+    /// another key (out of scope), none.
     fn credentials(world: &World) -> [(&'static str, Option<String>); 6] {
         [
             ("admin", Some(format!("Bearer {ADMIN}"))),
@@ -386,8 +448,8 @@ mod tests {
         let rows: Vec<(&str, String, Option<Access>, [&str; 6])> = vec![
             ("POST", format!("{key}/events"), Some(Access::Ingest), ["event", "event", "event", "event", f, u]),
             ("GET", key.to_string(), admin, ["key", f, f, f, f, u]),
-            ("DELETE", key.to_string(), Some(Access::Control), ["key", f, f, "key", f, u]),
-            ("POST", format!("{key}/flush"), Some(Access::Control), ["key", f, f, "key", f, u]),
+            ("DELETE", key.to_string(), Some(Access::Cancel), ["key", f, f, "key", f, u]),
+            ("POST", format!("{key}/flush"), Some(Access::Flush), ["key", f, f, "key", f, u]),
             ("GET", format!("{key}/dead-letters"), admin, ["key", f, f, f, f, u]),
             ("POST", format!("{key}/dead-letters/7/retry"), admin, ["key", f, f, f, f, u]),
             ("POST", format!("{key}/dead-letters/retry"), admin, ["key", f, f, f, f, u]),
@@ -475,7 +537,7 @@ mod tests {
             assert_eq!(batch("plain", &credential).share(&key("any")), Ok(()));
         }
         let call = batch("orders", &format!("Bearer {ADMIN}")).call(key("k"), vec![("1".into(), None)]);
-        let events = KeyRequest::Events { events: vec![("1".into(), None)], events_per_minute: None };
+        let events = KeyRequest::Events { events: vec![("1".into(), None)], events_per_minute: None, holder: None };
         assert_eq!(call, KeyCall { topic: "orders".into(), key: key("k"), request: events });
         let bad = plan_of(&world, false, "POST", "/v1/topics/orders/events:batch", Some("Bearer nope-nope-nope"), None);
         assert_eq!(outcome(&bad), UNAUTHORIZED, "an unknown token is refused before the body is read");
@@ -492,36 +554,140 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         };
-        let intake_of = |body_limit, room_check, coalesce, events_per_minute| Intake {
+        let backend = |body_limit, room_check, coalesce, holder: &str| Intake {
             body_limit,
             room_check,
+            client: false,
+            coalesce,
+            events_per_minute: None,
+            holder: holder.into(),
+            budget: None,
+        };
+        assert_eq!(intake("orders", &admin), backend(64 * 1024, false, true, "admin"));
+        assert_eq!(intake("plain", &admin), backend(1000, false, false, "admin"), "coalesce: false");
+        assert_eq!(intake("q", &admin), backend(64 * 1024, true, true, "admin"), "a queue topic asks for room");
+        assert_eq!(intake("q", &format!("Bearer {INGEST}")), backend(64 * 1024, true, true, "ingest"));
+        let budget = client(&world, "orders", "k", Some(30));
+        let limited = intake("orders", &budget);
+        assert!(limited.holder.starts_with("client:") && limited.holder.len() == 23, "{limited:?}");
+        let client_of = |body_limit, room_check, coalesce, events_per_minute| Intake {
+            body_limit,
+            room_check,
+            client: true,
             coalesce,
             events_per_minute,
+            holder: limited.holder.clone(),
+            budget: None,
         };
-        assert_eq!(intake("orders", &admin), intake_of(64 * 1024, false, true, None));
-        assert_eq!(intake("plain", &admin), intake_of(1000, false, false, None), "coalesce: false");
-        assert_eq!(intake("q", &admin), intake_of(64 * 1024, true, true, None), "a queue topic asks for room");
-        let budget = client(&world, "orders", "k", Some(30));
-        assert_eq!(intake("orders", &budget), intake_of(64 * 1024, false, false, Some(30)), "a per-minute budget");
-        assert_eq!(intake("orders", &client(&world, "orders", "k", None)), intake_of(64 * 1024, false, true, None));
-        let batch = match plan_of(&world, false, "POST", "/v1/topics/q/events:batch", Some(&budget), None) {
+        assert_eq!(limited, client_of(64 * 1024, false, false, Some(30)), "a per-minute budget");
+        let unlimited = intake("orders", &client(&world, "orders", "k", None));
+        assert_eq!((unlimited.client, unlimited.coalesce, unlimited.events_per_minute), (true, true, None));
+        let q_budget = client(&world, "q", "k", Some(30));
+        let batch = match plan_of(&world, false, "POST", "/v1/topics/q/events:batch", Some(&q_budget), None) {
             Ok(Plan { action: Action::Batch(batch), .. }) => batch.intake,
             other => panic!("{other:?}"),
         };
-        assert_eq!(batch, intake_of(MAX_BATCH_BYTES, true, false, Some(30)), "a batch's body bound is its own");
+        assert_eq!(
+            batch,
+            Intake { holder: batch.holder.clone(), ..client_of(MAX_BATCH_BYTES, true, false, Some(30)) },
+            "a batch's body bound is its own"
+        );
 
         let Ok(Plan { action: Action::Event(event), .. }) =
             plan_of(&world, false, "POST", "/v1/topics/orders/keys/k/events", Some(&budget), Some("p-1"))
         else {
             panic!()
         };
+        let holder = Some(limited.holder.clone());
+        let scoped = Some(format!("{} p-1", limited.holder));
         let request =
-            KeyRequest::Event { body: "{}".into(), idempotency_key: Some("p-1".into()), events_per_minute: Some(30) };
+            KeyRequest::Event { body: "{}".into(), idempotency_key: scoped, events_per_minute: Some(30), holder };
         let k = Key::new("k".into()).unwrap();
         assert_eq!(event.call("{}".into()), KeyCall { topic: "orders".into(), key: k, request });
         let mint = plan_of(&world, false, "POST", "/v1/topics/orders/client-tokens", Some(&admin), None);
         let orders = world.topics.get("orders").unwrap();
         assert_eq!(mint.unwrap().action, Action::Mint { topic: orders, body_limit: SMALL_BODY_BYTES });
+        let off = plan_of(&world, false, "POST", "/v1/topics/plain/client-tokens", Some(&admin), None);
+        assert_eq!(outcome(&off), "client_tokens_off", "a topic that accepts no client tokens mints none");
+    }
+
+    /// A client token posts events; it flushes or cancels only what its `ops` names.
+    #[test]
+    fn a_client_token_flushes_and_cancels_only_when_its_ops_say_so() {
+        let world = world();
+        let key = "/v1/topics/orders/keys/k";
+        let ask = |method: &str, path: &str, credential: &str| {
+            outcome(&plan_of(&world, false, method, path, Some(credential), None))
+        };
+        let events_only = token(&world, "orders", "k", false, &[], None);
+        assert_eq!(ask("POST", &format!("{key}/events"), &events_only), "event");
+        assert_eq!(ask("POST", &format!("{key}/flush"), &events_only), FORBIDDEN);
+        assert_eq!(ask("DELETE", key, &events_only), FORBIDDEN, "a page cannot drop what backends posted");
+        let flush = token(&world, "orders", "k", false, &[ClientOp::Flush], None);
+        assert_eq!(ask("POST", &format!("{key}/flush"), &flush), "key");
+        assert_eq!(ask("DELETE", key, &flush), FORBIDDEN);
+        let cancel = token(&world, "orders", "k", false, &[ClientOp::Cancel], None);
+        assert_eq!(ask("DELETE", key, &cancel), "key");
+        assert_eq!(ask("POST", &format!("{key}/flush"), &cancel), FORBIDDEN);
+    }
+
+    /// A producer's `Idempotency-Key` is its caller's: scoped by who posts it,
+    /// one event or a batch's; a client token's by its `sub`, else by itself.
+    #[test]
+    fn idempotency_keys_are_scoped_by_caller() {
+        let world = world();
+        let path = "/v1/topics/orders/keys/k/events";
+        let scoped = |credential: &str| match plan_of(&world, false, "POST", path, Some(credential), Some("p-1")) {
+            Ok(Plan { action: Action::Event(event), .. }) => event.idempotency_key.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(scoped(&format!("Bearer {ADMIN}")), "admin p-1");
+        assert_eq!(scoped(&format!("Bearer {INGEST}")), "ingest p-1");
+        assert_eq!(scoped(&format!("Bearer {ORDERS}")), "topic p-1");
+        let one = scoped(&token(&world, "orders", "k", false, &[], None));
+        let two = scoped(&token(&world, "orders", "k", false, &[ClientOp::Flush], None));
+        assert!(one.starts_with("client:") && one.ends_with(" p-1"), "{one}");
+        assert_ne!(one, two, "without a sub, each token is its own holder");
+        let alice = scoped(&token(&world, "orders", "k", false, &[], Some("alice")));
+        let alice_again = scoped(&token(&world, "orders", "k", false, &[ClientOp::Flush], Some("alice")));
+        let bob = scoped(&token(&world, "orders", "k", false, &[], Some("bob")));
+        assert_eq!(alice, alice_again, "one sub, one holder");
+        assert_ne!(alice, bob);
+        let batch = match plan_of(
+            &world,
+            false,
+            "POST",
+            "/v1/topics/orders/events:batch",
+            Some(&format!("Bearer {INGEST}")),
+            None,
+        ) {
+            Ok(Plan { action: Action::Batch(batch), .. }) => batch,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(batch.scoped(Some("p-1".into())).as_deref(), Some("ingest p-1"));
+        assert_eq!(batch.scoped(None), None);
+    }
+
+    /// A `key_prefix` client token spends its holder's budget across keys; a
+    /// one-key token and backends do not.
+    #[test]
+    fn a_key_prefix_token_spends_its_holders_budget_across_keys() {
+        let world = world();
+        let intake = |credential: &str| match plan_of(
+            &world,
+            false,
+            "POST",
+            "/v1/topics/orders/keys/user-7/events",
+            Some(credential),
+            None,
+        ) {
+            Ok(Plan { action: Action::Event(event), .. }) => event.intake,
+            other => panic!("{other:?}"),
+        };
+        let prefix = intake(&token(&world, "orders", "user-", true, &[], Some("u7")));
+        assert_eq!(prefix.budget.as_deref(), Some(prefix.holder.as_str()));
+        assert_eq!(intake(&token(&world, "orders", "user-7", false, &[], None)).budget, None);
+        assert_eq!(intake(&format!("Bearer {INGEST}")).budget, None);
     }
 
     #[test]

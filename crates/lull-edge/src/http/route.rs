@@ -170,7 +170,12 @@ impl Route {
                     [] if method == "DELETE" => (KeyRequest::Cancel, "GET, DELETE"),
                     [] => (KeyRequest::Status, "GET, DELETE"),
                     ["events"] => (
-                        KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None },
+                        KeyRequest::Event {
+                            body: String::new(),
+                            idempotency_key: None,
+                            events_per_minute: None,
+                            holder: None,
+                        },
                         "POST",
                     ),
                     ["flush"] => (KeyRequest::Flush, "POST"),
@@ -232,7 +237,8 @@ mod tests {
 
     #[test]
     fn paths_and_methods_map_to_operations() {
-        let event = KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None };
+        let event =
+            KeyRequest::Event { body: String::new(), idempotency_key: None, events_per_minute: None, holder: None };
         assert_eq!(key_route("POST", "/v1/topics/orders/keys/c42/events"), Ok(event));
         assert_eq!(key_route("GET", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Status));
         assert_eq!(key_route("DELETE", "/v1/topics/orders/keys/c42"), Ok(KeyRequest::Cancel));

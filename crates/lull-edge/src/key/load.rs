@@ -51,7 +51,6 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 retention_ms: topic.retention_ms,
                 log_keys: topic.log_keys,
                 label: key_label(key.as_str(), topic.log_keys),
-                client_minute: (0, 0),
             });
             return Ok(true);
         };
@@ -125,7 +124,6 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             log_keys,
             label: key_label(key.as_str(), log_keys),
             key,
-            client_minute: (0, 0),
         };
         for q in &migrated.queued {
             loaded.backlog_row(q.window.0, false, serde_json::to_string(q).map_err(json_error)?, &mut batch);

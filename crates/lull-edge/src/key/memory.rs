@@ -13,8 +13,6 @@ use super::rows::{self, EventRows};
 use super::state::{Effect, KeyState};
 use super::{CHECKPOINT_ROWS, DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW, json_error};
 
-/// The span of a client token's `events_per_minute`.
-const MINUTE_MS: u64 = 60_000;
 use crate::error::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
@@ -53,9 +51,6 @@ pub(super) struct Loaded {
     pub(super) log_keys: bool,
     /// The key as log lines name it ([`key_label`] under `log_keys`): made once, not per line.
     pub(super) label: String,
-    /// Client-token events accepted in the current minute: (when it began, how many).
-    /// In memory: a restarted object starts a new minute.
-    pub(super) client_minute: (u64, u32),
 }
 
 /// A delivery begun: the fire and its request, or why it cannot be sent.
@@ -78,6 +73,15 @@ pub(super) struct Batch {
     /// The operation writes the snapshot: the state changed in a way a load
     /// cannot replay, or superseded rows wait for one.
     pub(super) snapshot_due: bool,
+}
+
+/// The field of a remembered answer that holds its event's [`body_digest`].
+const DIGEST: &str = "digest";
+
+/// What a remembered producer key compares a repeat's body by: 16 hex digits of its SHA-256.
+fn body_digest(body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(body.as_bytes())[..8])
 }
 
 /// An incarnation id: 10 base-32 characters of randomness.
@@ -198,37 +202,42 @@ impl Loaded {
 /// What a request does to the loaded key, synchronously: the await points
 /// (arm, commit) are [`KeyObject`](super::KeyObject)'s.
 impl Loaded {
+    /// The remembered answer to `producer_key` (scoped by its caller), or to
+    /// its bare key in a row written before keys were scoped (such rows
+    /// answer every caller, as they did, until they age out).
+    fn remembered(&self, producer_key: &str) -> Option<&(u32, u64, String)> {
+        self.dedupe
+            .get(producer_key)
+            .or_else(|| producer_key.split_once(' ').and_then(|(_, bare)| self.dedupe.get(bare)))
+    }
+
     /// Accept one event at `now` (or answer a producer's repeat as the first
-    /// time): its row (and its producer key's) into `batch`. A client token's
-    /// event counts toward its `events_per_minute` for this key.
+    /// time, `409 idempotency_key_reused` if it comes with another body): its
+    /// row (and its producer key's, with the body's digest) into `batch`.
     pub(super) fn accept(
         &mut self,
         topic: &Topic,
         body: String,
         producer_key: Option<String>,
-        events_per_minute: Option<u32>,
         now: u64,
         batch: &mut Batch,
     ) -> Result<KeyReply, ApiError> {
-        if let Some((_, at, reply)) = producer_key.as_ref().and_then(|k| self.dedupe.get(k))
+        let digest = producer_key.as_ref().map(|_| body_digest(&body));
+        if let Some((_, at, reply)) = producer_key.as_deref().and_then(|k| self.remembered(k))
             && now.saturating_sub(*at) < topic.dedupe_window_ms
         {
-            let body = serde_json::from_str(reply).map_err(json_error)?;
-            return Ok(KeyReply { status: 202, body });
+            let mut first: serde_json::Value = serde_json::from_str(reply).map_err(json_error)?;
+            // A row from before bodies were compared has no digest: it answers as it did.
+            let first_digest = first.as_object_mut().and_then(|reply| reply.remove(DIGEST));
+            if first_digest.is_some_and(|d| d.as_str() != digest.as_deref()) {
+                return Err(ApiError::IdempotencyKeyReused);
+            }
+            return Ok(KeyReply { status: 202, body: first });
         }
         if self.ks.pending_windows() >= topic.max_pending_windows {
             let retry_at = self.ks.engine().run().and_then(|r| r.retry_at);
             let retry_after_secs = retry_at.map_or(FULL_RETRY_SECS, |at| at.saturating_sub(now).div_ceil(1000).max(1));
             return Err(ApiError::TooManyPending { limit: topic.max_pending_windows, retry_after_secs });
-        }
-        if let Some(per_minute) = events_per_minute {
-            let (began, count) = self.client_minute;
-            let (began, count) = if now >= began.saturating_add(MINUTE_MS) { (now, 0) } else { (began, count) };
-            if count >= per_minute {
-                let retry_after_secs = (began + MINUTE_MS).saturating_sub(now).div_ceil(1000).max(1);
-                return Err(ApiError::TooManyEvents { per_minute, retry_after_secs });
-            }
-            self.client_minute = (began, count + 1);
         }
         let (accepted, effects) = self.ks.accept(now, body.len() as u64);
         batch.events.push((accepted.seq, body));
@@ -252,7 +261,7 @@ impl Loaded {
             let slot = self.next_slot;
             self.next_slot = (slot + 1) % DEDUPE_SLOTS;
             self.dedupe.retain(|_, (s, _, _)| *s != slot);
-            let text = reply.to_string();
+            let text = json!({"window": accepted.window, "seq": accepted.seq, DIGEST: digest}).to_string();
             batch.writes.push(Write::Dedupe(DedupeRow { slot, key: key.clone(), at: now, reply: text.clone() }));
             self.dedupe.insert(key, (slot, now, text));
         }

@@ -35,6 +35,7 @@
 mod deliver;
 mod load;
 mod memory;
+pub(crate) mod per_minute;
 pub(crate) mod request;
 mod rows;
 pub(crate) mod state;
@@ -51,6 +52,7 @@ use crate::names::Key;
 use crate::ports::{Host, Outbound, Store};
 use crate::topic::Topic;
 use memory::{Batch, Loaded};
+use per_minute::{PerMinute, Taken};
 pub use request::{KeyCall, KeyReply, KeyRequest};
 
 /// Dead letters per page at most (`GET …/dead-letters?limit=`).
@@ -85,6 +87,8 @@ pub struct KeyObject<S, H, O> {
     alarm_failures: Cell<u32>,
     /// What the key committed lately; kept across a reload, lost when the object stops.
     timeline: RefCell<Timeline>,
+    /// Client token holders' events this minute; kept across a reload, lost when the object stops.
+    per_minute: RefCell<PerMinute>,
 }
 
 fn json_error(e: serde_json::Error) -> ApiError {
@@ -95,7 +99,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     /// A key over its storage, host and outbound call; nothing is read until the first call.
     pub fn new(store: S, host: H, outbound: O) -> Self {
         let timeline = RefCell::new(Timeline::new(host.now()));
-        KeyObject { store, host, outbound, loaded: RefCell::new(None), alarm_failures: Cell::new(0), timeline }
+        let (loaded, alarm_failures, per_minute) = (RefCell::new(None), Cell::new(0), RefCell::default());
+        KeyObject { store, host, outbound, loaded, alarm_failures, timeline, per_minute }
     }
 
     /// The storage (for tests and the shell).
@@ -141,7 +146,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         let (result, batch, alarm) = match outcome {
             Ok(done) => done,
             // A refusal before anything was applied changes nothing; any other failure may have changed memory.
-            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. } | ApiError::TooManyEvents { .. }))
+            Err(e @ (ApiError::NotFound(_) | ApiError::TooManyPending { .. } | ApiError::IdempotencyKeyReused))
                 if !changed =>
             {
                 return Err(e);
@@ -209,20 +214,28 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         })?;
         self.follow(topic).await?;
         match request {
-            KeyRequest::Event { body, idempotency_key, events_per_minute } => {
-                let client = events_per_minute;
-                self.op(|l, batch, now| l.accept(topic, body, idempotency_key, client, now, batch)).await
+            KeyRequest::Event { body, idempotency_key, events_per_minute, holder } => {
+                let taken = self.take_minute(events_per_minute, holder.as_deref(), 1)?;
+                let reply = self.op(|l, batch, now| l.accept(topic, body, idempotency_key, now, batch)).await;
+                self.settle_minute(taken, &reply);
+                reply
             }
-            KeyRequest::Events { events, events_per_minute } => {
+            KeyRequest::Events { events, events_per_minute, holder } => {
+                // The share's whole count first: all of it fits the holder's minute, or none is taken.
+                let count = u32::try_from(events.len()).unwrap_or(u32::MAX);
+                let taken = self.take_minute(events_per_minute, holder.as_deref(), count)?;
                 // One transaction for the key's events; if one is refused, none is stored.
-                self.op(|l, batch, now| {
-                    let mut accepted = Vec::with_capacity(events.len());
-                    for (body, producer_key) in events {
-                        accepted.push(l.accept(topic, body, producer_key, events_per_minute, now, batch)?.body);
-                    }
-                    Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
-                })
-                .await
+                let reply = self
+                    .op(|l, batch, now| {
+                        let mut accepted = Vec::with_capacity(events.len());
+                        for (body, producer_key) in events {
+                            accepted.push(l.accept(topic, body, producer_key, now, batch)?.body);
+                        }
+                        Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
+                    })
+                    .await;
+                self.settle_minute(taken, &reply);
+                reply
             }
             KeyRequest::Status => {
                 let rows = self.store.event_rows()?;
@@ -236,6 +249,27 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                 Ok(KeyReply { status: 200, body })
             }
             change => self.change(|l, now| l.change(change, now)).await,
+        }
+    }
+
+    /// Take room for `events` in a client token holder's `events_per_minute`
+    /// (nothing to take without one), before the request changes anything.
+    fn take_minute(
+        &self,
+        per_minute: Option<u32>,
+        holder: Option<&str>,
+        events: u32,
+    ) -> Result<Option<Taken>, ApiError> {
+        let Some(per_minute) = per_minute else { return Ok(None) };
+        // A call from before holders were named counts as one holder per key, as it did.
+        let holder = holder.unwrap_or("");
+        self.per_minute.borrow_mut().take(holder, per_minute, events, self.host.now()).map(Some)
+    }
+
+    /// A request that stored nothing gives back the room it took.
+    fn settle_minute(&self, taken: Option<Taken>, reply: &Result<KeyReply, ApiError>) {
+        if let (Some(taken), Err(_)) = (taken, reply) {
+            self.per_minute.borrow_mut().give_back(taken);
         }
     }
 

@@ -21,13 +21,18 @@ pub enum KeyRequest {
         /// The event's JSON. It crosses after the call's line, not in it.
         #[serde(skip)]
         body: String,
-        /// The producer's `Idempotency-Key`: a repeat within the topic's
-        /// `dedupe_window_ms` gets the first answer and stores nothing.
+        /// The producer's `Idempotency-Key`, scoped by its caller
+        /// (`crate::http::plan::scoped_key`): a repeat within the topic's
+        /// `dedupe_window_ms` gets the first answer and stores nothing; with
+        /// another body, `409 idempotency_key_reused`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
-        /// A client token's `events_per_minute`: at most this many such events per key and minute.
+        /// A client token's `events_per_minute`: at most this many of its holder's events per key and minute.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         events_per_minute: Option<u32>,
+        /// Whose `events_per_minute` it spends (a client token's holder).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        holder: Option<String>,
     },
     /// `POST …/events:batch`, one key's share of a batch: accept these
     /// events in one transaction, all or nothing, in order.
@@ -35,9 +40,13 @@ pub enum KeyRequest {
         /// Each event's JSON and producer `Idempotency-Key`. They cross after the call's line.
         #[serde(skip)]
         events: Vec<(String, Option<String>)>,
-        /// A client token's `events_per_minute`, as for one event.
+        /// A client token's `events_per_minute`, as for one event: the share is
+        /// refused whole if its events do not all fit.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         events_per_minute: Option<u32>,
+        /// Whose `events_per_minute` it spends, as for one event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        holder: Option<String>,
     },
     /// `GET …/keys/{key}`: the key's status.
     Status,
@@ -170,13 +179,15 @@ mod tests {
         let requests = [
             KeyRequest::Event {
                 body: "{\n  \"n\": 1,\n  \"s\": \"a\\nb\"\n}".into(),
-                idempotency_key: Some("order\n1".into()),
+                idempotency_key: Some("client:0123456789abcdef order\n1".into()),
                 events_per_minute: Some(60),
+                holder: Some("client:0123456789abcdef".into()),
             },
-            KeyRequest::Event { body: "[]".into(), idempotency_key: None, events_per_minute: None },
+            KeyRequest::Event { body: "[]".into(), idempotency_key: None, events_per_minute: None, holder: None },
             KeyRequest::Events {
-                events: vec![("{\n\"n\":1}".into(), Some("p-1".into())), ("2".into(), None)],
+                events: vec![("{\n\"n\":1}".into(), Some("ingest p-1".into())), ("2".into(), None)],
                 events_per_minute: None,
+                holder: None,
             },
             KeyRequest::Status,
             KeyRequest::Flush,

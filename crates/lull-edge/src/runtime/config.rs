@@ -10,7 +10,7 @@ use worker::{Env, ObjectNamespace};
 use crate::delivery::signing::{Keyring, Secret};
 use crate::error::ApiError;
 use crate::http::auth::Tokens;
-use crate::http::client_token::ClientSecrets;
+use crate::http::client_token::topic_secrets;
 use crate::http::cors::Cors;
 use crate::topic::Topics;
 
@@ -123,7 +123,7 @@ fn read(env: &Env) -> Result<Rc<Config>, ApiError> {
             own.push((topic.name.clone(), var.clone(), required(env, var)?));
         }
     }
-    let client = ClientSecrets::parse(text(env, "LULL_CLIENT_TOKEN_SECRET").as_deref())?;
+    let client = topic_secrets(&topics, text(env, "LULL_CLIENT_TOKEN_SECRET").as_deref(), |var| text(env, var))?;
     let tokens = Tokens::new(&required(env, "LULL_ADMIN_TOKEN")?, &required(env, "LULL_INGEST_TOKEN")?, &own, client)?;
     let signing = keyring(env, &topics)?;
     let config = Rc::new(Config {

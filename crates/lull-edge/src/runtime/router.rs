@@ -123,7 +123,7 @@ async fn handle(
         Action::Mint { topic, body_limit } => {
             let asked = MintRequest::parse(&body_within(&req, body_limit).await?)?;
             let claims = asked.claims(&topic.name, now_s)?;
-            let token = config.tokens.client_secrets().mint(&claims)?;
+            let token = config.tokens.client_secrets(&topic.name)?.mint(&claims)?;
             http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
         Action::Batch(batch) => accept_batch(&req, env, ctx, batch).await,
@@ -157,7 +157,8 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     for (key, places) in &groups {
         let first = places.first().copied().unwrap_or_default();
         plan.share(key).map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
-        let events = places.iter().map(|&i| (events[i].event.clone(), events[i].idempotency_key.clone())).collect();
+        let events =
+            places.iter().map(|&i| (events[i].event.clone(), plan.scoped(events[i].idempotency_key.clone()))).collect();
         shares.push((key.clone(), events));
     }
     let plan = &plan;

@@ -459,7 +459,10 @@ impl Pair {
         }
         if let Err(e) = &result {
             assert!(
-                matches!(e.code(), "unavailable" | "too_many_pending" | "not_found"),
+                matches!(
+                    e.code(),
+                    "unavailable" | "too_many_pending" | "not_found" | "too_many_events" | "idempotency_key_reused"
+                ),
                 "unexpected error {}",
                 e.to_json()
             );
@@ -479,8 +482,12 @@ impl Pair {
 
     /// Post one event with `body` (and a producer key); the answer, if the object lived.
     pub(crate) fn post(&mut self, body: String, producer: Option<&str>) -> serde_json::Value {
-        let request =
-            KeyRequest::Event { body, idempotency_key: producer.map(str::to_string), events_per_minute: None };
+        let request = KeyRequest::Event {
+            body,
+            idempotency_key: producer.map(str::to_string),
+            events_per_minute: None,
+            holder: None,
+        };
         let reply = self.request(request).unwrap().unwrap();
         assert_eq!(reply.status, 202);
         reply.body
@@ -593,9 +600,12 @@ impl Pair {
                 let id = self.next_event;
                 self.next_event += 1;
                 let body = format!(r#"{{"n":{id}}}"#);
-                if let Some(Ok(reply)) =
-                    self.request(KeyRequest::Event { body, idempotency_key: None, events_per_minute: None })
-                {
+                if let Some(Ok(reply)) = self.request(KeyRequest::Event {
+                    body,
+                    idempotency_key: None,
+                    events_per_minute: None,
+                    holder: None,
+                }) {
                     assert_eq!(reply.status, 202);
                     self.acked.insert(id, (self.life, reply.body["seq"].as_u64().unwrap()));
                 }
@@ -604,7 +614,7 @@ impl Pair {
                 let ids: Vec<u64> = (self.next_event..self.next_event + *n as u64).collect();
                 self.next_event += *n as u64;
                 let events = ids.iter().map(|id| (format!(r#"{{"n":{id}}}"#), None)).collect();
-                let request = KeyRequest::Events { events, events_per_minute: None };
+                let request = KeyRequest::Events { events, events_per_minute: None, holder: None };
                 if let Some(Ok(reply)) = self.request(request) {
                     assert_eq!(reply.status, 202);
                     let accepted = reply.body["accepted"].as_array().unwrap();

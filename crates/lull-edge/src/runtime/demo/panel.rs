@@ -19,7 +19,7 @@ use worker::Env;
 use super::sink;
 use crate::demo::route::{PanelRoute, token_key};
 use crate::error::ApiError;
-use crate::http::client_token::MintRequest;
+use crate::http::client_token::{ClientOp, MintRequest};
 use crate::http::route::with_page;
 use crate::key::KeyCall;
 use crate::runtime::config::Config;
@@ -50,9 +50,12 @@ pub(super) async fn handle(req: &Incoming, env: &Env, config: &Config, route: Pa
                 key_prefix: None,
                 ttl_s: Some(TOKEN_TTL_S),
                 events_per_minute: None,
+                // The page's own key: its buttons flush and cancel it.
+                ops: Some(vec![ClientOp::Flush, ClientOp::Cancel]),
+                sub: None,
             };
             let claims = asked.claims(&topic.name, http::now_ms() / 1000)?;
-            let token = config.tokens.client_secrets().mint(&claims)?;
+            let token = config.tokens.client_secrets(&topic.name)?.mint(&claims)?;
             http::json(200, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
         PanelRoute::Key { key, request } => {
