@@ -12,7 +12,9 @@ pub use crate::names::MAX_KEY_BYTES;
 // Credentials: the shortest bearer token and client-token secret, a client token's lifetime
 // and clock leeway, the client token holders one key counts `events_per_minute` for at once.
 pub use crate::http::auth::MIN_TOKEN_CHARS;
-pub use crate::http::client_token::{DEFAULT_TTL_S, MAX_LIFETIME_S, MIN_SECRET_CHARS, NBF_LEEWAY_S};
+pub use crate::http::client_token::{
+    CLIENT_RATE_BINDING, DEFAULT_TTL_S, MAX_LIFETIME_S, MIN_SECRET_CHARS, NBF_LEEWAY_S,
+};
 pub use crate::key::per_minute::MAX_MINUTE_HOLDERS;
 
 // CORS: origins a topic may list.

@@ -672,3 +672,22 @@ fn events_per_minute_is_checked_whole_and_kept_across_a_reload() {
     pair.next_event = 4;
     pair.request(event(r#"{"n":4}"#, None, alice)).unwrap().unwrap();
 }
+
+/// A flush or cancel of a key never seen stores nothing and arms nothing (a
+/// client token could otherwise make keys, each a snapshot and a 7-day alarm);
+/// of a key that holds events, it is stored as ever.
+#[test]
+fn a_flush_or_cancel_that_changes_nothing_stores_nothing() {
+    for request in [KeyRequest::Flush, KeyRequest::Cancel] {
+        let mut pair = Pair::new();
+        let reply = pair.request(request.clone()).unwrap().unwrap();
+        assert_eq!(reply.status, 200);
+        let world = pair.world.borrow();
+        assert_eq!((world.rows_written, world.alarm), (0, None), "{request:?} of a key never seen");
+    }
+    let mut pair = Pair::new();
+    pair.step(&Op::Event);
+    let written = pair.world.borrow().rows_written;
+    pair.request(KeyRequest::Cancel).unwrap().unwrap();
+    assert!(pair.world.borrow().rows_written > written, "a cancel that drops a window is stored");
+}

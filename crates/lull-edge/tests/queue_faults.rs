@@ -120,6 +120,27 @@ fn a_gate_that_errs_costs_no_retry() {
     assert_eq!(all_at_once(&parts, &[text(Kind::Good, 1)], false), [Settle::Retry { delay_secs: Some(1) }]);
 }
 
+/// Client tokens' events are refused from half the dead-letter bound, so the
+/// windows of one page that keep failing cannot fill the bound at which every
+/// backend producer of the topic is refused.
+#[test]
+fn client_tokens_are_refused_from_half_the_dead_letter_bound() {
+    let world: Shared = Rc::default();
+    let parts = Parts::new(&world);
+    let room = |full, clients_full| Ok(GateAnswer::Room { full, clients_full });
+    assert_eq!(parts.admin(GateOp::Room), room(false, false));
+    let letters: Vec<String> = (0..BOUND).map(|i| text(Kind::Poison, i)).collect();
+    for (kept, letter) in letters.iter().enumerate() {
+        assert_eq!(all_at_once(&parts, std::slice::from_ref(letter), true), [Settle::Ack]);
+        let answer = parts.admin(GateOp::Room);
+        match kept + 1 {
+            1 => assert_eq!(answer, room(false, false), "1 of {BOUND}"),
+            2 => assert_eq!(answer, room(false, true), "2 of {BOUND}: past half, pages wait"),
+            _ => assert_eq!(answer, room(true, true), "{BOUND} of {BOUND}"),
+        }
+    }
+}
+
 #[test]
 fn at_the_bound_a_dead_letter_waits_on_its_queue_and_is_kept_once_there_is_room() {
     // Catches: a dead letter written past the bound, a refused one acked
@@ -131,7 +152,8 @@ fn at_the_bound_a_dead_letter_waits_on_its_queue_and_is_kept_once_there_is_room(
     let settled = all_at_once(&parts, &letters[..BOUND], true);
     assert!(settled.iter().all(|s| *s == Settle::Ack));
     assert_eq!(world.rows.borrow().len(), BOUND);
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: true }), "full: the router refuses events");
+    let full = GateAnswer::Room { full: true, clients_full: true };
+    assert_eq!(parts.admin(GateOp::Room), Ok(full), "full: the router refuses events");
     let over = &letters[BOUND];
     assert_eq!(all_at_once(&parts, std::slice::from_ref(over), true), [Settle::Ack], "acked: a copy waits");
     assert_eq!(world.rows.borrow().len(), BOUND, "nothing written past the bound");
@@ -146,7 +168,8 @@ fn at_the_bound_a_dead_letter_waits_on_its_queue_and_is_kept_once_there_is_room(
     // Discard one: the waiting letter is kept at its next delivery.
     assert_eq!(parts.admin(GateOp::Discard { id: 1 }), Ok(GateAnswer::Discarded { discarded: 1 }));
     assert!(parts.admin(GateOp::Discard { id: 1 }).is_err_and(|e| e.code() == "not_found"), "404 for an unknown id");
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: false }));
+    let half = GateAnswer::Room { full: false, clients_full: true };
+    assert_eq!(parts.admin(GateOp::Room), Ok(half), "2 of 3: room for backends' events, not for pages'");
     assert_eq!(all_at_once(&parts, std::slice::from_ref(&copy), true), [Settle::Ack]);
     let kept = world.rows.borrow().values().map(|r| r.idempotency_key.clone()).collect::<Vec<_>>();
     assert!(kept.contains(&key_of(over).unwrap()));
@@ -242,7 +265,8 @@ fn the_first_releases_list_migrates_into_rows_once_even_when_interrupted() {
     assert!(parts.admin(GateOp::Room).is_err_and(|e| e.code() == "unavailable"));
     assert_eq!(world.rows.borrow().len(), 4);
     assert!(world.legacy.borrow().is_some());
-    assert_eq!(parts.admin(GateOp::Room), Ok(GateAnswer::Room { full: true }), "4 rows past a bound of 3: full");
+    let full = GateAnswer::Room { full: true, clients_full: true };
+    assert_eq!(parts.admin(GateOp::Room), Ok(full), "4 rows past a bound of 3: full");
     assert_eq!(world.rows.borrow().len(), 4, "not kept twice");
     assert!(world.legacy.borrow().is_none(), "the list went");
     let texts: Vec<String> = world.rows.borrow().values().map(|r| r.message.clone()).collect();

@@ -48,6 +48,11 @@ pub const MAX_LIFETIME_S: u64 = 24 * 60 * 60;
 pub const DEFAULT_TTL_S: u64 = 60 * 60;
 /// The shortest client token secret accepted (characters).
 pub const MIN_SECRET_CHARS: usize = 32;
+/// The Rate Limiting binding (`[[ratelimits]]` in `wrangler.toml`) that
+/// bounds a `key_prefix` client token's events across its keys, keyed by its
+/// holder: each key's share of a request spends one (its limit and period are
+/// the binding's). A worker without it refuses such tokens' events (`500 config`).
+pub const CLIENT_RATE_BINDING: &str = "LULL_CLIENT_RATE";
 /// How far ahead of the worker's clock a token's `nbf` may be and still be
 /// valid (seconds): the clock skew between the minting backend and the edge.
 pub const NBF_LEEWAY_S: u64 = 60;

@@ -139,7 +139,8 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             if (!l.persisted && !batch.writes.is_empty()) || batch.snapshot_due {
                 l.snapshot(&mut batch)?;
             }
-            let alarm = l.arm_earlier(now);
+            // A key that never stored anything and stores nothing now has nothing to collect either.
+            let alarm = if l.persisted || !batch.writes.is_empty() { l.arm_earlier(now) } else { None };
             batch.lines = l.lines(&batch.logs);
             Ok((result, batch, alarm))
         });
@@ -293,6 +294,10 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
     ) -> Result<KeyReply, ApiError> {
         self.op(|l, batch, now| {
             let effects = f(l, now)?;
+            // A flush or cancel of a key that holds nothing changes nothing: nothing is stored.
+            if effects.is_empty() && !l.persisted {
+                return Ok(());
+            }
             l.apply(effects, batch)?;
             l.snapshot(batch)?;
             Ok(())

@@ -20,34 +20,54 @@ use super::http::{self, Incoming, Reply};
 use super::key_client::KeyClient;
 use crate::error::ApiError;
 use crate::http::batch;
-use crate::http::client_token::MintRequest;
+use crate::http::client_token::{CLIENT_RATE_BINDING, MintRequest};
 use crate::http::plan::{Action, Asked, BatchPlan, EventPlan, Setup, plan};
 use crate::http::route::Route;
 use crate::key::KeyCall;
 use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
-use crate::queue::room::RoomCache;
+use crate::queue::room::{Room, RoomCache};
 use crate::topic::Topic;
+
+/// `Retry-After` of a spent budget across keys (seconds): the binding's period at most.
+const BUDGET_RETRY_SECS: u64 = 60;
 
 thread_local! {
     /// Which queue topics' dead letters are full, as this isolate last heard (`queue::room`).
     static ROOM: RefCell<RoomCache> = RefCell::new(RoomCache::default());
 }
 
-/// `429 dead_letters_full` if `topic`'s dead letters are at their bound:
-/// asked of its gate object at most once per `ROOM_CHECK_MS` in this isolate.
-async fn refuse_when_full(env: &Env, topic: &Topic) -> Result<(), ApiError> {
+/// `429 dead_letters_full` if `topic`'s dead letters are at their bound (at
+/// half of it for a `client` token's events): asked of its gate object at most
+/// once per `ROOM_CHECK_MS` in this isolate.
+async fn refuse_when_full(env: &Env, topic: &Topic, client: bool) -> Result<(), ApiError> {
     let now = http::now_ms();
-    let full = match ROOM.with_borrow(|room| room.fresh(&topic.name, now)) {
-        Some(full) => full,
+    let room = match ROOM.with_borrow(|cache| cache.fresh(&topic.name, now)) {
+        Some(room) => room,
         None => {
             // A gate that cannot answer refuses nothing.
             let answer = GateClient { env }.ask(&topic.name, GateOp::Room).await;
-            let full = matches!(answer, Ok(GateAnswer::Room { full: true }));
-            ROOM.with_borrow_mut(|room| room.record(&topic.name, full, now));
-            full
+            let room = match answer {
+                Ok(GateAnswer::Room { full, clients_full }) => Room { full, clients_full },
+                _ => Room::default(),
+            };
+            ROOM.with_borrow_mut(|cache| cache.record(&topic.name, room, now));
+            room
         }
     };
-    if full { Err(ApiError::DeadLettersFull { retry_after_secs: FULL_RETRY_SECS }) } else { Ok(()) }
+    if room.refuses(client) { Err(ApiError::DeadLettersFull { retry_after_secs: FULL_RETRY_SECS }) } else { Ok(()) }
+}
+
+/// Spend one of `holder`'s events across keys (a `key_prefix` client token's
+/// budget, [`CLIENT_RATE_BINDING`]): `429 too_many_events` when it is spent.
+async fn spend_budget(env: &Env, holder: &str) -> Result<(), ApiError> {
+    let limiter = env.rate_limiter(CLIENT_RATE_BINDING).map_err(|_| {
+        ApiError::Config(format!(
+            "a key_prefix client token's events need the {CLIENT_RATE_BINDING} rate limiting binding \
+             ([[ratelimits]] in wrangler.toml)"
+        ))
+    })?;
+    let outcome = limiter.limit(holder.to_string()).await.map_err(|e| ApiError::Internal(e.to_string()))?;
+    if outcome.success { Ok(()) } else { Err(ApiError::ClientBudgetSpent { retry_after_secs: BUDGET_RETRY_SECS }) }
 }
 
 #[event(fetch)]
@@ -134,9 +154,12 @@ async fn handle(
 /// Carry out `event`: room, body, then its key's object (alone or coalesced).
 async fn accept_event(req: &Incoming, env: &Env, ctx: &Context, event: EventPlan<'_>) -> Result<Reply, ApiError> {
     if event.intake.room_check {
-        refuse_when_full(env, event.topic).await?;
+        refuse_when_full(env, event.topic, event.intake.client).await?;
     }
     let body = event_body(req, event.intake.body_limit).await?;
+    if let Some(holder) = &event.intake.budget {
+        spend_budget(env, holder).await?;
+    }
     if event.intake.coalesce {
         return coalesce::event(env, ctx, event.topic, event.key, body, event.idempotency_key).await;
     }
@@ -148,7 +171,7 @@ async fn accept_event(req: &Incoming, env: &Env, ctx: &Context, event: EventPlan
 async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<'_>) -> Result<Reply, ApiError> {
     let topic = plan.topic;
     if plan.intake.room_check {
-        refuse_when_full(env, topic).await?;
+        refuse_when_full(env, topic, plan.intake.client).await?;
     }
     let events = batch::parse(&body_within(req, plan.intake.body_limit).await?, topic.max_body_bytes)?;
     let groups = batch::by_key(&events);
@@ -163,6 +186,9 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     }
     let plan = &plan;
     let answers = futures::future::join_all(shares.into_iter().map(|(key, events)| async move {
+        if let Some(holder) = &plan.intake.budget {
+            spend_budget(env, holder).await.map_err(|e| batch::key_failed(&e))?;
+        }
         if plan.intake.coalesce {
             return coalesce::batch_share(env, ctx, topic, key, events).await;
         }

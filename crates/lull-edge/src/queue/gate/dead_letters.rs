@@ -16,11 +16,14 @@ use crate::queue::gate::{DeadLetterRow, GateAnswer, GateStore, NewDeadLetter};
 use crate::topic::DeadLetterBounds;
 
 impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
-    /// Whether the topic's dead letters are at `bounds` (the router asks before accepting events).
+    /// Whether the topic's dead letters are at `bounds`, and at half of them
+    /// (the router asks before accepting events; client tokens' from half).
     pub(super) async fn room(&self, bounds: DeadLetterBounds) -> Result<GateAnswer, ApiError> {
         self.prepare().await?;
         let totals = self.store.dead_totals()?;
-        Ok(GateAnswer::Room { full: is_full(totals.count, totals.bytes, bounds) })
+        let full = is_full(totals.count, totals.bytes, bounds);
+        let clients_full = is_full(totals.count.saturating_mul(2), totals.bytes.saturating_mul(2), bounds);
+        Ok(GateAnswer::Room { full, clients_full })
     }
 
     /// Forget dead letter `id` (`404` if unknown, `409` while its replay is being sent).

@@ -206,11 +206,16 @@ pub enum GateAnswer {
         /// The row's id (the row kept before, for a message kept already).
         kept: u64,
     },
-    /// To [`GateOp::Room`]: `{"full": bool}`.
+    /// To [`GateOp::Room`]: `{"full": bool, "clients_full": bool}`.
     Room {
         /// The topic's dead letters are at their bound: the count reached, or
         /// no room for one more message of the largest size.
         full: bool,
+        /// They are at half their bound: client tokens' events are refused
+        /// (a page cannot fill the bound backends' events are refused at).
+        /// Absent from an older gate's answer: `false`.
+        #[serde(default)]
+        clients_full: bool,
     },
     /// To [`GateOp::Replay`] and [`GateOp::ReplayAll`]: `{"remaining", "replayed"}`.
     Replayed {
@@ -401,7 +406,7 @@ mod tests {
             ),
             (GateOp::Count { counter: Counter::Acked }, GateAnswer::Counted { ok: true }, r#"{"ok":true}"#),
             (GateOp::DeadLetter { message: String::new() }, GateAnswer::Kept { kept: 12 }, r#"{"kept":12}"#),
-            (GateOp::Room, GateAnswer::Room { full: true }, r#"{"full":true}"#),
+            (GateOp::Room, GateAnswer::Room { full: true, clients_full: true }, r#"{"full":true,"clients_full":true}"#),
             (GateOp::ReplayAll, GateAnswer::Replayed { replayed: 3, remaining: 9 }, r#"{"remaining":9,"replayed":3}"#),
             (
                 GateOp::Replay { id: 1 },
@@ -432,7 +437,7 @@ mod tests {
 
         // Read as before: fields it does not know are passed over; another shape is no answer.
         let later = GateAnswer::from_text(&GateOp::Room, r#"{"full":false,"since":1}"#);
-        assert_eq!(later, Some(GateAnswer::Room { full: false }));
+        assert_eq!(later, Some(GateAnswer::Room { full: false, clients_full: false }), "an older gate's answer");
         let error = r#"{"error":{"code":"x","message":"y"}}"#;
         assert_eq!(GateAnswer::from_text(&GateOp::Acquire { wait_ms: 0 }, error), None);
         assert_eq!(GateAnswer::from_text(&GateOp::Release { lease: 1, outcome: None }, r#"{"ok":true}"#), None);
