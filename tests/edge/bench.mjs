@@ -80,7 +80,7 @@ const mf = new Miniflare(
     ...runtimeOptions(state.dir),
     workers: [
       { name: "lull", routes: ["lull.bench/*"], ...lullWorker({ b: lullTopic("/lull") }) },
-      lullRole("lull-client", "lullclient.bench", { c: lullTopic("/client") }, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
+      lullRole("lull-client", "lullclient.bench", { c: lullTopic("/client", { client_tokens: true }) }, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
       lullRole("lull-hot", "lullhot.bench", {
         b: lullTopic("/lullhot"),
         // As `b`, one object request per single event (`b` coalesces a key's events in flight together).

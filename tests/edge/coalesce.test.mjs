@@ -25,7 +25,7 @@ before(async () => {
     logs,
     vars: { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET },
     topics: {
-      hot: { target, wait_ms: 200, max_wait_ms: 1_000, payload: "all", max_batch: 100 },
+      hot: { target, wait_ms: 200, max_wait_ms: 1_000, payload: "all", max_batch: 100, client_tokens: true },
       solo: { target, wait_ms: 200, max_wait_ms: 1_000, payload: "all", coalesce: false },
       // One event a window, at most 8 windows held behind a failing run that
       // retries every 2 s: a batch of events that would need more is refused whole.

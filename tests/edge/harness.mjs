@@ -50,13 +50,18 @@ export function local(topics) {
   return Object.fromEntries(Object.entries(topics).map(([name, t]) => [name, { allow_http: true, ...t }]));
 }
 
+/** The LULL_CLIENT_RATE binding's limit unless a test sets one (wrangler.toml's). */
+export const CLIENT_RATE = 600;
+
 /**
  * The lull-edge worker's Miniflare options (the worker-build output, as wrangler.toml
  * binds it); `build`: another worker-build output directory; `vars`: more
  * bindings (or other values of these); `consumers`: queue consumer settings
- * to change, by queue (e.g. `{"lull-dead-letters": {maxRetries: 1}}`).
+ * to change, by queue (e.g. `{"lull-dead-letters": {maxRetries: 1}}`);
+ * `clientRate`: the LULL_CLIENT_RATE binding's limit (a `key_prefix` client
+ * token holder's events across keys per minute).
  */
-export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {}) {
+export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {}, clientRate = CLIENT_RATE) {
   return {
     compatibilityDate: "2026-11-01",
     modules: [
@@ -76,6 +81,8 @@ export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {})
       "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters", ...consumers["lull-deliveries"] },
       "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, ...consumers["lull-dead-letters"] },
     },
+    // As wrangler.toml declares it: a key_prefix client token holder's events across keys.
+    ratelimits: { LULL_CLIENT_RATE: { namespace_id: "1001", simple: { limit: clientRate, period: 60 } } },
     bindings: {
       LULL_DEAD_LETTER_QUEUE: "lull-dead-letters",
       LULL_TOPICS: JSON.stringify(local(topics)),
@@ -107,9 +114,10 @@ export function runtimeOptions(persist, logs) {
   return { host: "127.0.0.1", port: 0, cf: false, resourcePersistencePath: persist, handleStructuredLogs };
 }
 
-/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, `vars`, `consumers`: as `lullWorker`). */
-export async function startEdge({ topics, persist, logs = [], build, vars, consumers }) {
-  const options = convertV4MiniflareOptions({ ...runtimeOptions(persist, logs), ...lullWorker(topics, build, vars, consumers) });
+/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, `vars`, `consumers`, `clientRate`: as `lullWorker`). */
+export async function startEdge({ topics, persist, logs = [], build, vars, consumers, clientRate }) {
+  const worker = lullWorker(topics, build, vars, consumers, clientRate);
+  const options = convertV4MiniflareOptions({ ...runtimeOptions(persist, logs), ...worker });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { mf, url, logs, stop: () => mf.dispose() };

@@ -18,7 +18,7 @@ import { resolve } from "node:path";
 import { parse } from "yaml";
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import { SignJWT } from "jose";
+import { SignJWT, decodeProtectedHeader } from "jose";
 import { startEdge, startReceiver, stateDir, until, sleep, TOKENS } from "./harness.mjs";
 
 const DOC_PATH = resolve(import.meta.dirname, "../../crates/lull-edge/openapi.yaml");
@@ -158,7 +158,7 @@ before(async () => {
     persist: state.dir,
     topics: {
       // A webhook topic whose windows stay open (flush, cancel), with its own ingest token.
-      hooks: { target: `${rx.url}/hook`, wait_ms: 60_000, payload: "all", max_body_bytes: 1_000, ingest_token_env: "HOOKS_TOKEN" },
+      hooks: { target: `${rx.url}/hook`, wait_ms: 60_000, payload: "all", max_body_bytes: 1_000, ingest_token_env: "HOOKS_TOKEN", client_tokens: true },
       // Another webhook topic (a topic's own token may not post to it).
       other: { target: `${rx.url}/hook`, wait_ms: 60_000 },
       // A failing target: one attempt, then a dead letter; one pending window at most.
@@ -316,6 +316,7 @@ test("one event: accepted, deduplicated, refused for each bad input", async () =
   await expect(202, null, "postEvent", hooks("a/b c✓", { body: "42", token: HOOKS_TOKEN }));
   const once = await expect(202, null, "postEvent", hooks("doc-1", { body: { n: 2 }, headers: { "Idempotency-Key": "order-1" } }));
   const again = await expect(202, null, "postEvent", hooks("doc-1", { body: { n: 2 }, headers: { "Idempotency-Key": "order-1" } }));
+  await expect(409, "idempotency_key_reused", "postEvent", hooks("doc-1", { body: { n: 3 }, headers: { "Idempotency-Key": "order-1" } }));
   assert.deepEqual(again.json, once.json, "a repeat gets the first answer");
   assert.equal(first.json.window, once.json.window, "one open window");
 
@@ -357,8 +358,13 @@ test("a key's status, flush, cancel and timeline, by admin and client tokens", a
   assert.equal(cancelled.json.open, null);
   await expect(403, "forbidden", "cancelKey", { ...key("hooks", "doc-2"), token: HOOKS_TOKEN });
 
-  // A client token minted by the admin route: its key's events, flush and cancel, nothing else.
-  const minted = await expect(201, null, "mintClientToken", { params: { topic: "hooks" }, body: { key: "page-1", events_per_minute: 2 } });
+  // A client token minted by the admin route: its key's events, and flush and cancel as granted, nothing else.
+  const eventsOnly = await expect(201, null, "mintClientToken", { params: { topic: "hooks" }, body: { key: "page-1" } });
+  await expect(403, "forbidden", "flushKey", { ...key("hooks", "page-1"), token: eventsOnly.json.token });
+  await expect(403, "forbidden", "cancelKey", { ...key("hooks", "page-1"), token: eventsOnly.json.token });
+  await expect(409, "client_tokens_off", "mintClientToken", { params: { topic: "other" }, body: { key: "page-1" } });
+  const grant = { key: "page-1", events_per_minute: 2, ops: ["flush", "cancel"], sub: "page-user" };
+  const minted = await expect(201, null, "mintClientToken", { params: { topic: "hooks" }, body: grant });
   const page = minted.json.token;
   await expect(202, null, "postEvent", { ...key("hooks", "page-1"), body: { n: 1 }, token: page });
   await expect(200, null, "flushKey", { ...key("hooks", "page-1"), token: page });
@@ -370,8 +376,8 @@ test("a key's status, flush, cancel and timeline, by admin and client tokens", a
   await expect(403, "forbidden", "getKeyStatus", { ...key("hooks", "page-1"), token: page });
   // One signed by a backend with jose: a kid, an nbf, a prefix.
   const secret = new TextEncoder().encode(CLIENT_SECRET);
-  const signed = await new SignJWT({ topic: "hooks", key_prefix: "user-7/", nbf: now() - 5 })
-    .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: "0" }).setIssuedAt().setExpirationTime(now() + 300).sign(secret);
+  const signed = await new SignJWT({ topic: "hooks", key_prefix: "user-7/", nbf: now() - 5, ops: ["cancel"] })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: decodeProtectedHeader(page).kid }).setIssuedAt().setExpirationTime(now() + 300).sign(secret);
   await expect(202, null, "postEvent", { ...key("hooks", "user-7/draft"), body: { n: 1 }, token: signed });
   await expect(200, null, "cancelKey", { ...key("hooks", "user-7/draft"), token: signed });
   const expired = await new SignJWT({ topic: "hooks", key: "page-1" })
