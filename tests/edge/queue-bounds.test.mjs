@@ -6,12 +6,13 @@
 // Judged by what the receiver saw and what the API lists, polling with deadlines.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { client, startEdge, startReceiver, stateDir, until } from "./harness.mjs";
+import { SignJWT } from "jose";
+import { client, startEdge, startReceiver, stateDir, until, TOKENS } from "./harness.mjs";
 
-/** lull-edge with `topics` (and queue consumer settings `consumers`); `body(api, edge)` runs the test. */
-async function withEdge(topics, body, consumers = {}) {
+/** lull-edge with `topics` (and queue consumer settings `consumers`, more `vars`); `body(api, edge)` runs the test. */
+async function withEdge(topics, body, consumers = {}, vars = {}) {
   const state = stateDir();
-  const edge = await startEdge({ topics, persist: state.dir, consumers });
+  const edge = await startEdge({ topics, persist: state.dir, consumers, vars });
   try {
     return await body(client(edge.url), edge);
   } finally {
@@ -196,6 +197,42 @@ test("queue retries: Lull-Attempt grows 1, 2, 3 on each redelivery, under one id
       assert.equal(status.json.counters.acked, 3);
       assert.equal(status.json.counters.retried, 6);
     });
+  } finally {
+    await rx.close();
+  }
+});
+
+test("one page's failing windows fill half the dead-letter bound: its events get 429, backends' are still stored", { timeout: 180_000 }, async () => {
+  // The page's first two keys fail (their windows become dead letters); every other window is delivered.
+  const failing = new Set(["page/a", "page/b"]);
+  const { rx } = await receiver(5, (d) => (failing.has(d.body.key) ? 503 : 200));
+  const secret = "queue-bounds-client-secret-0123456789";
+  try {
+    const topics = {
+      shared: { target: `${rx.url}/s`, wait_ms: 50, delivery: "queue", max_queue_dead_letters: 4, forward_max_attempts: 1, client_tokens: true },
+    };
+    await withEdge(topics, async (api, edge) => {
+      const now = Math.floor(Date.now() / 1000);
+      const token = await new SignJWT({ topic: "shared", key_prefix: "page/" }).setProtectedHeader({ alg: "HS256" })
+        .setIssuedAt(now).setExpirationTime(now + 600).sign(new TextEncoder().encode(secret));
+      const page = client(edge.url, token);
+      for (const k of ["page/a", "page/b"]) assert.equal((await page.event("shared", k, { k })).status, 202);
+      await until(async () => (await api.call("GET", "/v1/topics/shared/queue")).json?.dead_letter_count === 2, 90_000, "two of four kept");
+      // Half the bound: the page waits (the router's answer is at most 5 s stale)…
+      const refused = await until(async () => {
+        const res = await page.event("shared", "page/c", { k: "c" });
+        return res.status === 429 && res;
+      }, 15_000, "the page's event refused");
+      assert.equal(refused.json.error.code, "dead_letters_full");
+      const before = (await api.status("shared", "page/c")).json.stats?.events ?? 0;
+      assert.equal((await page.event("shared", "page/c", { k: "c" })).status, 429, "still refused");
+      assert.equal((await api.status("shared", "page/c")).json.stats?.events ?? 0, before, "a refused event stores nothing");
+      // …while a backend's events are accepted and stored, up to the bound itself.
+      const ingest = client(edge.url, TOKENS.ingest);
+      const stored = await ingest.event("shared", "backend/1", { from: "backend" });
+      assert.equal(stored.status, 202, JSON.stringify(stored.json));
+      assert.equal((await api.status("shared", "backend/1")).json.stats.events, 1);
+    }, {}, { LULL_CLIENT_TOKEN_SECRET: secret });
   } finally {
     await rx.close();
   }
