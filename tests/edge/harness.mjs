@@ -78,8 +78,8 @@ export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {},
     // As wrangler.toml declares them (queue delivery and its dead letters).
     queueProducers: { LULL_QUEUE: { queueName: "lull-deliveries" }, LULL_DEAD_LETTERS: { queueName: "lull-dead-letters" } },
     queueConsumers: {
-      "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 3, retryDelay: 1, deadLetterQueue: "lull-dead-letters", ...consumers["lull-deliveries"] },
-      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, ...consumers["lull-dead-letters"] },
+      "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, retryDelay: 1, deadLetterQueue: "lull-dead-letters", ...consumers["lull-deliveries"] },
+      "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, retryDelay: 60, deadLetterQueue: "lull-parked", ...consumers["lull-dead-letters"] },
     },
     // As wrangler.toml declares it: a key_prefix client token holder's events across keys.
     ratelimits: { LULL_CLIENT_RATE: { namespace_id: "1001", simple: { limit: clientRate, period: 60 } } },

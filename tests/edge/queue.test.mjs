@@ -101,7 +101,7 @@ test("a receiver that keeps failing: retried per the queue's settings, then dead
         const res = await api.call("GET", "/v1/topics/f/queue");
         return res.json?.dead_letter_count === 3 && res.json;
       }, 60_000, "three dead letters kept");
-      // max_retries 3: four deliveries of each message, every one refused.
+      // forward_max_attempts 4: four deliveries of each message, every one refused, then the consumer dead-letters it.
       const perKey = new Map();
       for (const d of receiver.deliveries) perKey.set(d.idempotencyKey, (perKey.get(d.idempotencyKey) ?? 0) + 1);
       assert.deepEqual([...perKey.values()], [4, 4, 4]);

@@ -49,7 +49,8 @@ pub(crate) const DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest `max_queue_dead_letter_bytes` a topic may set: 4 GiB (a Durable Object holds 10 GB).
 pub const MAX_QUEUE_DEAD_LETTER_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// `forward_max_attempts` unless set: the fourth failed forward of a message
-/// sends it to the dead-letter queue, as `max_retries = 3` (four deliveries) would.
+/// sends it to the dead-letter queue (the queue's own `max_retries`, 100 in
+/// `wrangler.toml`, is the backstop for deliveries that never reach a forward).
 pub(crate) const DEFAULT_FORWARD_MAX_ATTEMPTS: u32 = 4;
 /// Largest `forward_max_attempts` a topic may set.
 pub const MAX_FORWARD_MAX_ATTEMPTS: u32 = 100;

@@ -203,6 +203,56 @@ fn a_dead_letter_says_when_it_first_failed_its_attempts_and_last_outcome() {
 }
 
 #[test]
+fn a_dead_letter_copy_is_kept_by_what_it_carries_whatever_queue_it_comes_from() {
+    // Catches: a dead letter recognised only by its queue's name — with
+    // LULL_DEAD_LETTER_QUEUE renamed or unset (the shell then says "not the
+    // dead-letter queue"), the copy is forwarded to the target again, fails
+    // again, goes to the dead-letter queue again: a loop.
+    let world: Shared = Rc::default();
+    world.now.set(10_000);
+    let parts = Parts::new(&world);
+    world.poison.borrow_mut().insert("q/k0/x.1".into());
+    let message = text(Kind::Poison, 0);
+    let consumer = parts.consumer();
+    for attempts in 1..=4 {
+        let mut h = Box::pin(consumer.handle("m", &message, attempts, false));
+        assert!(poll(h.as_mut()).is_pending());
+        world.answers.borrow_mut()[attempts as usize - 1] = Some(false);
+        let _ = poll(h.as_mut());
+    }
+    let (binding, letter, _) = world.sent.borrow()[0].clone();
+    assert_eq!(binding, DEAD, "the fourth failed forward: a dead letter");
+    let forwards = world.started.borrow().len();
+    // The copy arrives where the shell cannot tell it is the dead-letter queue.
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&letter), false), [Settle::Ack]);
+    assert_eq!(world.started.borrow().len(), forwards, "a dead letter is never forwarded again");
+    assert_eq!(world.sent.borrow().len(), 1, "nor sent to the dead-letter queue again");
+    let rows: Vec<String> = world.rows.borrow().values().map(|r| r.message.clone()).collect();
+    assert_eq!(rows, [letter], "kept, as it came");
+
+    // What the queue itself moves past max_retries carries the original body:
+    // where the shell cannot tell, it is forwarded again, at most until its
+    // failures reach forward_max_attempts (the queue restarts its count at 1),
+    // then the consumer's own copy is kept: bounded, no loop.
+    world.poison.borrow_mut().insert("q/k1/x.1".into());
+    let moved = text(Kind::Poison, 1);
+    let before = world.started.borrow().len();
+    for attempts in 1..=4 {
+        let mut h = Box::pin(consumer.handle("m", &moved, attempts, false));
+        assert!(poll(h.as_mut()).is_pending());
+        let last = world.answers.borrow().len() - 1;
+        world.answers.borrow_mut()[last] = Some(false);
+        let _ = poll(h.as_mut());
+    }
+    assert_eq!(world.started.borrow().len(), before + 4);
+    let (binding, second, _) = world.sent.borrow()[1].clone();
+    assert_eq!(binding, DEAD);
+    assert_eq!(all_at_once(&parts, std::slice::from_ref(&second), false), [Settle::Ack]);
+    assert_eq!(world.started.borrow().len(), before + 4, "its copy is kept, not forwarded");
+    assert_eq!(world.rows.borrow().len(), 2);
+}
+
+#[test]
 fn a_replay_goes_back_to_the_topics_queue_and_the_row_goes_only_once_sent() {
     // Catches: a row deleted before its replay is safely on the queue, or a replay under another key.
     let world: Shared = Rc::default();

@@ -131,6 +131,12 @@ impl QueueMessage {
         }
     }
 
+    /// A copy the consumer sent to the dead-letter queue ([`QueueMessage::dead_letter`]):
+    /// it says why (`outcome`), which no delivery or replay carries.
+    pub(crate) fn is_dead_letter(&self) -> bool {
+        self.outcome.is_some()
+    }
+
     /// The message as the queue carries it (its body byte for byte).
     pub(crate) fn to_text(&self) -> String {
         // A RawValue, strings and numbers always serialise.
@@ -316,6 +322,9 @@ mod tests {
         assert_eq!(copy.waiting(2).failed, 3, "carried across copies");
         let dead = copy.dead_letter(4, 4, "503".into());
         assert_eq!((dead.waits, dead.failed, dead.outcome.as_deref()), (0, 4, Some("503")));
+        assert!(dead.is_dead_letter() && !m.is_dead_letter() && !copy.is_dead_letter());
+        let read: QueueMessage = serde_json::from_str(&dead.to_text()).unwrap();
+        assert!(read.is_dead_letter(), "it says so on the queue");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the queue consumer does with each message (`delivery = "queue"`):
 //! pure decisions ([`admit`], [`after_grant`], [`after_forward`],
-//! [`after_requeue`], [`after_keep`], [`wait_delay`]) and
+//! [`after_requeue`], [`after_keep`], [`wait_delay`], and before any of
+//! them [`on_config_error`] and [`on_unreadable_batch`]) and
 //! [`Consumer::handle`], which carries them out over the queue side's ports.
 //!
 //! A message is forwarded to its topic's target, signed as a webhook is, once
@@ -37,6 +38,17 @@
 //!   interleaved with waits, and after [`MAX_WAITS`] waits (a gate that never
 //!   answers, or never has room), it goes to the dead-letter queue with why
 //!   (its `outcome`); only if that send fails is it retried.
+//! - **A dead letter is never forwarded again**: the consumer's copy says why
+//!   it was dead-lettered (`outcome`) and is kept from whatever queue it
+//!   arrives on. What the queue itself moves past `max_retries` carries the
+//!   original body: only the queue's name (`LULL_DEAD_LETTER_QUEUE`) tells it
+//!   apart; misnamed, it is forwarded again until its failed forwards reach
+//!   `forward_max_attempts`, then the consumer's copy is kept — bounded.
+//! - **A configuration that does not load loses nothing**: every message is
+//!   retried, 5 s later doubling to 2 h ([`on_config_error`]), so it stays on
+//!   its queue for 7.5 days ([`QUEUE_MAX_RETRIES`] retries) — then on the
+//!   dead-letter queue as long again; a batch that cannot be read is retried
+//!   whole ([`on_unreadable_batch`]), never acked.
 
 use serde_json::json;
 
@@ -68,6 +80,23 @@ pub const MAX_WAITS: u32 = 1_440;
 /// The longest a dead letter waits on the dead-letter queue at once (s) for room to be kept.
 pub(crate) const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
 
+/// The first delay (s) of a message retried because the worker's
+/// configuration does not load; each next one doubles.
+pub const CONFIG_RETRY_BASE_SECS: u32 = 5;
+/// The longest delay (s) of a message retried because the configuration
+/// does not load (2 h): a fixed configuration reaches every message within it.
+pub const CONFIG_RETRY_CAP_SECS: u32 = 7_200;
+/// The `max_retries` each of the worker's queue consumers is declared with in
+/// `wrangler.toml` (Cloudflare's largest): with the delays above, a message
+/// stays on its queue for [`CONFIG_RETRY_SPAN_SECS`] while the configuration
+/// does not load.
+pub const QUEUE_MAX_RETRIES: u32 = 100;
+/// How long (s) a message stays on its queue while the configuration does not
+/// load: the delays of its [`QUEUE_MAX_RETRIES`] retries, 5 s doubling to 2 h
+/// by the 12th, then 2 h each — 651,035 s, 7.5 days, over the 7 days a topic
+/// keeps an idle key by default (`retention_ms`).
+pub const CONFIG_RETRY_SPAN_SECS: u64 = 651_035;
+
 /// How a message ends its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settle {
@@ -78,6 +107,34 @@ pub enum Settle {
         /// The delay, if not the queue's.
         delay_secs: Option<u32>,
     },
+}
+
+/// The delay (s) of a message's retry while the configuration does not load,
+/// at its queue's `attempts`th delivery (from 1): [`CONFIG_RETRY_BASE_SECS`]
+/// doubling per delivery, at most [`CONFIG_RETRY_CAP_SECS`].
+pub(crate) fn config_retry_delay(attempts: u32) -> u32 {
+    let doublings = attempts.max(1) - 1;
+    let factor = 1u32.checked_shl(doublings.min(31)).unwrap_or(u32::MAX);
+    CONFIG_RETRY_BASE_SECS.saturating_mul(factor).min(CONFIG_RETRY_CAP_SECS)
+}
+
+/// How a message ends its batch when the worker's configuration does not
+/// load (a topic naming an unset secret, bad JSON): never acked — it was
+/// never forwarded and its key counted it delivered — but retried later each
+/// time ([`config_retry_delay`]), so a fix deployed within
+/// [`CONFIG_RETRY_SPAN_SECS`] reaches it before its queue gives it up.
+pub(crate) fn on_config_error(attempts: u32) -> Settle {
+    Settle::Retry { delay_secs: Some(config_retry_delay(attempts)) }
+}
+
+/// How a batch ends whose messages cannot be read (`batch.messages()`
+/// failed): none can be settled one by one and none may be acked unread (a
+/// batch the handler leaves unsettled is acked when it returns), so the batch
+/// is retried as a whole, [`CONFIG_RETRY_CAP_SECS`] later (its deliveries are
+/// unknown, and what fails once likely fails again): [`QUEUE_MAX_RETRIES`]
+/// such retries span 200 h.
+pub(crate) fn on_unreadable_batch() -> Settle {
+    Settle::Retry { delay_secs: Some(CONFIG_RETRY_CAP_SECS) }
 }
 
 /// A message as first read.
@@ -92,13 +149,16 @@ pub(crate) enum Admit<'t> {
     Refuse(Option<QueueMessage>, String),
 }
 
-/// Read a message's `text`; `dead_letter` if it came from the dead-letter queue.
+/// Read a message's `text`; `dead_letter` if it came from the dead-letter
+/// queue (by its name). A copy the consumer sent to the dead-letter queue is
+/// kept by what it carries (its `outcome`) from whatever queue it comes: a
+/// renamed or unset `LULL_DEAD_LETTER_QUEUE` never forwards it again.
 pub(crate) fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Admit<'t> {
     let message: QueueMessage = match serde_json::from_str(text) {
         Ok(message) => message,
         Err(e) => return Admit::Refuse(None, format!("not a lull message: {e}")),
     };
-    if dead_letter {
+    if dead_letter || message.is_dead_letter() {
         return Admit::Keep(message);
     }
     match topics.get(&message.topic).filter(|t| t.queue.is_some()) {
@@ -371,11 +431,93 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_error_retries_every_message_later_each_time_for_longer_than_the_retention() {
+        let retention_secs = crate::topic::DEFAULT_RETENTION_MS / 1000;
+        let mut span: u64 = 0;
+        let mut last = 0;
+        for attempts in 1..=QUEUE_MAX_RETRIES {
+            let Settle::Retry { delay_secs: Some(delay) } = on_config_error(attempts) else {
+                panic!("attempt {attempts}: {:?}, not a retry with a delay", on_config_error(attempts));
+            };
+            assert!(delay >= last, "attempt {attempts}: {delay} s after {last} s");
+            assert!(delay > last || delay == CONFIG_RETRY_CAP_SECS, "attempt {attempts}: grows until the cap");
+            assert!(delay <= CONFIG_RETRY_CAP_SECS && CONFIG_RETRY_CAP_SECS <= MAX_DELAY_SECS);
+            span += u64::from(delay);
+            last = delay;
+        }
+        assert_eq!(on_config_error(1), Settle::Retry { delay_secs: Some(CONFIG_RETRY_BASE_SECS) });
+        assert_eq!(last, CONFIG_RETRY_CAP_SECS, "capped");
+        assert_eq!(on_config_error(u32::MAX), Settle::Retry { delay_secs: Some(CONFIG_RETRY_CAP_SECS) });
+        assert_eq!(on_config_error(0), on_config_error(1), "a runtime that does not count: the first");
+        assert!(
+            span >= retention_secs,
+            "{QUEUE_MAX_RETRIES} retries span {span} s, under the {retention_secs} s promised"
+        );
+        assert_eq!(span, CONFIG_RETRY_SPAN_SECS, "the span the manual states (7.5 days)");
+    }
+
+    #[test]
+    fn a_batch_whose_messages_cannot_be_read_is_retried_never_acked() {
+        let Settle::Retry { delay_secs: Some(delay) } = on_unreadable_batch() else {
+            panic!("{:?}: not a retry with a delay", on_unreadable_batch());
+        };
+        let retention_secs = crate::topic::DEFAULT_RETENTION_MS / 1000;
+        assert!(u64::from(delay) * u64::from(QUEUE_MAX_RETRIES) >= retention_secs, "{delay} s each");
+        assert!(delay <= MAX_DELAY_SECS);
+    }
+
+    /// The consumers `wrangler.toml` declares: each entry's settings (`key = value`).
+    fn declared_consumers() -> Vec<Vec<(String, String)>> {
+        let toml = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wrangler.toml"));
+        let pairs = |text: &str| -> Vec<(String, String)> {
+            text.split(['\n', ','])
+                .map(|l| l.split('#').next().unwrap_or("").trim().trim_matches(['{', '}']).trim())
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+                .collect()
+        };
+        let mut entries = Vec::new();
+        let mut lines = toml.lines().peekable();
+        while let Some(line) = lines.next() {
+            // `[[queues.consumers]]`, or an environment's (`[[env.….queues.consumers]]`).
+            if line.trim().starts_with("[[") && line.trim().ends_with("queues.consumers]]") {
+                let mut body = String::new();
+                while let Some(next) = lines.next_if(|l| !l.trim_start().starts_with('[')) {
+                    body.push_str(next);
+                    body.push('\n');
+                }
+                entries.push(pairs(&body));
+            } else if line.trim_start().starts_with("queues.consumers") {
+                while let Some(next) = lines.next_if(|l| l.trim() != "]") {
+                    entries.push(pairs(next));
+                }
+            }
+        }
+        entries
+    }
+
+    #[test]
+    fn wrangler_toml_gives_every_consumer_the_retries_delays_and_dead_letter_queue_the_span_needs() {
+        let consumers = declared_consumers();
+        assert!(consumers.len() >= 4, "both queues, locally and in production: {consumers:?}");
+        for entry in consumers {
+            let get = |k: &str| entry.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+            let queue = get("queue").unwrap_or_default();
+            assert_eq!(get("max_retries"), Some(QUEUE_MAX_RETRIES.to_string().as_str()), "{queue}");
+            assert!(get("retry_delay").is_some(), "{queue}: a retry_delay");
+            let parking = if queue == "lull-dead-letters" { "lull-parked" } else { "lull-dead-letters" };
+            assert_eq!(get("dead_letter_queue"), Some(parking), "{queue}: where a message goes past its retries");
+        }
+    }
+
+    #[test]
     fn a_message_is_forwarded_kept_or_refused() {
         let topics = Topics::parse(TOPICS).unwrap();
         assert!(matches!(admit(&message("q"), false, &topics), Admit::Forward(_, t) if t.name == "q"));
         assert!(matches!(admit(&message("q"), true, &topics), Admit::Keep(m) if m.topic == "q"));
         assert!(matches!(admit(&message("gone"), true, &topics), Admit::Keep(_)), "kept whatever the topic is now");
+        let letter = r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":4,"failed":4,"outcome":"503","body":{}}"#;
+        assert!(matches!(admit(letter, false, &topics), Admit::Keep(_)), "a dead letter by what it carries");
         let Admit::Refuse(Some(_), why) = admit(&message("hook"), false, &topics) else { panic!() };
         assert_eq!(why, "not a queue topic here");
         assert!(matches!(admit(&message("gone"), false, &topics), Admit::Refuse(Some(_), _)));

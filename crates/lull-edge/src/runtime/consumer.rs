@@ -4,6 +4,11 @@
 //! bindings ([`Queues`]), the signed `fetch` ([`Fetcher`]) and the clock
 //! ([`WorkersClock`]) — then acked or retried as it says.
 //!
+//! Before any message is handled: a batch whose messages cannot be read is
+//! retried whole ([`on_unreadable_batch`]) and, while the configuration does
+//! not load, every message is retried later each time ([`on_config_error`]);
+//! neither is ever acked (workerd acks what a handler leaves unsettled).
+//!
 //! The handler is exported by hand (what `#[event(queue)]` generates, minus
 //! the typed batch): it needs each message's `attempts`, which workers-rs
 //! 0.8.7's `MessageBatch` does not expose ([`MessageAttempts`]).
@@ -19,7 +24,7 @@ use super::gate_client::GateClient;
 use super::outbound::{Fetcher, Queues};
 use super::sys::MessageAttempts;
 use crate::log::Fact;
-use crate::queue::consume::{Consumer, Settle};
+use crate::queue::consume::{Consumer, Settle, on_config_error, on_unreadable_batch};
 
 /// The variable naming the dead-letter queue, whose messages are kept.
 const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
@@ -36,14 +41,45 @@ pub async fn queue(batch: MessageBatchSys, env: Env, _ctx: ContextSys) -> Result
 }
 
 async fn consume(batch: MessageBatchSys, env: Env) {
-    let messages: Vec<MessageSys> =
-        batch.messages().map(|a| a.iter().map(MessageSys::from).collect()).unwrap_or_default();
+    let messages: Vec<MessageSys> = match batch.messages() {
+        Ok(array) => array.iter().map(MessageSys::from).collect(),
+        Err(e) => {
+            // None can be settled one by one: the batch as a whole, as the decision says.
+            let settle = on_unreadable_batch();
+            let why = e.as_string().unwrap_or_else(|| "the batch's messages cannot be read".into());
+            console_log!(
+                "{}",
+                Fact::new("queue_unreadable_batch", json!({"why": why, "settle": shown(settle)})).line(&[])
+            );
+            let _ = match settle {
+                Settle::Ack => batch.ack_all(),
+                Settle::Retry { delay_secs } => batch.retry_all(retry_options(delay_secs)),
+            };
+            return;
+        }
+    };
     let config = match config::load(&env) {
         Ok(config) => config,
         Err(e) => {
-            let fact = Fact::new("queue_retry", json!({"why": e.message(), "messages": messages.len()}));
+            // Every message retried, later each time (`on_config_error`): none is forwarded or acked.
+            let settles: Vec<(RawMessage, u32, Settle)> = messages
+                .into_iter()
+                .map(|m| {
+                    let attempts = m.attempts();
+                    (RawMessage::from(m), attempts, on_config_error(attempts))
+                })
+                .collect();
+            let ids: Vec<String> = settles.iter().map(|(m, _, _)| m.id()).collect();
+            let attempts: Vec<u32> = settles.iter().map(|(_, a, _)| *a).collect();
+            let settled: Vec<serde_json::Value> = settles.iter().map(|(_, _, s)| shown(*s)).collect();
+            let fact = Fact::new(
+                "queue_config_error",
+                json!({"why": e.message(), "ids": ids, "attempts": attempts, "settle": settled}),
+            );
             console_log!("{}", fact.line(&[]));
-            let _ = batch.retry_all(JsValue::NULL);
+            for (m, _, s) in settles {
+                settle(&m, s);
+            }
             return;
         }
     };
@@ -69,14 +105,35 @@ async fn consume(batch: MessageBatchSys, env: Env) {
                 .as_string()
                 .or_else(|| worker::js_sys::JSON::stringify(&body).ok().and_then(|s| s.as_string()))
                 .unwrap_or_default();
-            match consumer.handle(&m.id(), &text, attempts, dead_letter).await {
-                Settle::Ack => m.ack(),
-                Settle::Retry { delay_secs: None } => m.retry(),
-                Settle::Retry { delay_secs: Some(delay) } => {
-                    m.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(delay).build());
-                }
-            }
+            settle(&m, consumer.handle(&m.id(), &text, attempts, dead_letter).await);
         }
     });
     futures::future::join_all(work).await;
+}
+
+/// End one message as `settle` says.
+fn settle(m: &RawMessage, settle: Settle) {
+    match settle {
+        Settle::Ack => m.ack(),
+        Settle::Retry { delay_secs: None } => m.retry(),
+        Settle::Retry { delay_secs: Some(delay) } => {
+            m.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(delay).build());
+        }
+    }
+}
+
+/// `retryAll`'s options: `{delaySeconds}` if set, else none (the queue's `retry_delay`).
+fn retry_options(delay_secs: Option<u32>) -> JsValue {
+    let Some(delay) = delay_secs else { return JsValue::UNDEFINED };
+    let options = worker::js_sys::Object::new();
+    let _ = worker::js_sys::Reflect::set(&options, &"delaySeconds".into(), &JsValue::from(delay));
+    options.into()
+}
+
+/// A settle as a log line shows it.
+fn shown(settle: Settle) -> serde_json::Value {
+    match settle {
+        Settle::Ack => json!("ack"),
+        Settle::Retry { delay_secs } => json!({"retry": {"delay_s": delay_secs}}),
+    }
 }
