@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
-import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from "miniflare";
 
 const root = resolve(import.meta.dirname, "../..");
 const demoBuild = join(root, "crates/lull-edge/build");
@@ -114,13 +114,30 @@ export function runtimeOptions(persist, logs) {
   return { host: "127.0.0.1", port: 0, cf: false, resourcePersistencePath: persist, handleStructuredLogs };
 }
 
-/** Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to `persist` (from `build`, `vars`, `consumers`, `clientRate`: as `lullWorker`). */
-export async function startEdge({ topics, persist, logs = [], build, vars, consumers, clientRate }) {
+/**
+ * The runtime's own log — the local queue's lines among it ("Moving message",
+ * "Dropped message"), which never reach the worker's structured logs — each
+ * line with the time it came, into `lines` (Miniflare's `log` option).
+ */
+export function runtimeLog(lines) {
+  return new (class extends Log {
+    logWithLevel(level, message) {
+      lines.push({ at: Date.now(), message: String(message) });
+    }
+  })(LogLevel.DEBUG);
+}
+
+/**
+ * Start lull-edge with `topics` (LULL_TOPICS as an object), persisting to
+ * `persist` (from `build`, `vars`, `consumers`, `clientRate`: as `lullWorker`);
+ * the worker's log lines into `logs`, the runtime's own into `runtime` (`runtimeLog`).
+ */
+export async function startEdge({ topics, persist, logs = [], runtime = [], build, vars, consumers, clientRate }) {
   const worker = lullWorker(topics, build, vars, consumers, clientRate);
-  const options = convertV4MiniflareOptions({ ...runtimeOptions(persist, logs), ...worker });
+  const options = convertV4MiniflareOptions({ ...runtimeOptions(persist, logs), log: runtimeLog(runtime), ...worker });
   const mf = new Miniflare(options);
   const url = (await mf.ready).toString().replace(/\/$/, "");
-  return { mf, url, logs, stop: () => mf.dispose() };
+  return { mf, url, logs, runtime, stop: () => mf.dispose() };
 }
 
 /**

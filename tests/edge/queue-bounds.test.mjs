@@ -85,7 +85,7 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
       // Still all there after the dead-letter consumer had time to run (nothing deleted, nothing dropped).
       await new Promise((ok) => setTimeout(ok, 3_000));
       assert.equal((await allDeadLetters(api, "big")).count, 60);
-      assert.ok(!edge.logs.some((l) => /Dropped message/.test(l)), "no message dropped by the queue");
+      assert.ok(!edge.runtime.some((l) => /Dropped message/.test(l.message)), "no message dropped by the queue");
       // The receiver recovers: replay them all, in calls of at most 100.
       down = false;
       peak.value = 0;
@@ -163,7 +163,7 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
       assert.deepEqual([totals.dead_letter_count, totals.dead_letter_bytes], [rows.length, rows.reduce((n, r) => n + r.bytes, 0)]);
       const last = rows.map((r) => r.body.key);
       assert.deepEqual([...discarded, ...last].sort(), ["a", "b", "c", "d"], "none deleted: each discarded or kept");
-      assert.ok(!edge.logs.some((l) => /Dropped message/.test(l)), "nothing dropped by the queue");
+      assert.ok(!edge.runtime.some((l) => /Dropped message/.test(l.message)), "nothing dropped by the queue");
       // Room again (after one more discard): events are accepted.
       const oldest = (await allDeadLetters(api, "tight")).rows[0];
       assert.equal((await api.call("DELETE", `/v1/topics/tight/queue/dead-letters/${oldest.id}`)).status, 200);

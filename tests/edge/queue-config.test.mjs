@@ -14,9 +14,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { dirname, join, resolve } from "node:path";
-import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_readConfig } from "wrangler";
-import { client, lullWorker, runtimeOptions, sleep, startEdge, startReceiver, stateDir, until } from "./harness.mjs";
+import { client, lullWorker, runtimeLog, runtimeOptions, sleep, startEdge, startReceiver, stateDir, until } from "./harness.mjs";
 
 /** The topic's own ingest token's variable: unset while "broken". */
 const TOKEN_VAR = "T_INGEST_TOKEN";
@@ -47,14 +47,6 @@ export default {
 /** A line the local queue logs when it moves a message on or gives it up. */
 const LEFT_ITS_QUEUE = /Moving message|Dropped message/;
 
-/** The runtime's own log (the local queue's lines among it), each line with the time it came, into `lines`. */
-const capture = (lines) =>
-  new (class extends Log {
-    logWithLevel(level, message) {
-      lines.push({ at: Date.now(), message: String(message) });
-    }
-  })(LogLevel.DEBUG);
-
 test("a configuration that fails while messages are in flight: each is retried later each time, none dead-lettered, all delivered once it is fixed", { timeout: 180_000 }, async () => {
   const state = stateDir();
   // Each log line with the time it arrived.
@@ -75,7 +67,7 @@ test("a configuration that fails while messages are in flight: each is retried l
   const worker = lullWorker(topics, undefined, { [TOKEN_VAR]: "t-own-ingest-token-0123" });
   const build = dirname(worker.modules[0].path);
   worker.modules = [{ type: "ESModule", path: join(build, "config-switch.mjs"), contents: SWITCH }, ...worker.modules];
-  const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir, logs), log: capture(lines), ...worker }));
+  const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir, logs), log: runtimeLog(lines), ...worker }));
   const url = (await mf.ready).toString().replace(/\/$/, "");
   try {
     const api = client(url);
