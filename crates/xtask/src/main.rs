@@ -22,14 +22,16 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [SUITE] [--repeat N]
           set up, then run every suite (format, lints, wasm32 build, tests), or only
           SUITE; with --repeat, run SUITE N times and report which runs and tests failed
-  dev     set up, then serve the edge worker and the demo page on http://127.0.0.1:8787 (wrangler dev, workerd)
+  dev     set up, then serve the edge worker with the demo and its page on http://127.0.0.1:8787
+          (wrangler dev --env dev, workerd)
   www     assemble the demo page (www/, the package, the data set) into target/www
   bench   run the benchmarks, print a table, write JSON under target/bench and
           BENCH.md (from that JSON: the one current benchmark document)
   edge-build [--demo]
           build the edge worker into crates/lull-edge/build: as deployed (no demo
           endpoints), or with --demo with the demo's sink and search (wrangler.toml's
-          build commands: --demo for wrangler dev, none for --env production)";
+          build commands: none at the top level, what `wrangler deploy` ships;
+          --demo in [env.dev], what `cargo xtask dev` serves)";
 
 fn main() -> ExitCode {
     let root = workspace_root();
