@@ -1,5 +1,6 @@
-// The front door: what `cargo xtask dev` runs (wrangler dev on workerd, with
-// wrangler.toml's build command, bindings and migration) serves the API, and
+// The front door: what `cargo xtask dev` runs (wrangler dev --env dev on
+// workerd, with wrangler.toml's env.dev: the demo build, its bindings and
+// migration; the top level is the production worker) serves the API, and
 // the README's curl lands in the demo sink. On free ports, with the demo
 // topic pointed at this run's own sink and the secrets of .dev.vars.example.
 import { test } from "node:test";

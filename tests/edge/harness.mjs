@@ -141,8 +141,8 @@ export async function startEdge({ topics, persist, logs = [], runtime = [], buil
 }
 
 /**
- * What `cargo xtask dev` runs: `wrangler dev` on workerd with wrangler.toml's
- * build command, bindings, migration and static assets (the demo page), on
+ * What `cargo xtask dev` runs: `wrangler dev --env dev` on workerd with wrangler.toml's
+ * env.dev build command (the demo), bindings, migration and static assets (the demo page), on
  * free ports, with the secrets of .dev.vars.example and `topics` as
  * LULL_TOPICS (the demo topic pointed at this run's own sink, `{base}/sink`)
  * and `vars` as more variables.
@@ -157,7 +157,7 @@ export async function startWranglerDev(topics, vars = {}) {
     process.execPath,
     [
       join(root, "tests/edge/node_modules/wrangler/bin/wrangler.js"),
-      "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+      "dev", "--env", "dev", "--local", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
       "--persist-to", state.dir, "--show-interactive-dev-session=false", "--log-level", "warn",
       "--env-file", ".dev.vars.example", "--var", `LULL_TOPICS:${JSON.stringify(local(resolved))}`,
       ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),

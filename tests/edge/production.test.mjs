@@ -2,7 +2,9 @@
 // feature `demo`) holds none of the demo: not its code (the places index, the
 // data set's credit) and not its routes, even with LULL_DEMO_SINK on, so only
 // the feature can be what removes them. The demo build (`--demo`, what the
-// other tests run) holds both. wrangler.toml builds each where it belongs.
+// other tests run) holds both. wrangler.toml builds each where it belongs: its
+// top level (a plain `wrangler deploy`) the production worker, its env.dev
+// (`cargo xtask dev`) the demo.
 // The edge suite builds the production worker into target/edge-production
 // before the demo build in crates/lull-edge/build.
 import { test, before, after } from "node:test";
@@ -37,18 +39,36 @@ let state;
 before(() => (state = stateDir()));
 after(() => state?.cleanup());
 
-test("wrangler.toml: wrangler dev builds with the demo, --env production without it", () => {
-  const config = (env) => unstable_readConfig({ config: join(root, "wrangler.toml"), env }, { hideWarnings: true });
-  const dev = config(undefined).build;
-  const production = config("production").build;
-  assert.equal(dev.command, "cargo xtask edge-build --demo");
-  assert.equal(production.command, "cargo xtask edge-build");
-  assert.doesNotMatch(production.command, /demo/);
+/** wrangler.toml as wrangler reads it for `env` (undefined: the top level, what `wrangler deploy` ships). */
+const config = (env) => unstable_readConfig({ config: join(root, "wrangler.toml"), env }, { hideWarnings: true });
+/** A configuration's topics (LULL_TOPICS: JSON text or a table). */
+const topicsOf = (vars) => (typeof vars.LULL_TOPICS === "string" ? JSON.parse(vars.LULL_TOPICS) : vars.LULL_TOPICS);
+
+test("wrangler.toml: a plain `wrangler deploy` ships the production worker; `cargo xtask dev`'s env.dev the demo", () => {
+  const production = config(undefined);
+  assert.equal(production.build.command, "cargo xtask edge-build", "the top level builds without the demo");
+  assert.equal(production.vars.LULL_DEMO_SINK, undefined, "no demo sink at the top level");
+  const topics = topicsOf(production.vars);
+  assert.ok(Object.keys(topics).length > 0 && !("demo" in topics), `the top level's topics: ${Object.keys(topics)}`);
+  for (const [name, topic] of Object.entries(topics)) {
+    assert.ok(!topic.allow_http && topic.target.startsWith("https://"), `topic ${name} delivers over https`);
+  }
+  assert.notEqual(production.assets?.directory, "target/www", "the demo page is not deployed");
+  const dev = config("dev");
+  assert.equal(dev.build.command, "cargo xtask edge-build --demo");
+  assert.equal(dev.vars.LULL_DEMO_SINK, "on");
+  assert.ok("demo" in topicsOf(dev.vars), "env.dev has the demo topic");
+  assert.deepEqual([dev.assets?.directory, dev.assets?.binding], ["target/www", "ASSETS"], "env.dev serves the demo page");
+  // Bindings are not inherited by an environment: env.dev declares the top level's again, the same.
+  for (const field of ["durable_objects", "queues"]) {
+    assert.deepEqual(dev[field], production[field], `env.dev's ${field} are the top level's`);
+  }
+  assert.equal(dev.vars.LULL_DEAD_LETTER_QUEUE, production.vars.LULL_DEAD_LETTER_QUEUE);
   // Both run the entry module that makes the objects DurableObjects (the router calls them over RPC).
-  for (const env of [undefined, "production"]) {
-    assert.equal(config(env).main, join(root, "crates/lull-edge/build/entry.mjs"), `main (${env ?? "dev"})`);
+  for (const env of [undefined, "dev"]) {
+    assert.equal(config(env).main, join(root, "crates/lull-edge/build/entry.mjs"), `main (${env ?? "top level"})`);
     const watched = [config(env).build.watch_dir].flat().map((dir) => resolve(dir)); // relative to the working directory
-    assert.ok(watched.includes(join(root, "crates/lull-edge/js")), `the entry is watched (${env ?? "dev"}): ${watched}`);
+    assert.ok(watched.includes(join(root, "crates/lull-edge/js")), `the entry is watched (${env ?? "top level"}): ${watched}`);
   }
 });
 

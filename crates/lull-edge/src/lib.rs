@@ -11,7 +11,7 @@
 //!   ├─▶ queue (a topic's gate: GateObject over GateStore, QueueSend, Clock; the consumer's decisions over Gates)
 //!   └─▶ demo  (its routes: the one hook Route::parse asks; `demo/off.rs` without the feature)
 //! key ──▶ delivery (the body a target receives, its signature, queue messages)
-//! topic (LULL_TOPICS, every default), names (keys, topics, object names), ports (the traits), error (ApiError)
+//! topic (LULL_TOPICS, every default), config (all of it, checked), names (keys, topics, object names), ports (the traits), error (ApiError)
 //! runtime/ (wasm32): router (carries out http::plan), KeyClient, KeyWindow and TopicGate objects, their
 //!   SQLite stores, the gate's client, coalescing's lanes, consumer, clock, fetch and queues, demo/ (the
 //!   demo's Worker side)
@@ -19,6 +19,8 @@
 //!
 //! - `topic`: topics as configured in `wrangler.toml` (validated at startup; every numeric range in
 //!   one table, `topic::RANGES`);
+//! - `config`: the worker's whole configuration as its variables and secrets give it, read once
+//!   for the Worker and, every problem named, for a check before a deploy ([`check_config`]);
 //! - `names`: topic and key names, and the Durable Object names they make;
 //! - `error`: the crate's one error, [`ApiError`] (its status, code and JSON);
 //! - `http`: routes, the router's plan (every decision of the fetch handler), bearer tokens,
@@ -44,7 +46,7 @@
 //! The modules are private; what a shell, a test harness or a user needs is exported below, as
 //! quinn-proto exports its state machines: the two objects' logic and their calls
 //! ([`KeyObject`], [`GateObject`], [`Consumer`]), the ports they run over ([`ports`], the gate's
-//! store), configuration ([`Topics`]), the error ([`ApiError`]), a receiver's verification
+//! store), configuration ([`Topics`], [`check_config`]), the error ([`ApiError`]), a receiver's verification
 //! ([`signing`]) and the bounds ([`limits`]). On wasm32 the Worker's two Durable Object classes,
 //! `KeyWindow` and `TopicGate`, are exported too.
 #![deny(missing_docs)]
@@ -54,6 +56,7 @@
 // the wasm32 build, linted with `-D warnings`, holds the whole crate to dead-code checks.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
+mod config;
 mod delivery;
 #[cfg_attr(not(feature = "demo"), path = "demo/off.rs")]
 mod demo;
@@ -67,6 +70,9 @@ pub mod ports;
 mod queue;
 mod topic;
 
+pub use config::{
+    ConfigReport, DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR, KEY_WINDOW_BINDING, TOPIC_GATE_BINDING, check_config,
+};
 /// How a receiver verifies a delivery (Standard Webhooks).
 pub use delivery::signing;
 pub use error::ApiError;

@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::error::ApiError;
+
 /// Facts the key's timeline keeps and the Worker's log does not get: one per
 /// accepted event, one per window fired, and one per window queued behind a
 /// delivery (on a hot key, every window). A log line per event cost more
@@ -32,6 +34,14 @@ impl Fact {
             _ => Map::new(),
         };
         Fact { event, fields }
+    }
+
+    /// The `error` fact of a private error (its detail is the operator's
+    /// only: [`ApiError::is_private`]) answered under `request_id`: the id,
+    /// the code and the detail. `None` for the caller's own mistakes.
+    pub(crate) fn error(error: &ApiError, request_id: &str) -> Option<Fact> {
+        let fields = serde_json::json!({"request_id": request_id, "code": error.code(), "error": error.message()});
+        error.is_private().then(|| Fact::new("error", fields))
     }
 
     /// Whether the Worker's log gets it: all but [`TIMELINE_ONLY`] facts and

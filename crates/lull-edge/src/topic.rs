@@ -14,6 +14,7 @@ use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyCo
 use serde::Deserialize;
 
 use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
+use crate::http::route::is_loopback_host;
 use crate::names::is_topic_name;
 use crate::queue::gate::lease::MAX_LIMIT;
 
@@ -408,8 +409,14 @@ impl Topic {
         if !valid || target.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
             return Err(fail(Problem::Target(target)));
         }
-        if parsed.is_some_and(|u| u.scheme() == "http") && !c.allow_http {
-            return Err(fail(Problem::Http(target)));
+        if let Some(url) = parsed.filter(|u| u.scheme() == "http") {
+            if !c.allow_http {
+                return Err(fail(Problem::Http(target)));
+            }
+            // `allow_http` is for a receiver on this machine; the demo build (local use) takes any.
+            if !crate::demo::BUILT && !is_loopback_host(url.host()) {
+                return Err(fail(Problem::HttpNotLoopback(target)));
+            }
         }
         for (field, name) in [
             ("ingest_token_env", &c.ingest_token_env),
@@ -545,6 +552,9 @@ pub enum Problem {
     Missing(&'static str),
     /// An `http://` target without `allow_http = true`.
     Http(String),
+    /// An `http://` target with `allow_http = true` that is not on this
+    /// machine (`localhost`, `127.0.0.0/8`, `[::1]`), outside the demo build.
+    HttpNotLoopback(String),
     /// `ingest_token_env`, `signing_secret_env` or `client_token_secret_env` is not a variable's name.
     EnvName {
         /// Which setting.
@@ -636,6 +646,11 @@ impl fmt::Display for TopicError {
                             "target {t:?} is http://: deliveries would travel in clear (set allow_http = true for local use)"
                         )
                     }
+                    Problem::HttpNotLoopback(t) => write!(
+                        f,
+                        "target {t:?} is http:// and not a loopback address: allow_http takes \
+                         localhost, 127.0.0.0/8 or [::1] only (use https:// for any other receiver)"
+                    ),
                     Problem::EnvName { field, name } => {
                         write!(
                             f,
@@ -742,6 +757,41 @@ mod tests {
                 .unwrap();
         assert!(matches!(auto.get("search").unwrap().policy.config().wait, Wait::Auto(_)));
         assert_eq!(auto.get("search").unwrap().payload, PayloadMode::Last);
+    }
+
+    /// `allow_http` is for a receiver on this machine: outside the demo
+    /// build (the production worker) an `http://` target elsewhere is refused,
+    /// naming the topic, even with `allow_http`; the demo build (local use
+    /// and the tests) takes any.
+    #[test]
+    fn allow_http_takes_a_loopback_target_only_outside_the_demo_build() {
+        let parsed = |target: &str| {
+            Topics::parse(&format!(r#"{{"hooks": {{"target": "{target}", "wait_ms": 1, "allow_http": true}}}}"#))
+        };
+        for local in ["http://127.0.0.1:9/x", "http://127.3.4.5/x", "http://localhost:8787/sink", "http://[::1]:9/x"] {
+            assert!(parsed(local).is_ok(), "{local}: {:?}", parsed(local));
+        }
+        let built = crate::demo::BUILT;
+        for elsewhere in [
+            "http://receiver.example.com/hook",
+            "http://10.0.0.7:8080/hook",
+            "http://0.0.0.0:9/x",
+            "http://127.0.0.1.nip.io/x",
+            "http://localhost.example.com/x",
+        ] {
+            let result = parsed(elsewhere);
+            assert_eq!(result.is_ok(), built, "{elsewhere}: accepted in the demo build only: {result:?}");
+            if let Err(e) = result {
+                let text = e.to_string();
+                assert!(text.starts_with(r#"LULL_TOPICS: topic "hooks": "#), "{text}");
+                assert!(text.contains("allow_http") && text.contains("loopback"), "{text}");
+            }
+        }
+        assert!(
+            Topics::parse(r#"{"t": {"target": "https://receiver.example.com", "wait_ms": 1, "allow_http": true}}"#)
+                .is_ok(),
+            "https needs nothing"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Worker {
     /// Without the demo's endpoints (the sink, `/demo/…`, the places index):
-    /// what `wrangler deploy --env production` ships (`cargo xtask edge-build`).
+    /// what a plain `wrangler deploy` ships (`cargo xtask edge-build`).
     Production,
     /// With them (lull-edge's cargo feature `demo`): `cargo xtask dev`, the
     /// tests and the bench (`cargo xtask edge-build --demo`).
@@ -163,8 +163,13 @@ pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
     Ok(())
 }
 
-/// `wrangler dev` on 127.0.0.1:8787 with state persisted under `.wrangler/state`;
-/// wrangler runs `cargo xtask edge-build --demo` (wrangler.toml) before it serves.
+/// The `wrangler.toml` environment `cargo xtask dev` serves: the worker with
+/// the demo, its page and its `demo` topic (the top level is the production
+/// worker, what a plain `wrangler deploy` ships).
+pub const DEV_ENV: &str = "dev";
+
+/// `wrangler dev --env dev` ([`DEV_ENV`]) on 127.0.0.1:8787 with state persisted under
+/// `.wrangler/state`; wrangler runs `cargo xtask edge-build --demo` (wrangler.toml) before it serves.
 pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
     let vars = root.join(".dev.vars");
     if !vars.exists() {
@@ -179,7 +184,7 @@ pub fn dev(root: &Path, tools: &Tools) -> Result<(), String> {
     );
     let (ip, port) = DEV_ADDRESS.split_once(':').unwrap_or(("127.0.0.1", "8787"));
     let wrangler = root.join("tests/edge/node_modules/wrangler/bin/wrangler.js");
-    let args = ["dev", "--local", "--ip", ip, "--port", port, "--persist-to", ".wrangler/state"];
+    let args = ["dev", "--env", DEV_ENV, "--local", "--ip", ip, "--port", port, "--persist-to", ".wrangler/state"];
     let flags = args.iter().chain(&["--show-interactive-dev-session=false"]).map(OsStr::new);
     node22(root, tools, "wrangler dev", &std::iter::once(wrangler.as_os_str()).chain(flags).collect::<Vec<_>>())
 }

@@ -1,9 +1,10 @@
-//! `cargo xtask setup|dev|test|bench`: the project's only entry points.
+//! `cargo xtask setup|dev|test|bench|check-config`: the project's only entry points.
 //!
 //! `setup` installs what the project needs and skips what is present;
 //! `test` sets up, then runs every suite and ends with a summary line;
 //! `test SUITE --repeat N` hunts flakes in one suite.
 
+mod check_config;
 mod cmd;
 mod edge;
 mod package;
@@ -22,14 +23,21 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [SUITE] [--repeat N]
           set up, then run every suite (format, lints, wasm32 build, tests), or only
           SUITE; with --repeat, run SUITE N times and report which runs and tests failed
-  dev     set up, then serve the edge worker and the demo page on http://127.0.0.1:8787 (wrangler dev, workerd)
+  dev     set up, then serve the edge worker with the demo and its page on http://127.0.0.1:8787
+          (wrangler dev --env dev, workerd)
   www     assemble the demo page (www/, the package, the data set) into target/www
   bench   run the benchmarks, print a table, write JSON under target/bench and
           BENCH.md (from that JSON: the one current benchmark document)
+  check-config [--env NAME] [--secrets-file FILE] [--config FILE]
+          name every problem a deploy of wrangler.toml (its top level, or [env.NAME])
+          would hit: LULL_TOPICS and the secrets read as the worker reads them (the
+          secrets from FILE, .dev.vars format, else the environment), the objects'
+          and queues' bindings; exits non-zero with one line per problem
   edge-build [--demo]
           build the edge worker into crates/lull-edge/build: as deployed (no demo
           endpoints), or with --demo with the demo's sink and search (wrangler.toml's
-          build commands: --demo for wrangler dev, none for --env production)";
+          build commands: none at the top level, what `wrangler deploy` ships;
+          --demo in [env.dev], what `cargo xtask dev` serves)";
 
 fn main() -> ExitCode {
     let root = workspace_root();
@@ -45,6 +53,7 @@ fn main() -> ExitCode {
         })),
         Some("www") => exit(setup::all(&root).and_then(|tools| www::build_all(&root, &tools).map(|_| ()))),
         Some("edge-build") => exit(edge_build(&root)),
+        Some("check-config") => exit(check_config::run(&root, &std::env::args().skip(2).collect::<Vec<_>>())),
         Some("bench") => exit(setup::all(&root).and_then(|tools| {
             let tarball = package::web(&root)?;
             let package = tarball.with_file_name("lull-web");

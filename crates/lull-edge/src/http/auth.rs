@@ -151,16 +151,11 @@ impl Tokens {
         let mut named: Vec<(&str, Vec<String>)> =
             vec![("LULL_ADMIN_TOKEN", split(admin)), ("LULL_INGEST_TOKEN", split(ingest))];
         named.extend(topics.iter().map(|(_, var, text)| (var.as_str(), split(text))));
-        for (var, tokens) in &named {
-            if tokens.is_empty() {
-                return fail(format!("{var} holds no token"));
-            }
-            if let Some(short) = tokens.iter().find(|t| t.chars().count() < MIN_TOKEN_CHARS) {
-                return fail(format!(
-                    "{var} holds a token of {} characters; tokens are at least {MIN_TOKEN_CHARS}",
-                    short.chars().count()
-                ));
-            }
+        for (var, text) in [("LULL_ADMIN_TOKEN", admin), ("LULL_INGEST_TOKEN", ingest)]
+            .into_iter()
+            .chain(topics.iter().map(|(_, var, text)| (var.as_str(), text.as_str())))
+        {
+            check_variable(var, text)?;
         }
         let (admin, ingest) = (&named[0].1, &named[1].1);
         for (var, tokens) in &named[1..] {
@@ -225,6 +220,23 @@ impl Tokens {
         } else {
             Err(ApiError::Unauthorized)
         }
+    }
+}
+
+/// Whether the variable `var`'s text holds tokens (whitespace-separated),
+/// each at least [`MIN_TOKEN_CHARS`] long: `Err` (a `500 config`) names the
+/// variable and what is wrong, never the token.
+pub(crate) fn check_variable(var: &str, text: &str) -> Result<(), ApiError> {
+    let tokens = split(text);
+    if tokens.is_empty() {
+        return Err(ApiError::Config(format!("{var} holds no token")));
+    }
+    match tokens.iter().find(|t| t.chars().count() < MIN_TOKEN_CHARS) {
+        Some(short) => Err(ApiError::Config(format!(
+            "{var} holds a token of {} characters; tokens are at least {MIN_TOKEN_CHARS}",
+            short.chars().count()
+        ))),
+        None => Ok(()),
     }
 }
 

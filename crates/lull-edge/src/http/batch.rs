@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::http::route::producer_key;
 use crate::http::{ObjectAnswer, json_body};
+use crate::log::Fact;
 use crate::names::Key;
 
 /// Events a batch holds at most.
@@ -98,18 +99,26 @@ pub(crate) fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
 pub(crate) type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 
 /// One key's answer read from its object's: `202 {"accepted": […]}` is its
-/// events' entries; anything else is every event's error.
-pub(crate) fn read_key_answer(answer: &ObjectAnswer) -> KeyAnswer {
-    let body: Value = serde_json::from_str(&answer.body).map_err(|e| key_failed(&ApiError::Internal(e.to_string())))?;
+/// events' entries; anything else is every event's error; an answer that is
+/// not JSON is a failed share (`failed`: [`key_failed`] under a new request id).
+pub(crate) fn read_key_answer(answer: &ObjectAnswer, failed: impl FnOnce(&ApiError) -> (u16, Value)) -> KeyAnswer {
+    let body: Value = match serde_json::from_str(&answer.body) {
+        Ok(body) => body,
+        Err(e) => return Err(failed(&ApiError::Internal(format!("a key's answer to a batch: {e}")))),
+    };
     match body.get("accepted").and_then(Value::as_array) {
         Some(accepted) if answer.status == 202 => Ok(accepted.clone()),
         _ => Err((answer.status, body)),
     }
 }
 
-/// What every event of a key gets when its share failed with `error` before its object answered.
-pub(crate) fn key_failed(error: &ApiError) -> (u16, Value) {
-    (error.status(), serde_json::from_str(&error.to_public_json("-", false)).unwrap_or_default())
+/// What every event of a key gets when its share failed with `error` before
+/// its object answered: its status and public error under `request_id` (one
+/// per failed share), and the log line's fact for a private error, whose
+/// detail only the log gets under that id ([`Fact::error`]).
+pub(crate) fn key_failed(error: &ApiError, request_id: &str) -> ((u16, Value), Option<Fact>) {
+    let public = serde_json::from_str(&error.to_public_json(request_id, false)).unwrap_or_default();
+    ((error.status(), public), Fact::error(error, request_id))
 }
 
 /// The batch's answer, `{"results": […]}`, one per event in the batch's
@@ -195,6 +204,44 @@ mod tests {
         assert_eq!(parse(&body(&at_bound), 100).unwrap().len(), MAX_BATCH_EVENTS);
         let huge = vec![0u8; MAX_BATCH_BYTES + 1];
         assert_eq!(parse(&huge, 100).unwrap_err().code(), "payload_too_large");
+    }
+
+    /// A share that failed before its object answered is answered under a
+    /// request id of its own, and a private error's detail is logged under
+    /// that id (as a single request's is), never answered.
+    #[test]
+    fn a_failed_share_is_answered_and_logged_under_its_own_request_id() {
+        let detail = "an object's answer: storage on fire";
+        let (answer, fact) = key_failed(&ApiError::Internal(detail.into()), "00000000000000a1");
+        assert_eq!(answer.0, 500);
+        assert_eq!(answer.1["error"]["request_id"], "00000000000000a1", "{answer:?}");
+        assert!(!answer.1.to_string().contains("on fire"), "the detail is not answered: {answer:?}");
+        let fact = fact.expect("an internal error is logged");
+        let line: Value = serde_json::from_str(&fact.line(&[])).unwrap();
+        assert_eq!(
+            (&line["lull"], &line["request_id"], &line["code"], &line["error"]),
+            (
+                &json!("error"),
+                &json!("00000000000000a1"),
+                &json!("internal"),
+                &json!(format!("internal error: {detail}"))
+            )
+        );
+        let (refused, fact) = key_failed(&ApiError::Forbidden, "00000000000000a2");
+        assert_eq!((refused.0, &refused.1["error"]["request_id"]), (403, &json!("00000000000000a2")));
+        assert!(fact.is_none(), "a caller's own mistake is not logged");
+        let ids = std::cell::Cell::new(0);
+        let failed = |e: &ApiError| {
+            ids.set(ids.get() + 1);
+            key_failed(e, &format!("{:016x}", ids.get())).0
+        };
+        let unreadable = ObjectAnswer { status: 202, body: "not json".into(), retry_after: None };
+        let Err((500, error)) = read_key_answer(&unreadable, failed) else { panic!("an unreadable answer fails") };
+        assert_eq!(error["error"]["request_id"], "0000000000000001");
+        let accepted =
+            ObjectAnswer { status: 202, body: r#"{"accepted": [{"window": 1, "seq": 1}]}"#.into(), retry_after: None };
+        assert_eq!(read_key_answer(&accepted, failed), Ok(vec![json!({"window": 1, "seq": 1})]));
+        assert_eq!(ids.get(), 1, "one id per failed share");
     }
 
     #[test]

@@ -40,3 +40,65 @@ pub(crate) struct ObjectAnswer {
     /// Its `Retry-After` seconds (as the header's text), if the object sent them.
     pub retry_after: Option<String>,
 }
+
+/// A request's body as it is read, chunk by chunk: `413 payload_too_large` at
+/// the first chunk that would take it past its bound, before that chunk is
+/// copied (the reader then stops reading and cancels the stream), so a body
+/// without a `Content-Length` is never held past its bound.
+#[derive(Debug)]
+pub(crate) struct BodyWithin {
+    limit: usize,
+    bytes: Vec<u8>,
+}
+
+impl BodyWithin {
+    /// An empty body, bound to `limit` bytes.
+    pub(crate) fn new(limit: usize) -> Self {
+        BodyWithin { limit, bytes: Vec::new() }
+    }
+
+    /// Take a chunk of `len` bytes, which `copy` writes into the slice it is
+    /// given; `413` (nothing copied) if the body would pass its bound.
+    pub(crate) fn push(&mut self, len: usize, copy: impl FnOnce(&mut [u8])) -> Result<(), ApiError> {
+        let at = self.bytes.len();
+        if len > self.limit - at {
+            return Err(ApiError::PayloadTooLarge { limit: self.limit });
+        }
+        self.bytes.resize(at + len, 0);
+        copy(&mut self.bytes[at..]);
+        Ok(())
+    }
+
+    /// The body read.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_taken_up_to_its_bound_and_refused_at_the_chunk_past_it() {
+        let mut body = BodyWithin::new(10);
+        let mut copied = 0;
+        for chunk in [&b"abcd"[..], b"", b"efghij"] {
+            body.push(chunk.len(), |into| {
+                into.copy_from_slice(chunk);
+                copied += chunk.len();
+            })
+            .unwrap();
+        }
+        let mut past = BodyWithin::new(10);
+        past.push(6, |into| into.copy_from_slice(b"abcdef")).unwrap();
+        let refused = past.push(5, |_| panic!("a chunk past the bound is not copied"));
+        assert_eq!(refused, Err(ApiError::PayloadTooLarge { limit: 10 }));
+        assert_eq!((body.into_bytes(), copied), (b"abcdefghij".to_vec(), 10), "exactly the bound is taken");
+        let mut one_more = BodyWithin::new(10);
+        one_more.push(10, |into| into.fill(b'x')).unwrap();
+        assert_eq!(one_more.push(1, |_| ()).unwrap_err().code(), "payload_too_large");
+        assert_eq!(one_more.into_bytes().len(), 10);
+        assert_eq!(BodyWithin::new(0).push(usize::MAX, |_| ()).unwrap_err().status(), 413, "no overflow");
+    }
+}

@@ -9,8 +9,9 @@
 //!
 //! One place holds each rule:
 //! - **credentials**: the least each route needs is one table (`requires`),
-//!   checked once, here; a batch's caller is identified here and each of its
-//!   keys checked once its body is read ([`BatchPlan::share`]);
+//!   checked once, here; a batch's caller is identified and its topic checked
+//!   here (no byte of a batch another topic's token sent is read), each of
+//!   its keys once its body is read ([`BatchPlan::share`]);
 //! - **topics**: a route's topic must be configured, a queue route's must
 //!   deliver by queue — checked after the credential, so an unknown caller
 //!   learns nothing of the topics;
@@ -23,14 +24,14 @@
 //!   keys ([`Intake::budget`]);
 //! - **bodies** ([`Intake::body_limit`], [`SMALL_BODY_BYTES`]): an event's
 //!   bound is its topic's `max_body_bytes`, a batch's [`MAX_BATCH_BYTES`];
-//! - **the demo**: its routes exist only while it is on, before any
-//!   credential is asked for.
+//! - **the demo**: its routes exist only while it is on, and only for a
+//!   loopback host (`Asked::host`), before any credential is asked for.
 
 use crate::demo::route::DemoRoute;
 use crate::error::ApiError;
 use crate::http::auth::{Access, Caller, Target, Tokens};
 use crate::http::batch::MAX_BATCH_BYTES;
-use crate::http::route::{Route, producer_key, with_page, with_queue_page};
+use crate::http::route::{Route, is_loopback, producer_key, with_page, with_queue_page};
 use crate::key::{KeyCall, KeyRequest};
 use crate::names::Key;
 use crate::queue::gate::GateOp;
@@ -52,6 +53,8 @@ pub(crate) struct Asked<'a> {
     pub query: Option<&'a str>,
     /// Now (unix seconds), for client tokens' `exp` and `nbf`.
     pub now_s: u64,
+    /// The request URL's host and port (its `Host`), if any: the demo answers a loopback one only.
+    pub host: Option<&'a str>,
 }
 
 /// The configuration, as far as a plan needs it.
@@ -214,7 +217,9 @@ impl BatchPlan<'_> {
 /// switch, the credential, the topic and its queue, the producer's
 /// `Idempotency-Key`, the query's page).
 pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Result<Plan<'c>, ApiError> {
-    if matches!(route, Route::Demo(_)) && !setup.demo {
+    // The demo answers this machine only (a loopback host: no other site's
+    // page reaches it by a name rebound to 127.0.0.1), else as if not built.
+    if matches!(route, Route::Demo(_)) && !(setup.demo && asked.host.is_some_and(is_loopback)) {
         return Err(ApiError::NotFound(format!("route {:?}", asked.path)));
     }
     let required = requires(&route, asked.now_s);
@@ -222,8 +227,13 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
         None => None,
         Some((need, target)) => {
             let caller = setup.tokens.identify(asked.authorization, target)?;
-            // A batch's keys are known once its body is read: each is checked then.
-            if !matches!(route, Route::Batch { .. }) && !caller.may(need, target) {
+            // A batch's keys are known once its body is read (each is checked
+            // then); its topic now, before a byte of it is read.
+            let may = match route {
+                Route::Batch { .. } => posts_to(&caller, target),
+                _ => caller.may(need, target),
+            };
+            if !may {
                 return Err(ApiError::Forbidden);
             }
             Some(caller)
@@ -291,6 +301,16 @@ fn requires(route: &Route, now_s: u64) -> Option<(Access, Target<'_>)> {
         // token at time 0 (so it is refused as unauthorized, not forbidden): kept so.
         Route::Queue { topic, .. } => Some((Access::Admin, on(topic, 0))),
         Route::Demo(demo) => demo.needs_admin().then_some((Access::Admin, Target::default())),
+    }
+}
+
+/// Whether `caller` may post events to some key of `target`'s topic (a
+/// batch's: its keys are checked once its body is read): a client token of
+/// that topic, or a caller that may post to it whatever the key.
+fn posts_to(caller: &Caller, target: Target<'_>) -> bool {
+    match caller {
+        Caller::Client(claims) => target.topic == Some(claims.topic.as_str()),
+        caller => caller.may(Access::Ingest, target),
     }
 }
 
@@ -412,7 +432,7 @@ mod tests {
         idempotency_key: Option<&str>,
     ) -> Result<Plan<'c>, ApiError> {
         let (path, query) = target.split_once('?').map_or((target, None), |(p, q)| (p, Some(q)));
-        let asked = Asked { path, authorization, idempotency_key, query, now_s: NOW };
+        let asked = Asked { path, authorization, idempotency_key, query, now_s: NOW, host: Some("127.0.0.1:8787") };
         let setup = Setup { tokens: &world.tokens, topics: &world.topics, demo };
         plan(Route::parse(method, path)?, &asked, &setup)
     }
@@ -512,6 +532,47 @@ mod tests {
         assert_eq!(off.message(), "route \"/sink\" not found");
     }
 
+    /// The demo answers a loopback host only (what a browser on this machine
+    /// names it; a page of another site whose name was rebound to 127.0.0.1
+    /// sends its own): anywhere else its routes are not found, as if it were
+    /// not built, and the API answers as ever.
+    #[test]
+    fn the_demo_answers_a_loopback_host_only() {
+        let world = world();
+        let asked = |host: Option<&str>, method: &str, path: &str| {
+            let asked = Asked { path, host, now_s: NOW, ..Asked::default() };
+            let setup = Setup { tokens: &world.tokens, topics: &world.topics, demo: true };
+            outcome(&Route::parse(method, path).and_then(|route| plan(route, &asked, &setup)))
+        };
+        let local =
+            ["127.0.0.1:8787", "127.0.0.1", "localhost:8787", "LOCALHOST", "[::1]:8787", "[::1]", "127.1.2.3:80"];
+        let elsewhere = [
+            "lull.example.com",
+            "lull.example.com:8787",
+            "127.0.0.1.nip.io:8787",
+            "localhost.example.com",
+            "0.0.0.0:8787",
+            "192.168.1.2:8787",
+            "[::2]:8787",
+            "",
+            "127.0.0.1:8787@evil.example",
+        ];
+        for (method, path) in [("POST", "/sink"), ("GET", "/demo/token"), ("GET", "/demo/search")] {
+            for host in local {
+                let want = if crate::demo::BUILT { "demo" } else { "not_found" };
+                assert_eq!(asked(Some(host), method, path), want, "{method} {path} at {host}");
+            }
+            for host in elsewhere.map(Some).into_iter().chain([None]) {
+                assert_eq!(asked(host, method, path), "not_found", "{method} {path} at {host:?}");
+            }
+        }
+        let health =
+            Asked { path: "/v1/topics/orders/keys/k/events", host: Some("lull.example.com"), ..Asked::default() };
+        let setup = Setup { tokens: &world.tokens, topics: &world.topics, demo: true };
+        let route = Route::parse("POST", health.path).unwrap();
+        assert_eq!(outcome(&plan(route, &health, &setup)), UNAUTHORIZED, "the API answers any host");
+    }
+
     #[test]
     fn a_batch_is_identified_at_once_and_checked_key_by_key() {
         let world = world();
@@ -532,7 +593,7 @@ mod tests {
         assert_eq!(in_scope.share(&key("other")), Err(ApiError::Forbidden), "a key the client token does not cover");
         let own = format!("Bearer {ORDERS}");
         assert_eq!(batch("orders", &own).share(&key("any")), Ok(()), "a topic's own token, its topic");
-        assert_eq!(batch("plain", &own).share(&key("any")), Err(ApiError::Forbidden), "another topic");
+        // Another topic's own token is refused at once (the test below).
         for credential in [format!("Bearer {ADMIN}"), format!("Bearer {INGEST}")] {
             assert_eq!(batch("plain", &credential).share(&key("any")), Ok(()));
         }
@@ -541,6 +602,26 @@ mod tests {
         assert_eq!(call, KeyCall { topic: "orders".into(), key: key("k"), request: events });
         let bad = plan_of(&world, false, "POST", "/v1/topics/orders/events:batch", Some("Bearer nope-nope-nope"), None);
         assert_eq!(outcome(&bad), UNAUTHORIZED, "an unknown token is refused before the body is read");
+    }
+
+    /// A batch's keys are known only once its body is read, its topic at
+    /// once: a caller that may post to no key of the topic (a client token
+    /// or a topic's own token of another topic) is refused here, before a
+    /// byte of its body is read.
+    #[test]
+    fn a_batch_from_a_caller_of_another_topic_is_refused_before_its_body_is_read() {
+        let world = world();
+        let batch = |topic: &str, credential: &str| {
+            let path = format!("/v1/topics/{topic}/events:batch");
+            outcome(&plan_of(&world, false, "POST", &path, Some(credential), None))
+        };
+        assert_eq!(batch("q", &client(&world, "orders", "k", None)), FORBIDDEN, "a client token of orders on q");
+        assert_eq!(batch("plain", &client(&world, "orders", "k", None)), UNAUTHORIZED, "plain takes no client token");
+        assert_eq!(batch("plain", &format!("Bearer {ORDERS}")), FORBIDDEN, "orders' own token");
+        assert_eq!(batch("nope", &format!("Bearer {ORDERS}")), FORBIDDEN, "orders' own token, an unknown topic");
+        assert_eq!(batch("orders", &client(&world, "orders", "other", None)), "batch", "its topic: keys checked later");
+        assert_eq!(batch("orders", &format!("Bearer {ORDERS}")), "batch");
+        assert_eq!(batch("plain", &format!("Bearer {INGEST}")), "batch");
     }
 
     #[test]
@@ -738,7 +819,7 @@ mod tests {
             "unknown_topic"
         );
         assert_eq!(
-            code("POST", "/v1/topics/nope/events:batch", Some(&format!("Bearer {ORDERS}")), None),
+            code("POST", "/v1/topics/nope/events:batch", Some(&format!("Bearer {INGEST}")), None),
             "unknown_topic"
         );
         assert_eq!(code("POST", "/v1/topics/nope/client-tokens", Some(&admin), None), "unknown_topic");

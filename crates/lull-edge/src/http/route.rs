@@ -198,6 +198,32 @@ impl Route {
     }
 }
 
+/// A URL's host and port (`host[:port]`, what its `Host` header said), read
+/// off the text as the runtime gave it.
+pub(crate) fn authority(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())]
+}
+
+/// Whether `authority` (a URL's `host[:port]`) names this machine:
+/// `localhost`, `127.0.0.0/8` or `[::1]`, on any port.
+pub(crate) fn is_loopback(authority: &str) -> bool {
+    let Ok(url) = url::Url::parse(&format!("http://{authority}/")) else { return false };
+    let bare = url.username().is_empty() && url.password().is_none() && url.path() == "/" && url.query().is_none();
+    bare && url.fragment().is_none() && is_loopback_host(url.host())
+}
+
+/// Whether `host` (a parsed URL's) is `localhost`, in `127.0.0.0/8` or `::1`.
+pub(crate) fn is_loopback_host(host: Option<url::Host<&str>>) -> bool {
+    match host {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 /// A URL's path (`/` if none) and query, read off the text as the runtime gave it.
 pub(crate) fn path_and_query(url: &str) -> (&str, Option<&str>) {
     // A byte scan: `str::find` with a text pattern sets up a two-way searcher per call.
@@ -347,6 +373,18 @@ mod tests {
         assert_eq!(producer_key(Some("order-42/retry")), Ok(Some("order-42/retry".into())));
         for bad in ["", "with space", "tab\t", "é", &"k".repeat(201)] {
             assert_eq!(producer_key(Some(bad)), Err(ApiError::InvalidIdempotencyKey), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_urls_authority_is_its_host_and_port() {
+        for (url, want) in [
+            ("http://127.0.0.1:8787/sink", "127.0.0.1:8787"),
+            ("https://lull.example.com/v1/x?y=http://a/b", "lull.example.com"),
+            ("http://[::1]:9?x", "[::1]:9"),
+            ("http://localhost#f", "localhost"),
+        ] {
+            assert_eq!(authority(url), want, "{url}");
         }
     }
 

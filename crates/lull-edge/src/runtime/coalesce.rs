@@ -78,8 +78,8 @@ pub(crate) async fn batch_share(
 ) -> KeyAnswer {
     let slot = Rc::new(Slot::default());
     match carry(env, ctx, topic, key, Member::share(events, Rc::clone(&slot)), &slot).await {
-        Ok(answer) => batch::read_key_answer(&answer),
-        Err(e) => Err(batch::key_failed(&e)),
+        Ok(answer) => batch::read_key_answer(&answer, http::share_failed),
+        Err(e) => Err(http::share_failed(&e)),
     }
 }
 

@@ -7,30 +7,10 @@ use std::thread::LocalKey;
 
 use worker::{Env, ObjectNamespace};
 
-use crate::delivery::signing::{Keyring, Secret};
+use crate::config::{KEY_WINDOW_BINDING, TOPICS_VAR};
 use crate::error::ApiError;
-use crate::http::auth::Tokens;
-use crate::http::client_token::topic_secrets;
-use crate::http::cors::Cors;
-use crate::topic::Topics;
 
-/// The Durable Object binding's name in `wrangler.toml`.
-pub(crate) const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
-
-/// Everything the worker is configured with.
-pub(crate) struct Config {
-    /// `LULL_TOPICS`: a JSON string, or a table in `wrangler.toml`.
-    pub topics: Topics,
-    /// `LULL_ADMIN_TOKEN`, `LULL_INGEST_TOKEN` and each topic's `ingest_token_env`.
-    pub tokens: Tokens,
-    /// `LULL_SIGNING_SECRET` and each topic's `signing_secret_env`: sign deliveries.
-    pub signing: Keyring,
-    /// `LULL_DEMO_SINK = "on"`, in a build with the demo ([`crate::demo::BUILT`]):
-    /// serve the demo's routes (`/sink`, a receiver for local use, and `/demo/…`).
-    pub demo_sink: bool,
-    /// `LULL_CORS_ORIGINS`: web origins that may call the API from a browser.
-    pub cors: Cors,
-}
+pub(crate) use crate::config::Config;
 
 thread_local! {
     /// The configuration, with the environment it was read from.
@@ -67,22 +47,9 @@ pub(crate) fn text(env: &Env, name: &str) -> Option<String> {
     env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
 }
 
-fn required(env: &Env, name: &str) -> Result<String, ApiError> {
-    match text(env, name) {
-        Some(value) if !value.is_empty() => Ok(value),
-        _ => Err(ApiError::Config(format!(
-            "{name} is not set (`wrangler secret put {name}`, or .dev.vars for local development)"
-        ))),
-    }
-}
-
-fn topics_json(env: &Env) -> Result<String, ApiError> {
-    if let Some(json) = text(env, "LULL_TOPICS") {
-        return Ok(json);
-    }
-    env.object_var::<serde_json::Value>("LULL_TOPICS")
-        .map(|table| table.to_string())
-        .map_err(|_| ApiError::Config("LULL_TOPICS is not set ([vars] in wrangler.toml)".into()))
+/// `LULL_TOPICS` as JSON text: a var or secret holding it, or a table in `wrangler.toml`.
+fn topics_json(env: &Env) -> Option<String> {
+    text(env, TOPICS_VAR).or_else(|| env.object_var::<serde_json::Value>(TOPICS_VAR).ok().map(|t| t.to_string()))
 }
 
 /// Whether `header` carries an admin token (`LULL_ADMIN_TOKEN`), read
@@ -91,47 +58,14 @@ pub(crate) fn is_admin(env: &Env, header: Option<&str>) -> bool {
     text(env, "LULL_ADMIN_TOKEN").is_some_and(|tokens| crate::http::auth::carries_one_of(header, &tokens))
 }
 
-/// The secrets in the variable `name`: one or several `whsec_<base64>`, separated by whitespace.
-fn secrets(env: &Env, name: &str) -> Result<Vec<Secret>, ApiError> {
-    // The reason names the variable, never the secret.
-    Secret::parse_all(&required(env, name)?).map_err(|e| ApiError::Config(format!("{name}: {e}")))
-}
-
-/// `LULL_SIGNING_SECRET` for every topic, except those with their own `signing_secret_env`.
-fn keyring(env: &Env, topics: &Topics) -> Result<Keyring, ApiError> {
-    let mut keyring = Keyring::new(secrets(env, "LULL_SIGNING_SECRET")?);
-    for topic in topics.iter() {
-        if let Some(var) = &topic.signing_secret_env {
-            keyring.set_topic(&topic.name, secrets(env, var)?);
-        }
-    }
-    Ok(keyring)
-}
-
 /// The configuration, parsed and checked once per environment ([`per_env`]).
 pub(crate) fn load(env: &Env) -> Result<Rc<Config>, ApiError> {
     per_env(&CONFIG, env, || read(env))
 }
 
-/// The configuration as the environment gives it.
+/// The configuration as the environment gives it ([`Config::read`]: the
+/// reading `cargo xtask check-config` checks, so the two cannot disagree).
 fn read(env: &Env) -> Result<Rc<Config>, ApiError> {
-    let json = topics_json(env)?;
-    let topics = Topics::parse(&json).map_err(|e| ApiError::Config(e.to_string()))?;
-    let mut own = Vec::new();
-    for topic in topics.iter() {
-        if let Some(var) = &topic.ingest_token_env {
-            own.push((topic.name.clone(), var.clone(), required(env, var)?));
-        }
-    }
-    let client = topic_secrets(&topics, text(env, "LULL_CLIENT_TOKEN_SECRET").as_deref(), |var| text(env, var))?;
-    let tokens = Tokens::new(&required(env, "LULL_ADMIN_TOKEN")?, &required(env, "LULL_INGEST_TOKEN")?, &own, client)?;
-    let signing = keyring(env, &topics)?;
-    let config = Rc::new(Config {
-        topics,
-        tokens,
-        signing,
-        demo_sink: crate::demo::BUILT && text(env, "LULL_DEMO_SINK").is_some_and(|v| v == "on"),
-        cors: Cors::parse(text(env, "LULL_CORS_ORIGINS").as_deref())?,
-    });
-    Ok(config)
+    let var = |name: &str| if name == TOPICS_VAR { topics_json(env) } else { text(env, name) };
+    Config::read(&var).map(Rc::new)
 }

@@ -23,14 +23,9 @@ use super::config;
 use super::gate_client::GateClient;
 use super::outbound::{Fetcher, Queues};
 use super::sys::MessageAttempts;
+use crate::config::{DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR};
 use crate::log::Fact;
 use crate::queue::consume::{Consumer, Settle, on_config_error, on_unreadable_batch};
-
-/// The variable naming the dead-letter queue, whose messages are kept.
-const DEAD_LETTER_VAR: &str = "LULL_DEAD_LETTER_QUEUE";
-/// The producer binding of the dead-letter queue: a dead letter the gate
-/// cannot keep yet waits there (`wrangler.toml`).
-pub(crate) const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";
 
 /// The worker's `queue` handler (exported to JavaScript by `wasm_bindgen`, which needs it `pub`).
 #[allow(unreachable_pub)]
@@ -84,7 +79,7 @@ async fn consume(batch: MessageBatchSys, env: Env) {
         }
     };
     let queue_name = batch.queue().map(String::from).unwrap_or_default();
-    let dead_letters = env.var(DEAD_LETTER_VAR).map(|v| v.to_string()).unwrap_or_default();
+    let dead_letters = env.var(DEAD_LETTER_QUEUE_VAR).map(|v| v.to_string()).unwrap_or_default();
     let dead_letter = !dead_letters.is_empty() && queue_name == dead_letters;
     let consumer = Consumer {
         gates: GateClient { env: &env },

@@ -7,11 +7,9 @@
 use worker::Env;
 
 use super::http;
+use crate::config::TOPIC_GATE_BINDING;
 use crate::http::{ApiError, ObjectAnswer};
 use crate::queue::gate::{GateAnswer, GateCall, GateOp, Gates};
-
-/// The binding's name in `wrangler.toml`.
-pub(super) const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
 
 /// [`Gates`] over the `TopicGate` namespace.
 pub(super) struct GateClient<'a> {

@@ -6,13 +6,14 @@
 use serde::Serialize;
 use serde_json::json;
 use worker::console_log;
-use worker::js_sys::{Array, Date, Promise, Uint8Array};
+use worker::js_sys::{Array, Date, Promise, Reflect, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{self, Headers, RequestInit, ResponseInit};
+use worker::worker_sys::web_sys::{self, Headers, ReadableStreamDefaultReader, RequestInit, ResponseInit};
 
-use crate::http::route::path_and_query;
-use crate::http::{ApiError, ObjectAnswer};
+use crate::http::batch;
+use crate::http::route::{authority, path_and_query};
+use crate::http::{ApiError, BodyWithin, ObjectAnswer};
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
@@ -93,11 +94,21 @@ fn request_id() -> String {
 /// only if `reveal`).
 fn error_text(error: &ApiError, reveal: bool) -> String {
     let id = request_id();
-    if error.is_private() {
-        let fact = Fact::new("error", json!({"request_id": id, "code": error.code(), "error": error.message()}));
+    if let Some(fact) = Fact::error(error, &id) {
         console_log!("{}", fact.line(&[]));
     }
     error.to_public_json(&id, reveal)
+}
+
+/// What every event of a batch's key gets when its share failed with `error`
+/// before its object answered ([`batch::key_failed`]): answered under a
+/// request id of its own, a private error's detail logged under it.
+pub(crate) fn share_failed(error: &ApiError) -> (u16, serde_json::Value) {
+    let (answer, fact) = batch::key_failed(error, &request_id());
+    if let Some(fact) = fact {
+        console_log!("{}", fact.line(&[]));
+    }
+    answer
 }
 
 /// The error's answer ([`error_text`]), with `Allow` on a `405` and `Retry-After` on a refusal.
@@ -155,6 +166,11 @@ impl Incoming {
         path_and_query(&self.url).0.to_string()
     }
 
+    /// The URL's host and port (what its `Host` header said).
+    pub(crate) fn host(&self) -> &str {
+        authority(&self.url)
+    }
+
     /// The URL's query, if any.
     pub(crate) fn query(&self) -> Option<String> {
         path_and_query(&self.url).1.map(str::to_string)
@@ -165,10 +181,35 @@ impl Incoming {
         self.headers.get_or_init(|| self.raw.headers()).get(name).ok().flatten()
     }
 
-    /// The whole body.
+    /// The whole body (the demo sink's: a delivery lull itself made; every
+    /// route of the API reads its body within its bound, [`Incoming::bytes_within`]).
+    #[cfg(feature = "demo")]
     pub(crate) async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
         let buffer = settled(self.raw.array_buffer(), "the request's body").await?;
         Ok(Uint8Array::new(&buffer).to_vec())
+    }
+
+    /// The body, read from its stream chunk by chunk ([`BodyWithin`]): at the
+    /// first chunk past `limit` bytes the stream is cancelled (nothing more is
+    /// pulled from the caller) and the answer is `413 payload_too_large`.
+    pub(crate) async fn bytes_within(&self, limit: usize) -> Result<Vec<u8>, ApiError> {
+        let what = "the request's body";
+        let Some(stream) = self.raw.body() else { return Ok(Vec::new()) };
+        let reader = ReadableStreamDefaultReader::new(&stream).map_err(thrown(what))?;
+        let mut body = BodyWithin::new(limit);
+        loop {
+            let step = settled(Ok(reader.read()), what).await?;
+            let done = Reflect::get(&step, &"done".into()).map_err(thrown(what))?;
+            if done.is_truthy() {
+                return Ok(body.into_bytes());
+            }
+            let chunk: Uint8Array = Reflect::get(&step, &"value".into()).map_err(thrown(what))?.unchecked_into();
+            if let Err(too_large) = body.push(chunk.length() as usize, |into| chunk.copy_to(into)) {
+                // Not awaited: the answer goes now; the runtime stops pulling the body.
+                let _cancelled = reader.cancel();
+                return Err(too_large);
+            }
+        }
     }
 }
 

@@ -123,6 +123,7 @@ async fn handle(
         idempotency_key: idempotency_key.as_deref(),
         query: query.as_deref(),
         now_s,
+        host: Some(req.host()),
     };
     let setup = Setup { tokens: &config.tokens, topics: &config.topics, demo: config.demo_sink };
     match plan(route, &asked, &setup)?.action {
@@ -187,7 +188,7 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     let plan = &plan;
     let answers = futures::future::join_all(shares.into_iter().map(|(key, events)| async move {
         if let Some(holder) = &plan.intake.budget {
-            spend_budget(env, holder).await.map_err(|e| batch::key_failed(&e))?;
+            spend_budget(env, holder).await.map_err(|e| http::share_failed(&e))?;
         }
         if plan.intake.coalesce {
             return coalesce::batch_share(env, ctx, topic, key, events).await;
@@ -200,18 +201,15 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     http::json(207, &body)
 }
 
-/// The request's body, `413` past `limit` bytes (refused by its declared
-/// `Content-Length` before it is read, where it has one).
+/// The request's body, `413` past `limit` bytes: refused by its declared
+/// `Content-Length` before it is read, where it has one, else read through
+/// its stream no further than the bound ([`Incoming::bytes_within`]).
 async fn body_within(req: &Incoming, limit: usize) -> Result<Vec<u8>, ApiError> {
     let declared = req.header("content-length");
     if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
-    let bytes = req.bytes().await?;
-    if bytes.len() > limit {
-        return Err(ApiError::PayloadTooLarge { limit });
-    }
-    Ok(bytes)
+    req.bytes_within(limit).await
 }
 
 /// The event's JSON, within `limit` bytes and checked for syntax.
@@ -224,8 +222,8 @@ async fn event_body(req: &Incoming, limit: usize) -> Result<String, ApiError> {
 /// One key's share of a batch, answered: its events' `{"window", "seq"}`, or
 /// the status and error all of them got.
 async fn key_answer(env: &Env, call: KeyCall) -> batch::KeyAnswer {
-    let answer = KeyClient { env }.call(call).await.map_err(|e| batch::key_failed(&e))?;
-    batch::read_key_answer(&answer)
+    let answer = KeyClient { env }.call(call).await.map_err(|e| http::share_failed(&e))?;
+    batch::read_key_answer(&answer, http::share_failed)
 }
 
 /// Hand `call` to its key's object and pass its answer on.
