@@ -68,6 +68,8 @@ export const TOPICS = (base) => ({
     max_wait_ms: 6000,
     payload: "all",
     retry: { max_attempts: 3, base_ms: 200, cap_ms: 600 },
+    // The page holds a client token for its document (as wrangler.toml's [env.dev] demo topic).
+    client_tokens: true,
   },
 });
 

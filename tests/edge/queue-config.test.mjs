@@ -169,6 +169,6 @@ test("the queues these tests run are wrangler.toml's: retries, delays and where 
     ]),
   );
   assert.deepEqual(harness, declared(undefined));
-  assert.deepEqual(declared("production"), declared(undefined), "production's queues are the same");
+  assert.deepEqual(declared("dev"), declared(undefined), "the dev environment's queues are the same");
   assert.equal(harness["lull-dead-letters"].deadLetterQueue, "lull-parked");
 });

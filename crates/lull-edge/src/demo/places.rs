@@ -84,12 +84,6 @@ impl Places {
         self.sorted.len()
     }
 
-    /// Whether there are none.
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
-    }
-
     /// The places whose name starts with `query` (trimmed, any case).
     pub(crate) fn search(&self, query: &str) -> Result<Found<'_>, PlacesError> {
         let query = query.trim();

@@ -361,12 +361,6 @@ impl KeyState {
         self.delivered(&fire, outcome).unwrap_or_default()
     }
 
-    /// Whether a fire waits in the outbox.
-    #[cfg(test)]
-    pub(crate) fn fire_waiting(&self) -> bool {
-        !self.outbox.is_empty()
-    }
-
     /// When the alarm should go off next: now if a fire waits, else the engine's deadline.
     pub(crate) fn alarm_at(&self, now: u64) -> Option<u64> {
         if self.outbox.is_empty() { self.engine.next_deadline() } else { Some(now) }
