@@ -103,7 +103,7 @@ before(async () => {
     vars: { LULL_CLIENT_TOKEN_SECRET: "a-client-token-secret-for-the-page-batch-tests-0123456789" },
     topics: {
       // One pending window a key at most: a key holding a dead letter refuses events (429) until it is replayed.
-      [TOPIC]: { target: `${rx.url}/hook`, wait_ms: 300, payload: "all", max_pending_windows: 1, retry: { max_attempts: 1 } },
+      [TOPIC]: { target: `${rx.url}/hook`, wait_ms: 300, payload: "all", max_pending_windows: 1, retry: { max_attempts: 1 }, client_tokens: true },
     },
   });
   api = client(edge.url);
