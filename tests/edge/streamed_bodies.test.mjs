@@ -29,9 +29,10 @@ const BATCH_BOUND = 4 * MiB; // lull_edge::limits::MAX_BATCH_BYTES
 const SECRET = "client-secret-one-0123456789abcdef";
 
 const target = "http://127.0.0.1:9/never";
+// Both accept client tokens signed with one secret: a token of `other` verifies on `small`, and is refused there by its scope.
 const TOPICS = {
-  small: { target, wait_ms: 60_000, max_body_bytes: EVENT_BOUND },
-  other: { target, wait_ms: 60_000 },
+  small: { target, wait_ms: 60_000, max_body_bytes: EVENT_BOUND, client_tokens: true },
+  other: { target, wait_ms: 60_000, client_tokens: true },
 };
 
 let edge, state;
