@@ -1,4 +1,4 @@
-//! Topic and key names as they arrive in request paths.
+//! Topic and key names as they arrive in request paths, and the host names of this machine.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
@@ -108,6 +108,17 @@ fn percent_decode(segment: &str) -> Result<Vec<u8>, ApiError> {
         return Err(ApiError::InvalidKey("the key has a malformed %-escape".into()));
     }
     Ok(percent_decode_str(segment).collect())
+}
+
+/// Whether `host` (a parsed URL's) is `localhost`, in `127.0.0.0/8` or `::1`:
+/// the one name of this machine a demo route answers and an `http://` target may have.
+pub(crate) fn is_loopback_host(host: Option<url::Host<&str>>) -> bool {
+    match host {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
 }
 
 #[cfg(test)]

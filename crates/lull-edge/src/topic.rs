@@ -14,8 +14,7 @@ use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyCo
 use serde::Deserialize;
 
 use crate::delivery::queue_message::MAX_QUEUE_EVENT_BYTES;
-use crate::http::route::is_loopback_host;
-use crate::names::is_topic_name;
+use crate::names::{is_loopback_host, is_topic_name};
 use crate::queue::gate::lease::MAX_LIMIT;
 
 // Each topic setting's default is in `impl Default for TopicConfig` (below),

@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::key::request::KeyRequest;
 use crate::key::timeline::{TIMELINE_KEEP, TIMELINE_PAGE};
 use crate::key::{DEFAULT_PAGE, MAX_PAGE};
-use crate::names::{Key, is_topic_name};
+use crate::names::{Key, is_loopback_host, is_topic_name};
 use crate::queue::gate::GateOp;
 
 /// Longest producer `Idempotency-Key`, in bytes.
@@ -212,16 +212,6 @@ pub(crate) fn is_loopback(authority: &str) -> bool {
     let Ok(url) = url::Url::parse(&format!("http://{authority}/")) else { return false };
     let bare = url.username().is_empty() && url.password().is_none() && url.path() == "/" && url.query().is_none();
     bare && url.fragment().is_none() && is_loopback_host(url.host())
-}
-
-/// Whether `host` (a parsed URL's) is `localhost`, in `127.0.0.0/8` or `::1`.
-pub(crate) fn is_loopback_host(host: Option<url::Host<&str>>) -> bool {
-    match host {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 /// A URL's path (`/` if none) and query, read off the text as the runtime gave it.
