@@ -184,16 +184,9 @@ fn a_dead_letter_says_when_it_first_failed_its_attempts_and_last_outcome() {
     let parts = Parts::new(&world);
     world.poison.borrow_mut().insert("q/k0/x.1".into());
     let message = text(Kind::Poison, 0);
-    let consumer = parts.consumer();
-    for attempts in 1..=4 {
-        let mut h = Box::pin(consumer.handle("m", &message, attempts, false));
-        assert!(poll(h.as_mut()).is_pending());
-        world.answers.borrow_mut()[attempts as usize - 1] = Some(false);
-        // The fourth failure (forward_max_attempts) sends it to the dead-letter queue.
-        let settle = if attempts < 4 { Settle::Retry { delay_secs: None } } else { Settle::Ack };
-        assert_eq!(poll(h.as_mut()), Poll::Ready(settle));
-        world.now.set(world.now.get() + 1_000);
-    }
+    let retry = Settle::Retry { delay_secs: None };
+    // The fourth failure (forward_max_attempts) sends it to the dead-letter queue.
+    assert_eq!(failing_deliveries(&parts, &message, 4, 1_000), [retry, retry, retry, Settle::Ack]);
     let (binding, letter, _) = world.sent.borrow()[0].clone();
     assert_eq!(binding, DEAD);
     assert_eq!(all_at_once(&parts, std::slice::from_ref(&letter), true), [Settle::Ack]);
@@ -213,13 +206,7 @@ fn a_dead_letter_copy_is_kept_by_what_it_carries_whatever_queue_it_comes_from() 
     let parts = Parts::new(&world);
     world.poison.borrow_mut().insert("q/k0/x.1".into());
     let message = text(Kind::Poison, 0);
-    let consumer = parts.consumer();
-    for attempts in 1..=4 {
-        let mut h = Box::pin(consumer.handle("m", &message, attempts, false));
-        assert!(poll(h.as_mut()).is_pending());
-        world.answers.borrow_mut()[attempts as usize - 1] = Some(false);
-        let _ = poll(h.as_mut());
-    }
+    failing_deliveries(&parts, &message, 4, 0);
     let (binding, letter, _) = world.sent.borrow()[0].clone();
     assert_eq!(binding, DEAD, "the fourth failed forward: a dead letter");
     let forwards = world.started.borrow().len();
@@ -237,13 +224,7 @@ fn a_dead_letter_copy_is_kept_by_what_it_carries_whatever_queue_it_comes_from() 
     world.poison.borrow_mut().insert("q/k1/x.1".into());
     let moved = text(Kind::Poison, 1);
     let before = world.started.borrow().len();
-    for attempts in 1..=4 {
-        let mut h = Box::pin(consumer.handle("m", &moved, attempts, false));
-        assert!(poll(h.as_mut()).is_pending());
-        let last = world.answers.borrow().len() - 1;
-        world.answers.borrow_mut()[last] = Some(false);
-        let _ = poll(h.as_mut());
-    }
+    failing_deliveries(&parts, &moved, 4, 0);
     assert_eq!(world.started.borrow().len(), before + 4);
     let (binding, second, _) = world.sent.borrow()[1].clone();
     assert_eq!(binding, DEAD);

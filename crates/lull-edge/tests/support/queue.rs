@@ -694,6 +694,25 @@ pub(crate) fn check(case: &Case) {
     }
 }
 
+/// `message` delivered as its queue's attempts 1 to `times`, one after
+/// another, each forward failing at the receiver, the clock moving `step_ms`
+/// after each: every delivery's settle.
+pub(crate) fn failing_deliveries(parts: &Parts, message: &str, times: u32, step_ms: u64) -> Vec<Settle> {
+    let world = &parts.gates.world;
+    let consumer = parts.consumer();
+    (1..=times)
+        .map(|attempts| {
+            let mut h = Box::pin(consumer.handle("m", message, attempts, false));
+            assert!(poll(h.as_mut()).is_pending(), "attempt {attempts}: the forward is in flight");
+            let last = world.answers.borrow().len() - 1;
+            world.answers.borrow_mut()[last] = Some(false);
+            let Poll::Ready(settle) = poll(h.as_mut()) else { panic!("attempt {attempts}: a failed forward settles") };
+            world.now.set(world.now.get() + step_ms);
+            settle
+        })
+        .collect()
+}
+
 /// One round of `messages` handed to the consumer together; every forward is
 /// answered 2xx in the order they start.
 pub(crate) fn all_at_once(parts: &Parts, messages: &[String], dead: bool) -> Vec<Settle> {
