@@ -13,7 +13,9 @@
 //!   the open window, so a driver may count them on its side and hand them in
 //!   later in one step ([`Debouncer::recorded`]);
 //! - configuration: [`Debouncer::set_policy`] starts a new policy at the next burst;
-//! - [`Lite`]: the same timing alone, for a function that runs synchronously.
+//! - [`Lite`]: the same timing alone, for a function that runs synchronously;
+//! - [`Budget`]: when a scheduled consumer pulls, naps and stops, so a run
+//!   that starts once a minute behaves like one running all the time.
 //!
 //! `no_std` (with `alloc`): the same engine runs in a Worker, a browser and natively.
 //!
@@ -52,6 +54,7 @@ extern crate alloc;
 
 mod action;
 mod adaptive;
+mod budget;
 mod debouncer;
 mod error;
 mod jitter;
@@ -66,6 +69,9 @@ mod status;
 
 pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, QueuedWindow, Reason, Seq, Span, WindowId};
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
+pub use budget::{
+    Basis, Budget, BudgetConfig, BudgetError, DURATION_WINDOW, MAX_BATCH, MAX_MARGIN_PERCENT, Margin, Step,
+};
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
 pub use keyed::{Keyed, MAX_IDLE_KEYS};
