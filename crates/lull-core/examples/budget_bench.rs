@@ -21,10 +21,13 @@ const PULL_MS: u64 = 50;
 /// The goal on the constant stream: the seed's 55 of 60 s.
 const SHARE_GOAL: f64 = 0.92;
 
+/// A stream of handler durations (ms) for the day with this seed.
+type Stream = fn(u64) -> Box<dyn FnMut() -> u64>;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::env::args().nth(1).ok_or("usage: budget_bench OUT.json")?;
     let rules = [("seed: 2 × mean", Margin::Mean), ("lull: 2 × p99.5 of 1,024 kept", Margin::default())];
-    let streams: [(&str, fn(u64) -> Box<dyn FnMut() -> u64>); 2] = [
+    let streams: [(&str, Stream); 2] = [
         ("constant 2 s", |_| Box::new(|| 2_000)),
         ("heavy tail: log-normal 2 s, 1 in 50 10× slower", |seed| Box::new(heavy_tail(seed))),
     ];
