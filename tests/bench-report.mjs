@@ -4,7 +4,7 @@
 // prose elsewhere. Every figure comes from that JSON; the goals the JSON does
 // not carry are in GOALS below; the findings are tests/bench-findings.md,
 // included as written. Plain Node (20 or later), no dependencies.
-// usage: node tests/bench-report.mjs <web.json> <edge.json> <queues.json> <out.md>
+// usage: node tests/bench-report.mjs <web.json> <edge.json> <queues.json> <budget.json> <out.md>
 import { execFileSync } from "node:child_process";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
@@ -36,15 +36,16 @@ const GOALS = {
   gate_requests_per_forward: 3,
 };
 
-const [webPath, edgePath, queuesPath, outPath] = process.argv.slice(2).map((p) => resolve(p));
+const [webPath, edgePath, queuesPath, budgetPath, outPath] = process.argv.slice(2).map((p) => resolve(p));
 if (!outPath) {
-  console.error("usage: node tests/bench-report.mjs <web.json> <edge.json> <queues.json> <out.md>");
+  console.error("usage: node tests/bench-report.mjs <web.json> <edge.json> <queues.json> <budget.json> <out.md>");
   process.exit(2);
 }
 const read = (path) => ({ path, json: JSON.parse(readFileSync(path, "utf8")), mtime: statSync(path).mtime });
 const web = read(webPath);
 const edge = read(edgePath);
 const queues = read(queuesPath);
+const budget = read(budgetPath);
 const W = web.json;
 const E = edge.json;
 const Q = queues.json;
@@ -115,6 +116,7 @@ const runs = Object.fromEntries(
     ["lull-web", web],
     ["lull-edge", edge],
     ["load levelling", queues],
+    ["lull pull's budget", budget],
   ].map(([name, { json, mtime }]) => {
     if (json.run) return [name, { ...json.run, from_json: true }];
     const status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)BENCH.md");
@@ -563,6 +565,39 @@ const edgeMethod = (() => {
   );
 })();
 
+// ---- lull pull's budget (crates/lull-core/examples/budget_bench.rs, virtual time) ----
+
+const B = budget.json;
+const budgetRows = (() => {
+  const rows = [];
+  const streams = [...new Set((B.rows ?? []).map((r) => r.stream))];
+  for (const stream of streams) {
+    const [seed, lull] = ["seed", "lull"].map((rule) => (B.rows ?? []).find((r) => r.stream === stream && r.margin.startsWith(rule)) ?? null);
+    const constant = stream.startsWith("constant");
+    rows.push(group(stream));
+    const figure = (r) =>
+      r === null
+        ? NA
+        : `share ${num(at("budget", r, "share"), 3)} (lowest run ${num(at("budget", r, "lowest_share"), 3)}); ${num(at("budget", r, "overruns"))} of ${num(at("budget", r, "runs"))} runs past the minute (longest ${seconds(at("budget", r, "longest_run_ms"))}); ${num(at("budget", r, "windows_per_run"), 1)} windows a run`;
+    for (const r of [seed, lull]) {
+      if (r === null) continue;
+      const isLull = r === lull;
+      const g = isLull
+        ? goals(
+            goal("0 runs past the minute", atMost(at("budget", r, "overruns"), 0), `lull pull: runs past the minute (${stream})`),
+            ...(constant ? [goal("share ≥ 0.92", atLeast(at("budget", r, "share"), 0.92), "lull pull: share of the minute (constant stream)")] : []),
+          )
+        : NO_GOAL;
+      rows.push(row(r.margin, g, figure(r), isLull && seed ? `seed's rule: ${figure(seed)}` : "", isLull && seed ? `share ${times(ratio(r.share, seed.share))}` : ""));
+    }
+  }
+  return rows;
+})();
+const budgetMethod =
+  `**Method.** Virtual time (the algorithm is judged, not a machine): ${num(B.runs ?? null)} one-minute runs (eight days, each stream seeded per day), each run's budget the minute, a pull ${ms(B.pull_ms ?? null, 0)}, a backlog always waiting; ` +
+  `tolerance ${num(B.tolerance ?? null)}, estimate 2 s; lull keeps its durations across runs (as \`lull pull\` does in its state file), the seed's rule measures each run afresh. ` +
+  `Share: the time spent in handlers over the minute. A run past the minute is one whose last message ended after the next start.`;
+
 // ---- the document ----
 
 const findings = readFileSync(join(new URL(".", import.meta.url).pathname, "bench-findings.md"), "utf8").trimEnd();
@@ -591,6 +626,12 @@ const doc = [
   table(HEAD, edgeRows),
   "",
   edgeMethod,
+  "",
+  "## lull pull (the budget of a scheduled consumer)",
+  "",
+  table(HEAD, budgetRows),
+  "",
+  budgetMethod,
   "",
   findings,
   "",

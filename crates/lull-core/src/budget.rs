@@ -31,6 +31,11 @@ use core::num::NonZeroU32;
 /// driver keeps them ([`Budget::durations`], [`Budget::new`]'s `history`).
 pub const DURATION_WINDOW: usize = 1024;
 
+/// Durations known before the margin trusts them over the ceiling
+/// ([`BudgetConfig::ceiling_ms`]): from 200 on, the 99.5th percentile is no
+/// longer simply the longest seen.
+pub const WARM_DURATIONS: usize = 200;
+
 /// The longest margin, as a share of the run: a run always has its first
 /// quarter to begin messages in.
 pub const MAX_MARGIN_PERCENT: u64 = 75;
@@ -51,13 +56,13 @@ pub enum Margin {
     /// The default is the 99.5th: below 200 kept, the longest; with 1,024
     /// kept, the sixth longest. A single slow message is forgotten once 200
     /// durations are kept, while a tail that recurs (one in fifty 10× slower)
-    /// keeps the margin above it. `cargo xtask bench` (eight days of
-    /// one-minute runs, seeded) chose it: on a constant stream it uses the
-    /// same share of the minute as the mean (0.93); on a heavy tail it
-    /// overran 2 of 11,520 runs, both before a stream's first slow message
-    /// was seen (no statistic foresees a tail it has not met), where the mean
-    /// overran 1,407. Over 512 kept, runs where the window held fewer than
-    /// three slow messages overran too.
+    /// keeps the margin above it. Chosen in `cargo xtask bench` (eight seeded
+    /// days of one-minute runs, `BENCH.md`): with a ceiling (the handler
+    /// timeout) it overran no run on a constant or a heavy-tailed stream and
+    /// used the mean's share of the minute on the constant one, where the
+    /// mean overran about one run in eight on the heavy tail. Over 512 kept,
+    /// or without the ceiling's warm-up, runs overran that had not yet met
+    /// (or no longer held three of) the slow messages.
     Percentile {
         /// 1..=1000: 995 is the 99.5th percentile.
         per_mille: u16,
@@ -86,11 +91,16 @@ pub struct BudgetConfig {
     pub max_batch: u32,
     /// The statistic the margin multiplies.
     pub margin: Margin,
+    /// The longest a message can take, if something stops it then (the
+    /// handler timeout). The margin never exceeds it, and until
+    /// [`WARM_DURATIONS`] are known it is the margin: a run assumes the worst
+    /// its handlers may do until it has seen enough of them to know better.
+    pub ceiling_ms: Option<u64>,
 }
 
 impl Default for BudgetConfig {
     /// `stop_before` 0 (set it), 2 s estimate, 2× tolerance, 5 s idle,
-    /// batches of 10, the 99.5th percentile.
+    /// batches of 10, the 99.5th percentile, no ceiling.
     fn default() -> Self {
         BudgetConfig {
             stop_before: 0,
@@ -99,6 +109,7 @@ impl Default for BudgetConfig {
             idle_ms: 5_000,
             max_batch: 10,
             margin: Margin::default(),
+            ceiling_ms: None,
         }
     }
 }
@@ -112,6 +123,8 @@ pub enum BudgetError {
     Idle,
     /// `estimate_ms` of 0.
     Estimate,
+    /// `ceiling_ms` of 0.
+    Ceiling,
     /// `max_batch` outside 1..=[`MAX_BATCH`].
     Batch(u32),
     /// A percentile outside 1..=1000 per mille.
@@ -124,6 +137,7 @@ impl core::fmt::Display for BudgetError {
             BudgetError::Tolerance(t) => write!(f, "tolerance {t}% is below 100%: the margin must cover a message"),
             BudgetError::Idle => f.write_str("idle must be at least 1 ms"),
             BudgetError::Estimate => f.write_str("estimate must be at least 1 ms"),
+            BudgetError::Ceiling => f.write_str("the ceiling (handler timeout) must be at least 1 ms"),
             BudgetError::Batch(b) => write!(f, "batch {b} is outside 1..={MAX_BATCH}"),
             BudgetError::Percentile(p) => write!(f, "percentile {p}‰ is outside 1..=1000"),
         }
@@ -213,6 +227,9 @@ impl Budget {
         if config.estimate_ms == 0 {
             return Err(BudgetError::Estimate);
         }
+        if config.ceiling_ms == Some(0) {
+            return Err(BudgetError::Ceiling);
+        }
         if !(1..=MAX_BATCH).contains(&config.max_batch) {
             return Err(BudgetError::Batch(config.max_batch));
         }
@@ -287,12 +304,16 @@ impl Budget {
     }
 
     /// The time kept free before `stop_before`: no message begins later
-    /// than `stop_before - margin`. At least 1 ms, and at most
-    /// [`MAX_MARGIN_PERCENT`] of the run (from the first [`Budget::next`]): a
-    /// margin as long as the run would begin nothing, and so never learn that
-    /// messages got quicker.
+    /// than `stop_before - margin`. Tolerance × the statistic, bounded by the
+    /// ceiling (and the ceiling itself until [`WARM_DURATIONS`] are known);
+    /// at least 1 ms, and at most [`MAX_MARGIN_PERCENT`] of the run (from the
+    /// first [`Budget::next`]): a margin as long as the run would begin
+    /// nothing, and so never learn that messages got quicker.
     pub fn margin(&self) -> u64 {
-        let wanted = self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100;
+        let mut wanted = self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100;
+        if let Some(ceiling) = self.config.ceiling_ms {
+            wanted = if self.known() < WARM_DURATIONS { ceiling } else { wanted.min(ceiling) };
+        }
         let half_run = self
             .start
             .map_or(u64::MAX, |start| self.config.stop_before.saturating_sub(start) * MAX_MARGIN_PERCENT / 100);
@@ -316,6 +337,14 @@ impl Budget {
     /// This run's settings.
     pub fn config(&self) -> &BudgetConfig {
         &self.config
+    }
+
+    /// Durations the statistic is drawn from.
+    fn known(&self) -> usize {
+        match self.config.margin {
+            Margin::Mean => self.run_count,
+            Margin::Percentile { .. } => self.recent.len(),
+        }
     }
 
     fn exit(&mut self) -> Step {
@@ -399,6 +428,21 @@ mod tests {
         assert_eq!(b.durations().len(), DURATION_WINDOW, "only the window is kept");
         assert_eq!(b.statistic().0, 20_000);
         assert_eq!(b.margin(), 40_000);
+    }
+
+    #[test]
+    fn the_ceiling_is_the_margin_until_enough_is_known_then_bounds_it() {
+        let config = BudgetConfig { stop_before: 60_000, ceiling_ms: Some(10_000), ..BudgetConfig::default() };
+        let warm = alloc::vec![2_000; WARM_DURATIONS - 1];
+        let mut b = Budget::new(config, &warm).expect("valid");
+        assert_eq!(b.margin(), 10_000, "199 known: the ceiling");
+        b.handled(2_000);
+        assert_eq!(b.margin(), 4_000, "200 known: 2 × the 99.5th percentile");
+        for _ in 0..10 {
+            b.handled(30_000);
+        }
+        assert_eq!(b.margin(), 10_000, "never above the ceiling: nothing runs longer");
+        assert_eq!(Budget::new(BudgetConfig { ceiling_ms: Some(0), ..config }, &[]).err(), Some(BudgetError::Ceiling));
     }
 
     #[test]

@@ -11,14 +11,16 @@ use schedule::{Queue, RunLog, Seeded, run_once, scheduled};
 
 fn config() -> impl Strategy<Value = BudgetConfig> {
     let margin = prop_oneof![Just(Margin::Mean), (1..=1000u16).prop_map(|per_mille| Margin::Percentile { per_mille })];
-    (1_000..120_000u64, 1..5_000u64, 100..400u32, 1..10_000u64, 1..=100u32, margin).prop_map(
-        |(stop_before, estimate_ms, tolerance_percent, idle_ms, max_batch, margin)| BudgetConfig {
+    let ceiling = prop::option::of(1..60_000u64);
+    (1_000..120_000u64, 1..5_000u64, 100..400u32, 1..10_000u64, 1..=100u32, margin, ceiling).prop_map(
+        |(stop_before, estimate_ms, tolerance_percent, idle_ms, max_batch, margin, ceiling_ms)| BudgetConfig {
             stop_before,
             estimate_ms,
             tolerance_percent,
             idle_ms,
             max_batch,
             margin,
+            ceiling_ms,
         },
     )
 }
@@ -63,6 +65,12 @@ proptest! {
         let (log, kept) = run_once(config, &history, 0, pull_ms, &mut queue, &mut || stream.next().unwrap_or(0));
         keeps_its_promises(&log, config.stop_before)?;
         prop_assert!(kept.len() <= lull_core::DURATION_WINDOW);
+        if let Some(ceiling) = config.ceiling_ms
+            && ceiling <= config.stop_before * lull_core::MAX_MARGIN_PERCENT / 100
+        {
+            // Each message ends by the ceiling; only a pull begun just before may end later.
+            prop_assert!(log.end <= config.stop_before + pull_ms, "with a ceiling no run ends past its stop: {}", log.end);
+        }
         if let Queue::Backlog = queue {
             prop_assert!(log.end + log.margin >= config.stop_before, "a backlog run stops only when no message fits");
         }
@@ -70,7 +78,7 @@ proptest! {
 
     /// With constant durations, a backlog run handles within one duration (and
     /// its pulls) of what the budget allows: messages begin until
-    /// `stop_before - margin`.
+    /// `stop_before - margin`. (A ceiling stops longer ones there.)
     #[test]
     fn constant_durations_use_what_the_budget_allows(
         config in config(),
@@ -80,7 +88,8 @@ proptest! {
         let (log, _) = run_once(config, &[], 0, pull_ms, &mut Queue::Backlog, &mut || duration);
         keeps_its_promises(&log, config.stop_before)?;
         let allowed = config.stop_before.saturating_sub(log.margin);
-        let handled = u64::from(log.handled) * duration;
+        let duration = config.ceiling_ms.map_or(duration, |ceiling| duration.min(ceiling));
+        let handled = log.begun.len() as u64 * duration;
         prop_assert!(
             handled + duration + u64::from(log.pulls) * pull_ms >= allowed,
             "handled {handled} ms with {} pulls of {pull_ms} ms; the budget allowed {allowed} ms", log.pulls

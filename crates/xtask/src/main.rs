@@ -62,6 +62,9 @@ fn main() -> ExitCode {
             bench.arg(root.join("tests/web/bench.mjs")).arg(package).arg(&out);
             cmd::run("bench (lull-web vs lodash.debounce vs es-toolkit)", &root, &mut bench)?;
             edge::bench(&root, &tools)?;
+            let mut budget = cmd::cargo(&["run", "--release", "-p", "lull-core", "--example", "budget_bench", "--"]);
+            budget.arg(root.join("target/bench/budget.json"));
+            cmd::run("bench (lull pull's budget: the seed's margin vs lull's, virtual time)", &root, &mut budget)?;
             bench_report(&root, &tools)
         })),
         Some("-h" | "--help" | "help") => {
@@ -76,7 +79,7 @@ fn main() -> ExitCode {
 }
 
 /// The JSON the benches write under `target/bench`, in the order the report takes them.
-const BENCH_JSON: [&str; 3] = ["web.json", "edge.json", "queues.json"];
+const BENCH_JSON: [&str; 4] = ["web.json", "edge.json", "queues.json", "budget.json"];
 
 /// `BENCH.md` at the root, from the benches' JSON (`tests/bench-report.mjs`, Node 22).
 fn bench_report(root: &std::path::Path, tools: &setup::Tools) -> Result<(), String> {

@@ -28,6 +28,8 @@ pub struct RunLog {
     pub steps: Vec<(u64, u64, Step)>,
     /// Message begun at, and its duration.
     pub begun: Vec<(u64, u64)>,
+    /// Messages stopped at the ceiling (the handler timeout): retried, not handled.
+    pub cut: u32,
 }
 
 impl RunLog {
@@ -98,6 +100,7 @@ pub fn run_once(
         naps: 0,
         steps: Vec::new(),
         begun: Vec::new(),
+        cut: 0,
     };
     for _ in 0..1_000_000 {
         let step = budget.next(now);
@@ -112,10 +115,16 @@ pub fn run_once(
                 }
             }
             Step::Begin => {
-                let d = duration();
+                let wanted = duration();
+                // A handler still running at the ceiling is stopped there.
+                let d = config.ceiling_ms.map_or(wanted, |ceiling| wanted.min(ceiling));
                 log.begun.push((now, d));
                 now += d;
-                log.handled += 1;
+                if d < wanted {
+                    log.cut += 1;
+                } else {
+                    log.handled += 1;
+                }
                 budget.handled(d);
             }
             Step::Idle { until } => {
