@@ -578,7 +578,7 @@ const budgetRows = (() => {
     const figure = (r) =>
       r === null
         ? NA
-        : `share ${num(at("budget", r, "share"), 3)} (lowest run ${num(at("budget", r, "lowest_share"), 3)}); ${num(at("budget", r, "overruns"))} of ${num(at("budget", r, "runs"))} runs past the minute (longest ${seconds(at("budget", r, "longest_run_ms"))}); ${num(at("budget", r, "windows_per_run"), 1)} windows a run`;
+        : `share ${num(at("budget", r, "share"), 3)} (lowest run ${num(at("budget", r, "lowest_share"), 3)}); ${num(at("budget", r, "overruns"))} of ${num(at("budget", r, "runs"))} runs past the minute (longest ${seconds(at("budget", r, "longest_run_ms"))}); ${num(at("budget", r, "windows_per_run"), 1)} windows a run; ${num(at("budget", r, "cut"))} stopped at the handler timeout`;
     for (const r of [seed, lull]) {
       if (r === null) continue;
       const isLull = r === lull;
@@ -595,7 +595,7 @@ const budgetRows = (() => {
 })();
 const budgetMethod =
   `**Method.** Virtual time (the algorithm is judged, not a machine): ${num(B.runs ?? null)} one-minute runs (eight days, each stream seeded per day), each run's budget the minute, a pull ${ms(B.pull_ms ?? null, 0)}, a backlog always waiting; ` +
-  `tolerance ${num(B.tolerance ?? null)}, estimate 2 s; lull keeps its durations across runs (as \`lull pull\` does in its state file), the seed's rule measures each run afresh. ` +
+  `tolerance ${num(B.tolerance ?? null)}, estimate 2 s; lull keeps its durations across runs (as \`lull pull\` does in its state file), the seed's rule measures each run afresh and has no handler timeout (a window stopped at lull's is retried, not lost). ` +
   `Share: the time spent in handlers over the minute. A run past the minute is one whose last message ended after the next start.`;
 
 // ---- the document ----
