@@ -1,0 +1,2 @@
+//! The `lull` command (being built).
+fn main() {}
