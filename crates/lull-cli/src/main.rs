@@ -1,2 +1,5 @@
-//! The `lull` command (being built).
-fn main() {}
+//! `lull`: see the `lull_cli` library (`lull --help`).
+
+fn main() {
+    lull_cli::main()
+}
