@@ -1,0 +1,215 @@
+//! The command line as clap reads it: commands, flags, the environment
+//! variables behind them, and each command's help with an example.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration;
+
+/// Send events to lull-edge, read its status and dead letters, mint client tokens, pull queued windows.
+#[derive(Debug, Parser)]
+#[command(name = "lull", version, after_help = crate::exit::HELP)]
+pub struct Cli {
+    /// lull's API settings (all commands but `pull`).
+    #[command(flatten)]
+    pub api: ApiFlags,
+    /// One line of JSON per answer instead of indented JSON.
+    #[arg(long, global = true)]
+    pub compact: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where lull's API is, the token to call it with, and how hard to retry.
+#[derive(Debug, Args)]
+pub struct ApiFlags {
+    /// lull-edge's base URL, e.g. https://lull.example.com.
+    #[arg(long, env = "LULL_URL", global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// The bearer token: an ingest token to send, an admin token for everything else.
+    #[arg(long, env = "LULL_TOKEN", global = true, hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Requests at most per call, the first included (429, 502, 503, 504 and lost connections are retried).
+    #[arg(long, global = true, value_name = "N", default_value_t = lull_client::defaults::MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: u32,
+    /// Time a call may take at most, retries and their waits (Retry-After) included.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "90s", value_parser = duration::parse)]
+    pub max_time: Duration,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Post one event, or a batch of events (NDJSON).
+    #[command(after_help = "\
+Examples:
+  lull send docs doc-42 '{\"rev\": 7}'
+  echo '{\"rev\": 8}' | lull send docs doc-42
+  lull send docs doc-42 '{\"rev\": 9}' --idempotency-key save-9f2c
+  lull send docs --batch events.ndjson     # lines of {\"key\", \"event\", \"idempotency_key\"?}
+  cat events.ndjson | lull send docs --batch -
+
+Each call has an idempotency key (yours, or a fresh one), the same on every retry.
+A batch over 1,000 events or 4 MiB goes as several requests, each event with its own key.")]
+    Send(SendArgs),
+    /// A key's status, or (without KEY) a queue topic's status.
+    #[command(after_help = "\
+Examples:
+  lull status docs doc-42     # the key: state, windows, dead letters, counters
+  lull status orders          # a queue topic: forwards in flight, counters, dead letters")]
+    Status(StatusArgs),
+    /// List, replay or discard dead letters of a key, or (without KEY) of a queue topic.
+    #[command(after_help = "\
+Examples:
+  lull dead-letters docs doc-42 list
+  lull dead-letters docs doc-42 replay               # every dead letter of the key
+  lull dead-letters docs doc-42 replay --window 4
+  lull dead-letters docs doc-42 discard --window 4
+  lull dead-letters orders list                      # a queue topic's
+  lull dead-letters orders replay                    # all, 100 per request
+  lull dead-letters orders discard --window 7        # a queue dead letter's id")]
+    #[command(override_usage = "lull dead-letters [OPTIONS] <TOPIC> [KEY] <list|replay|discard>")]
+    DeadLetters(DeadLetterArgs),
+    /// Mint a client token (a short-lived JWT for a browser page) and print it.
+    #[command(after_help = "\
+Examples:
+  lull token docs --key doc-42
+  lull token docs --key doc-42 --ttl 10m --ops events,flush --events-per-minute 60 --sub user-7
+  lull token docs --key-prefix user-7/ --json     # {\"token\", \"expires_at\"}")]
+    Token(TokenArgs),
+    /// Pull lull's queued windows through Cloudflare's HTTP pull API and hand each to a command.
+    #[command(after_help = "\
+Example:
+  CLOUDFLARE_ACCOUNT_ID=… CLOUDFLARE_API_TOKEN=… LULL_PULL_QUEUE=… \\
+    lull pull --budget 55s --idle 5s --estimate 2s --tolerance 2 -- ./handle-window.sh
+
+Each window's JSON (as a webhook receives it) goes to the command's stdin.")]
+    Pull(PullFlags),
+}
+
+/// `lull send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The topic.
+    pub topic: String,
+    /// The key (not with --batch).
+    #[arg(required_unless_present = "batch", conflicts_with = "batch")]
+    pub key: Option<String>,
+    /// The event as JSON text; `-` or absent: read from stdin.
+    #[arg(conflicts_with = "batch", value_name = "EVENT|-")]
+    pub event: Option<String>,
+    /// Post the events of an NDJSON file (`-`: stdin), one `{"key", "event", "idempotency_key"?}` per line.
+    #[arg(long, value_name = "FILE|-")]
+    pub batch: Option<String>,
+    /// The event's idempotency key (default: a fresh one per call).
+    #[arg(long, conflicts_with = "batch", value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `lull status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The topic.
+    pub topic: String,
+    /// The key; without it, the queue topic's status.
+    pub key: Option<String>,
+}
+
+/// What to do with dead letters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Action {
+    /// Every dead letter, page by page.
+    List,
+    /// Deliver them again (one with --window, else all).
+    Replay,
+    /// Forget one (--window).
+    Discard,
+}
+
+/// `lull dead-letters`.
+#[derive(Debug, Args)]
+pub struct DeadLetterArgs {
+    /// The topic.
+    pub topic: String,
+    /// `[KEY] ACTION`: the key (absent: the queue topic's), then list, replay or discard.
+    #[arg(num_args = 1..=2, required = true, value_name = "[KEY] ACTION")]
+    pub rest: Vec<String>,
+    /// One dead letter: a key's window id, or a queue dead letter's id.
+    #[arg(long, alias = "id", value_name = "ID")]
+    pub window: Option<u64>,
+}
+
+/// `lull token`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("scope").required(true).args(["key", "key_prefix"]))]
+pub struct TokenArgs {
+    /// The topic.
+    pub topic: String,
+    /// The one key it covers.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Every key starting with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub key_prefix: Option<String>,
+    /// Its lifetime (whole seconds, at most 24h; default: the API's, 1h).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub ttl: Option<Duration>,
+    /// What it may do, comma-separated: events, flush, cancel (events always).
+    #[arg(long, value_delimiter = ',', value_name = "OPS")]
+    pub ops: Vec<String>,
+    /// Its holder's events per key and minute at most.
+    #[arg(long, value_name = "N")]
+    pub events_per_minute: Option<u32>,
+    /// Its holder (tokens of one holder share idempotency keys and events_per_minute).
+    #[arg(long, value_name = "SUB")]
+    pub sub: Option<String>,
+    /// Print the API's answer (`{"token", "expires_at"}`) instead of the token alone.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `lull pull`'s flags as typed (checked into [`crate::pull_args::PullArgs`]).
+#[derive(Debug, Args)]
+pub struct PullFlags {
+    /// The run's time at most: no pull starts that could not finish within it.
+    #[arg(long, value_name = "DURATION", default_value = "55s", value_parser = duration::parse)]
+    pub budget: Duration,
+    /// Stop after the queue was empty this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    pub idle: Duration,
+    /// A handler run's expected time, before any was measured.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
+    pub estimate: Duration,
+    /// A safety factor on the estimate when judging whether another run fits the budget (above 0).
+    #[arg(long, value_name = "FACTOR", default_value = "2", value_parser = crate::pull_args::parse_tolerance)]
+    pub tolerance: f64,
+    /// Messages per pull (1–100).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub batch: u8,
+    /// A handler run's time at most; past it the run is a failure.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    pub handler_timeout: Duration,
+    /// Report as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The Cloudflare account's id.
+    #[arg(long, env = "CLOUDFLARE_ACCOUNT_ID", value_name = "ID")]
+    pub account_id: Option<String>,
+    /// A Cloudflare API token that may read and write the queue.
+    #[arg(long, env = "CLOUDFLARE_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub api_token: Option<String>,
+    /// The queue's id.
+    #[arg(long, env = "LULL_PULL_QUEUE", value_name = "QUEUE_ID")]
+    pub queue: Option<String>,
+    /// Cloudflare's API base URL.
+    #[arg(long, env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
+          default_value = lull_client::defaults::CLOUDFLARE_API_BASE)]
+    pub api_base_url: String,
+    /// The handler: a command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
