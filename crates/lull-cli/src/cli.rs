@@ -178,19 +178,30 @@ pub struct PullFlags {
     /// The run's time at most: no pull starts that could not finish within it.
     #[arg(long, value_name = "DURATION", default_value = "55s", value_parser = duration::parse)]
     pub budget: Duration,
-    /// Stop after the queue was empty this long.
+    /// How long to nap when the queue is empty, before pulling again.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
     pub idle: Duration,
     /// A handler run's expected time, before any was measured.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
     pub estimate: Duration,
-    /// A safety factor on the estimate when judging whether another run fits the budget (above 0).
+    /// The margin kept before the budget's end, as a multiple of the statistic (1–100).
     #[arg(long, value_name = "FACTOR", default_value = "2", value_parser = crate::pull_args::parse_tolerance)]
     pub tolerance: f64,
+    /// The statistic of handler times the margin multiplies: a percentile of
+    /// the last 1,024 kept across runs (`p99.5`), or `mean` of this run's.
+    #[arg(long, value_name = "STATISTIC", default_value = "p99.5", value_parser = crate::pull_args::parse_margin)]
+    pub margin: lull_core::Margin,
+    /// Where handler times are kept between runs [default: $XDG_STATE_HOME/lull/pull-QUEUE.json].
+    #[arg(long, env = "LULL_PULL_STATE", value_name = "FILE", conflicts_with = "no_state")]
+    pub state: Option<std::path::PathBuf>,
+    /// Keep no handler times between runs: each run starts from --estimate.
+    #[arg(long)]
+    pub no_state: bool,
     /// Messages per pull (1–100).
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub batch: u8,
-    /// A handler run's time at most; past it the run is a failure.
+    /// A handler run's time at most: past it the handler is stopped and its
+    /// window retried. Also the margin until 200 handler times are known.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
     pub handler_timeout: Duration,
     /// Report as JSON lines on stdout.

@@ -71,6 +71,7 @@ pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, QueuedW
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use budget::{
     Basis, Budget, BudgetConfig, BudgetError, DURATION_WINDOW, MAX_BATCH, MAX_MARGIN_PERCENT, Margin, Step,
+    WARM_DURATIONS,
 };
 pub use debouncer::{Debouncer, Horizon};
 pub use error::{DeadLetterError, RunError};
