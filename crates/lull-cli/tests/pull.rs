@@ -35,8 +35,13 @@ fn now_ns() -> u128 {
 
 /// `lull pull FLAGS --json --state DIR/state.json -- sh -c SCRIPT`, with the fake's settings.
 fn start(fake: &FakeQueue, dir: &Path, flags: &[&str], script: &str, env: &[(&str, &str)]) -> Child {
+    start_with(fake, dir, &[flags, &["--json"]].concat(), script, env)
+}
+
+/// [`start`] without `--json`.
+fn start_with(fake: &FakeQueue, dir: &Path, flags: &[&str], script: &str, env: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lull"));
-    cmd.arg("pull").args(flags).arg("--json").arg("--state").arg(dir.join("state.json"));
+    cmd.arg("pull").args(flags).arg("--state").arg(dir.join("state.json"));
     cmd.args(["--", "sh", "-c", script, "handler"]);
     cmd.env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
     cmd.env("CLOUDFLARE_ACCOUNT_ID", ACCOUNT).env("CLOUDFLARE_API_TOKEN", TOKEN).env("LULL_PULL_QUEUE", QUEUE);
@@ -329,4 +334,34 @@ fn a_duplicate_idempotency_key_runs_the_handler_once() {
         assert_eq!(line.key, format!("orders/{}/w.1", line.window_key), "{line:?}");
         assert_eq!(line.attempt, "1");
     }
+}
+
+#[test]
+fn without_json_a_run_prints_its_summary_line_and_off_a_terminal_no_status_line() {
+    let fake = FakeQueue::start();
+    for i in 0..30 {
+        fake.add(&format!("k{i}"));
+    }
+    let dir = scratch("summary");
+    warm_state(&dir, 100);
+    let script = format!("{LOGGING}\ncase \"$LULL_IDEMPOTENCY_KEY\" in */k3/*) exit 1 ;; esac");
+    let child = start_with(&fake, &dir, &["--budget", "2s", "--handler-timeout", "1s"], &script, &[("SLEEP", "0.1")]);
+    let out = child.wait_with_output().expect("the run ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(4), "a failed window shows in the exit code");
+    let lines: Vec<_> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one summary line: {stdout}");
+    let log = handler_log(&dir);
+    let handled = starts(&log).len();
+    // k3 fails on every try (given back for a second after each).
+    let failed = starts(&log).iter().filter(|l| l.key.contains("/k3/")).count();
+    assert!(failed >= 1);
+    let expected =
+        format!("lull pull: handled {handled} (acked {}, failed {failed}), duplicates 0, released ", handled - failed);
+    assert!(lines[0].starts_with(&expected), "{}", lines[0]);
+    assert!(lines[0].contains(" of 2.0 s; margin ") && lines[0].contains(" = 2 × p99.5 "), "{}", lines[0]);
+    assert!(!stderr.contains('\r') && !stderr.contains("handling:"), "no live status line off a terminal: {stderr:?}");
+    assert!(stderr.contains(&format!("lull: windows failed: {failed}")), "{stderr}");
 }

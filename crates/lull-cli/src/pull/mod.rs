@@ -93,6 +93,7 @@ pub async fn run(args: PullArgs) -> Result<(), Failure> {
         margin_ms: run.budget.margin(),
         margin_from,
         statistic_ms,
+        tolerance: args.tolerance,
         samples,
         error: error.as_ref().map(|f| f.message.clone()),
     };
@@ -101,7 +102,7 @@ pub async fn run(args: PullArgs) -> Result<(), Failure> {
         (Some(failure), _) => Err(failure),
         _ if run.counts.failed > 0 => Err(Failure {
             code: exit::HANDLER_FAILED,
-            message: format!("{} windows failed and were given back for a retry", run.counts.failed),
+            message: format!("windows failed: {} (given back for a retry)", run.counts.failed),
         }),
         (None, EndedBy::Signal) => Err(Failure { code: exit::INTERRUPTED, message: "interrupted".into() }),
         _ => Ok(()),

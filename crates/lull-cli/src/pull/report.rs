@@ -80,6 +80,8 @@ pub struct Summary {
     pub margin_from: String,
     /// The statistic's value.
     pub statistic_ms: u64,
+    /// `--tolerance`: the margin over the statistic (before the handler timeout bounds it).
+    pub tolerance: f64,
     /// Durations it was drawn from.
     pub samples: usize,
     /// Why the queue's API failed, if it did.
@@ -114,10 +116,10 @@ impl Summary {
         };
         let from = match self.margin_from.as_str() {
             "estimate" => format!("the estimate {}", seconds(self.statistic_ms)),
-            name => format!("{name} of {} durations {}", self.samples, seconds(self.statistic_ms)),
+            name => format!("{name} {} of {} handler times", seconds(self.statistic_ms), self.samples),
         };
         format!(
-            "lull pull: {} windows handled ({} acked, {} failed), {} duplicates acked, {} released; {} of {} used{ended}; margin {} from {from}; {} idles, {} pulls",
+            "lull pull: handled {} (acked {}, failed {}), duplicates {}, released {}; used {} of {}{ended}; margin {} = {} × {from}; idles {}, pulls {}",
             c.handled,
             c.acked,
             c.failed,
@@ -126,6 +128,7 @@ impl Summary {
             seconds(self.used_ms),
             seconds(self.budget_ms),
             seconds(self.margin_ms),
+            self.tolerance,
             c.idles,
             c.pulls,
         )
@@ -210,12 +213,13 @@ mod tests {
             margin_ms: 4_000,
             margin_from,
             statistic_ms: 2_000,
+            tolerance: 2.0,
             samples,
             error: None,
         };
         assert_eq!(
             summary.line(),
-            "lull pull: 27 windows handled (26 acked, 1 failed), 2 duplicates acked, 3 released; 56.2 s of 60.0 s used; margin 4.0 s from p99.5 of 312 durations 2.0 s; 1 idles, 4 pulls"
+            "lull pull: handled 27 (acked 26, failed 1), duplicates 2, released 3; used 56.2 s of 60.0 s; margin 4.0 s = 2 × p99.5 2.0 s of 312 handler times; idles 1, pulls 4"
         );
         assert_eq!(Summary::basis(Basis::Percentile { per_mille: 990, samples: 1 }).0, "p99");
         let json = serde_json::to_value(&summary).expect("json");
