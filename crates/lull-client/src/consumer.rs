@@ -371,10 +371,12 @@ impl PullQueue {
             let envelope = serde_json::from_str::<Envelope<R>>(&text);
             match envelope {
                 Ok(Envelope { success: true, result: Some(result), .. }) if status < 400 => Ok(result),
-                Ok(Envelope { errors, .. }) if !(status < 400 && errors.is_empty()) => {
+                Ok(Envelope { success, errors, .. }) if !success || status >= 400 => {
                     Err(Error::Cloudflare(CloudflareError { what, status, errors, retry_after: wait }))
                 }
-                Ok(_) => Err(Error::Decode { what: format!("Cloudflare {what}"), detail: "no result".into() }),
+                Ok(_) => {
+                    Err(Error::Decode { what: format!("Cloudflare {what}"), detail: "success without a result".into() })
+                }
                 Err(_) if status >= 400 => {
                     let text = text.chars().take(defaults::ERROR_TEXT_CHARS).collect();
                     let errors = vec![CloudflareMessage { code: 0, message: text }];
