@@ -261,7 +261,8 @@ test("a 429 is waited out by its Retry-After: a token's events_per_minute, a que
     // The router may answer from a view up to 5 s old: the refusal comes once it sees the bound.
     await until(async () => (await api.event("q", "probe", { probe: true })).status === 429, 15_000, "q refuses events");
     const late = lull(["--max-time", "100s", "send", "q", "late", '{"late":true}'], { token: TOKENS.ingest });
-    const refusedAt = await late.stderrShows(/429 dead_letters_full: .*waiting 60\.0s \(Retry-After\)/);
+    const refusal = late.stderrShows(/429 dead_letters_full: .*waiting 60\.0s \(Retry-After\)/);
+    const refusedAt = await Promise.race([refusal, sleep(20_000).then(() => Promise.reject(new Error("no 429 within 20 s")))]);
     const discarded = await expectCode(lull(["dead-letters", "q", "discard", "--window", String(letter.id)]), 0);
     assert.deepEqual(discarded.json, { discarded: letter.id });
     const sent = await expectCode(late, 0);

@@ -8,6 +8,24 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
 
+/// The command's defaults, each once (the library's are in `lull_client::defaults`).
+pub mod defaults {
+    /// `--max-time`: `lull_client::defaults::MAX_ELAPSED`, written as a flag takes it.
+    pub const MAX_TIME: &str = "90s";
+    /// `lull pull --budget`: the run's time at most.
+    pub const PULL_BUDGET: &str = "55s";
+    /// `lull pull --idle`: stop after the queue was empty this long.
+    pub const PULL_IDLE: &str = "5s";
+    /// `lull pull --estimate`: a handler run's time before any was measured.
+    pub const PULL_ESTIMATE: &str = "2s";
+    /// `lull pull --tolerance`: the safety factor on the estimate.
+    pub const PULL_TOLERANCE: &str = "2";
+    /// `lull pull --batch`: messages per pull.
+    pub const PULL_BATCH: u8 = 10;
+    /// `lull pull --handler-timeout`: a handler run's time at most.
+    pub const PULL_HANDLER_TIMEOUT: &str = "30s";
+}
+
 /// Send events to lull-edge, read its status and dead letters, mint client tokens, pull queued windows.
 #[derive(Debug, Parser)]
 #[command(name = "lull", version, after_help = crate::exit::HELP)]
@@ -16,7 +34,7 @@ pub struct Cli {
     #[command(flatten)]
     pub api: ApiFlags,
     /// One line of JSON per answer instead of indented JSON.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Output")]
     pub compact: bool,
     /// The command.
     #[command(subcommand)]
@@ -25,6 +43,7 @@ pub struct Cli {
 
 /// Where lull's API is, the token to call it with, and how hard to retry.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "lull's API (every command but pull)")]
 pub struct ApiFlags {
     /// lull-edge's base URL, e.g. https://lull.example.com.
     #[arg(long, env = "LULL_URL", global = true, value_name = "URL")]
@@ -37,7 +56,7 @@ pub struct ApiFlags {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
     /// Time a call may take at most, retries and their waits (Retry-After) included.
-    #[arg(long, global = true, value_name = "DURATION", default_value = "90s", value_parser = duration::parse)]
+    #[arg(long, global = true, value_name = "DURATION", default_value = defaults::MAX_TIME, value_parser = duration::parse)]
     pub max_time: Duration,
 }
 
@@ -176,40 +195,66 @@ pub struct TokenArgs {
 #[derive(Debug, Args)]
 pub struct PullFlags {
     /// The run's time at most: no pull starts that could not finish within it.
-    #[arg(long, value_name = "DURATION", default_value = "55s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_BUDGET, value_parser = duration::parse)]
     pub budget: Duration,
     /// Stop after the queue was empty this long.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_IDLE, value_parser = duration::parse)]
     pub idle: Duration,
     /// A handler run's expected time, before any was measured.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_ESTIMATE, value_parser = duration::parse)]
     pub estimate: Duration,
     /// A safety factor on the estimate when judging whether another run fits the budget (above 0).
-    #[arg(long, value_name = "FACTOR", default_value = "2", value_parser = crate::pull_args::parse_tolerance)]
+    #[arg(long, value_name = "FACTOR", default_value = defaults::PULL_TOLERANCE, value_parser = crate::pull_args::parse_tolerance)]
     pub tolerance: f64,
     /// Messages per pull (1–100).
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, value_name = "N", default_value_t = defaults::PULL_BATCH, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub batch: u8,
     /// A handler run's time at most; past it the run is a failure.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_HANDLER_TIMEOUT, value_parser = duration::parse)]
     pub handler_timeout: Duration,
     /// Report as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
     /// The Cloudflare account's id.
-    #[arg(long, env = "CLOUDFLARE_ACCOUNT_ID", value_name = "ID")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "CLOUDFLARE_ACCOUNT_ID",
+        value_name = "ID"
+    )]
     pub account_id: Option<String>,
     /// A Cloudflare API token that may read and write the queue.
-    #[arg(long, env = "CLOUDFLARE_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "CLOUDFLARE_API_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub api_token: Option<String>,
     /// The queue's id.
-    #[arg(long, env = "LULL_PULL_QUEUE", value_name = "QUEUE_ID")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "LULL_PULL_QUEUE",
+        value_name = "QUEUE_ID"
+    )]
     pub queue: Option<String>,
     /// Cloudflare's API base URL.
-    #[arg(long, env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
+    #[arg(long, help_heading = "The queue (Cloudflare's HTTP pull API)", env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
           default_value = lull_client::defaults::CLOUDFLARE_API_BASE)]
     pub api_base_url: String,
     /// The handler: a command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_max_time_default_is_the_librarys() {
+        assert_eq!(duration::parse(defaults::MAX_TIME), Ok(lull_client::defaults::MAX_ELAPSED));
+    }
 }
