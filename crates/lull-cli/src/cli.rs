@@ -8,6 +8,26 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
 
+/// The command's defaults, each once (the library's are in `lull_client::defaults`).
+pub mod defaults {
+    /// `--max-time`: `lull_client::defaults::MAX_ELAPSED`, written as a flag takes it.
+    pub const MAX_TIME: &str = "90s";
+    /// `lull pull --budget`: the run's time at most.
+    pub const PULL_BUDGET: &str = "55s";
+    /// `lull pull --idle`: the nap on an empty queue.
+    pub const PULL_IDLE: &str = "5s";
+    /// `lull pull --estimate`: a handler run's time before any was measured.
+    pub const PULL_ESTIMATE: &str = "2s";
+    /// `lull pull --tolerance`: the margin over the statistic.
+    pub const PULL_TOLERANCE: &str = "2";
+    /// `lull pull --margin`: the statistic (`lull_core::Margin`'s default).
+    pub const PULL_MARGIN: &str = "p99.5";
+    /// `lull pull --batch`: messages per pull.
+    pub const PULL_BATCH: u8 = 10;
+    /// `lull pull --handler-timeout`: a handler run's time at most.
+    pub const PULL_HANDLER_TIMEOUT: &str = "30s";
+}
+
 /// Send events to lull-edge, read its status and dead letters, mint client tokens, pull queued windows.
 #[derive(Debug, Parser)]
 #[command(name = "lull", version, after_help = crate::exit::HELP)]
@@ -16,7 +36,7 @@ pub struct Cli {
     #[command(flatten)]
     pub api: ApiFlags,
     /// One line of JSON per answer instead of indented JSON.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Output")]
     pub compact: bool,
     /// The command.
     #[command(subcommand)]
@@ -25,6 +45,7 @@ pub struct Cli {
 
 /// Where lull's API is, the token to call it with, and how hard to retry.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "lull's API (every command but pull)")]
 pub struct ApiFlags {
     /// lull-edge's base URL, e.g. https://lull.example.com.
     #[arg(long, env = "LULL_URL", global = true, value_name = "URL")]
@@ -37,7 +58,7 @@ pub struct ApiFlags {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
     /// Time a call may take at most, retries and their waits (Retry-After) included.
-    #[arg(long, global = true, value_name = "DURATION", default_value = "90s", value_parser = duration::parse)]
+    #[arg(long, global = true, value_name = "DURATION", default_value = defaults::MAX_TIME, value_parser = duration::parse)]
     pub max_time: Duration,
 }
 
@@ -81,13 +102,27 @@ Examples:
   lull token docs --key doc-42 --ttl 10m --ops events,flush --events-per-minute 60 --sub user-7
   lull token docs --key-prefix user-7/ --json     # {\"token\", \"expires_at\"}")]
     Token(TokenArgs),
-    /// Pull lull's queued windows through Cloudflare's HTTP pull API and hand each to a command.
+    /// Pull lull's queued windows through Cloudflare's HTTP pull API and hand each to a command,
+    /// for a budget: a run a scheduler starts once a minute that behaves like one running all the time.
     #[command(after_help = "\
-Example:
+Example (from cron, every minute):
   CLOUDFLARE_ACCOUNT_ID=… CLOUDFLARE_API_TOKEN=… LULL_PULL_QUEUE=… \\
     lull pull --budget 55s --idle 5s --estimate 2s --tolerance 2 -- ./handle-window.sh
 
-Each window's JSON (as a webhook receives it) goes to the command's stdin.")]
+The command runs once per window, directly (no shell): the window's JSON, as a
+webhook receives it, on its stdin; LULL_IDEMPOTENCY_KEY and LULL_ATTEMPT in its
+environment; its output on lull's stderr. Exit 0 acks the window; any other
+exit, a crash or --handler-timeout gives it back for a retry (after 1 s,
+doubling). A window handled in this run that comes again is acked unhandled.
+
+No window begins later than budget - margin, the margin being tolerance x the
+statistic of handler times (kept between runs in --state). Windows pulled and
+not begun are given back at once when the run ends. SIGTERM or SIGINT: the
+window in hand finishes (a second signal stops it), the rest go back.
+
+One summary line on stdout (with --json, a line per window and the summary as
+JSON). Exit: 0 the budget ended with every handled window acked; 4 a handler
+failed; 5 interrupted; 3 the queue's API failed; 2 a bad flag or setting.")]
     Pull(PullFlags),
 }
 
@@ -176,20 +211,20 @@ pub struct TokenArgs {
 #[derive(Debug, Args)]
 pub struct PullFlags {
     /// The run's time at most: no pull starts that could not finish within it.
-    #[arg(long, value_name = "DURATION", default_value = "55s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_BUDGET, value_parser = duration::parse)]
     pub budget: Duration,
     /// How long to nap when the queue is empty, before pulling again.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_IDLE, value_parser = duration::parse)]
     pub idle: Duration,
     /// A handler run's expected time, before any was measured.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_ESTIMATE, value_parser = duration::parse)]
     pub estimate: Duration,
     /// The margin kept before the budget's end, as a multiple of the statistic (1–100).
-    #[arg(long, value_name = "FACTOR", default_value = "2", value_parser = crate::pull_args::parse_tolerance)]
+    #[arg(long, value_name = "FACTOR", default_value = defaults::PULL_TOLERANCE, value_parser = crate::pull_args::parse_tolerance)]
     pub tolerance: f64,
     /// The statistic of handler times the margin multiplies: a percentile of
     /// the last 1,024 kept across runs (`p99.5`), or `mean` of this run's.
-    #[arg(long, value_name = "STATISTIC", default_value = "p99.5", value_parser = crate::pull_args::parse_margin)]
+    #[arg(long, value_name = "STATISTIC", default_value = defaults::PULL_MARGIN, value_parser = crate::pull_args::parse_margin)]
     pub margin: lull_core::Margin,
     /// Where handler times are kept between runs [default: $XDG_STATE_HOME/lull/pull-QUEUE.json].
     #[arg(long, env = "LULL_PULL_STATE", value_name = "FILE", conflicts_with = "no_state")]
@@ -198,29 +233,55 @@ pub struct PullFlags {
     #[arg(long)]
     pub no_state: bool,
     /// Messages per pull (1–100).
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, value_name = "N", default_value_t = defaults::PULL_BATCH, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub batch: u8,
     /// A handler run's time at most: past it the handler is stopped and its
     /// window retried. Also the margin until 200 handler times are known.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::PULL_HANDLER_TIMEOUT, value_parser = duration::parse)]
     pub handler_timeout: Duration,
     /// Report as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
     /// The Cloudflare account's id.
-    #[arg(long, env = "CLOUDFLARE_ACCOUNT_ID", value_name = "ID")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "CLOUDFLARE_ACCOUNT_ID",
+        value_name = "ID"
+    )]
     pub account_id: Option<String>,
     /// A Cloudflare API token that may read and write the queue.
-    #[arg(long, env = "CLOUDFLARE_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "CLOUDFLARE_API_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub api_token: Option<String>,
     /// The queue's id.
-    #[arg(long, env = "LULL_PULL_QUEUE", value_name = "QUEUE_ID")]
+    #[arg(
+        long,
+        help_heading = "The queue (Cloudflare's HTTP pull API)",
+        env = "LULL_PULL_QUEUE",
+        value_name = "QUEUE_ID"
+    )]
     pub queue: Option<String>,
     /// Cloudflare's API base URL.
-    #[arg(long, env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
+    #[arg(long, help_heading = "The queue (Cloudflare's HTTP pull API)", env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
           default_value = lull_client::defaults::CLOUDFLARE_API_BASE)]
     pub api_base_url: String,
     /// The handler: a command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_max_time_default_is_the_librarys() {
+        assert_eq!(duration::parse(defaults::MAX_TIME), Ok(lull_client::defaults::MAX_ELAPSED));
+    }
 }

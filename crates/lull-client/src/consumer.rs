@@ -175,6 +175,17 @@ struct Envelope<R> {
 struct PullResult {
     #[serde(default)]
     messages: Vec<WireMessage>,
+    #[serde(default)]
+    message_backlog_count: Option<u64>,
+}
+
+/// One pull's messages, and what the queue said was left.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pulled<T = serde_json::Value> {
+    /// The messages leased, in the queue's order.
+    pub messages: Vec<Message<T>>,
+    /// Messages the queue still held (`message_backlog_count`), if it said.
+    pub backlog: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +308,14 @@ impl PullQueue {
     /// [`Error::Input`] for `max` or `visibility` out of range;
     /// [`Error::Cloudflare`] for a refusal; [`Error::Transport`]; [`Error::Decode`].
     pub async fn pull<T: DeserializeOwned>(&self, max: u8, visibility: Duration) -> Result<Vec<Message<T>>> {
+        Ok(self.pull_with_backlog(max, visibility).await?.messages)
+    }
+
+    /// [`PullQueue::pull`], with the backlog the queue reported.
+    ///
+    /// # Errors
+    /// As [`PullQueue::pull`].
+    pub async fn pull_with_backlog<T: DeserializeOwned>(&self, max: u8, visibility: Duration) -> Result<Pulled<T>> {
         if !(1..=defaults::PULL_MAX_BATCH).contains(&max) {
             return Err(Error::Input(format!("a pull takes 1–{} messages, not {max}", defaults::PULL_MAX_BATCH)));
         }
@@ -308,7 +327,7 @@ impl PullQueue {
         }
         let body = serde_json::json!({"batch_size": max, "visibility_timeout_ms": visibility.as_millis()});
         let result: PullResult = self.post("pull", &body).await?;
-        Ok(result
+        let messages = result
             .messages
             .into_iter()
             .map(|m| Message {
@@ -318,7 +337,8 @@ impl PullQueue {
                 timestamp_ms: m.timestamp_ms,
                 attempts: m.attempts,
             })
-            .collect())
+            .collect();
+        Ok(Pulled { messages, backlog: result.message_backlog_count })
     }
 
     /// Ack `acks` and give `retries` back to the queue, in one request (none
@@ -371,10 +391,12 @@ impl PullQueue {
             let envelope = serde_json::from_str::<Envelope<R>>(&text);
             match envelope {
                 Ok(Envelope { success: true, result: Some(result), .. }) if status < 400 => Ok(result),
-                Ok(Envelope { errors, .. }) if !(status < 400 && errors.is_empty()) => {
+                Ok(Envelope { success, errors, .. }) if !success || status >= 400 => {
                     Err(Error::Cloudflare(CloudflareError { what, status, errors, retry_after: wait }))
                 }
-                Ok(_) => Err(Error::Decode { what: format!("Cloudflare {what}"), detail: "no result".into() }),
+                Ok(_) => {
+                    Err(Error::Decode { what: format!("Cloudflare {what}"), detail: "success without a result".into() })
+                }
                 Err(_) if status >= 400 => {
                     let text = text.chars().take(defaults::ERROR_TEXT_CHARS).collect();
                     let errors = vec![CloudflareMessage { code: 0, message: text }];

@@ -34,7 +34,7 @@ pub use admin::{
     Span, TokenOp, TokenScope,
 };
 pub use client::Lull;
-pub use consumer::{LeaseId, Message, PullConfig, PullQueue, QueuedMessage, Retry, Settled, Undecodable};
+pub use consumer::{LeaseId, Message, PullConfig, PullQueue, Pulled, QueuedMessage, Retry, Settled, Undecodable};
 pub use error::{ApiError, CloudflareError, CloudflareMessage, Error, ErrorCode, Result};
 pub use producer::{
     Accepted, BatchEvent, BatchRefusal, BatchResult, check_idempotency_key, check_key, new_idempotency_key,

@@ -24,12 +24,15 @@ async fn pull_asks_as_the_api_takes_and_decodes_text_and_object_bodies() {
             {{"id":"m1","body":{as_text},"timestamp_ms":1767225600000,"attempts":1,"lease_id":"lease-1"}},
             {{"id":"m2","body":{LULL_MESSAGE},"timestamp_ms":1767225600001,"attempts":3,"lease_id":"lease-2"}},
             {{"id":"m3","body":"not lull's","timestamp_ms":1767225600002,"attempts":1,"lease_id":"lease-3"}}
-        ],"message_backlog_count":0}}}}"#
+        ],"message_backlog_count":7}}}}"#
     );
     let server = Server::start(vec![Reply::json(200, &answer)]).await;
     let messages = queue(&server).pull::<serde_json::Value>(5, Duration::from_secs(30)).await.unwrap();
+    let pulled = queue(&server).pull_with_backlog::<serde_json::Value>(5, Duration::from_secs(30)).await.unwrap();
+    assert_eq!((pulled.backlog, &pulled.messages), (Some(7), &messages));
     let seen = server.requests();
-    assert_eq!(seen.len(), 1);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body, seen[1].body);
     assert_eq!(seen[0].method, "POST");
     assert_eq!(seen[0].target, "/client/v4/accounts/acc/queues/q1/messages/pull", "the base's path kept");
     assert_eq!(seen[0].headers["authorization"], "Bearer cf-token");

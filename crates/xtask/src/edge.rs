@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cmd::run;
+use crate::cmd::{cargo, run};
 use crate::setup::Tools;
 
 /// Where `cargo xtask dev` serves the worker.
@@ -118,13 +118,31 @@ fn fixture_tests(root: &Path) -> Result<Vec<String>, String> {
 
 /// End-to-end tests (`files`, a glob), one file at a time, after the worker
 /// (with the demo: the tests use its sink) and the demo page (from `package`,
-/// the built lull-web) are built:
+/// the built lull-web) are built, with `env` set:
 /// `tests/edge` on a local workerd, `tests/browser` on wrangler dev in Chromium.
-pub fn tests(root: &Path, tools: &Tools, package: &Path, files: &str, name: &str) -> Result<(), String> {
+pub fn tests(
+    root: &Path,
+    tools: &Tools,
+    package: &Path,
+    files: &str,
+    name: &str,
+    env: &[(&str, &str)],
+) -> Result<(), String> {
     crate::www::build(root, tools, package)?;
     build(root, Worker::Demo, BUILD)?;
     let args = ["--test", "--test-concurrency=1", "--test-reporter=spec", files];
-    node22(root, tools, name, &args.map(OsStr::new))
+    node22_with(root, tools, name, &args.map(OsStr::new), env)
+}
+
+/// The variable naming the `lull` binary to `tests/edge/cli.test.mjs`.
+pub const LULL_BIN: &str = "LULL_BIN";
+
+/// `cargo build -p lull-cli`; the path of its `lull` binary (in
+/// `CARGO_TARGET_DIR`, else the workspace's `target`).
+pub fn lull_cli(root: &Path) -> Result<PathBuf, String> {
+    run("build (lull-cli, the lull command)", root, &mut cargo(&["build", "-p", "lull-cli"]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir));
+    Ok(target.join("debug").join("lull"))
 }
 
 /// The tests that load stored fixtures again at each of [`FIXTURE_AGES`]

@@ -231,7 +231,10 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
             run: Box::new(move || {
                 let package = built(&for_edge)?.with_file_name("lull-web");
                 crate::edge::build(root, crate::edge::Worker::Production, crate::edge::PRODUCTION_BUILD)?;
-                crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)")?;
+                // cli.test.mjs runs the lull command against the worker.
+                let lull = crate::edge::lull_cli(root)?.display().to_string();
+                let env = [(crate::edge::LULL_BIN, lull.as_str())];
+                crate::edge::tests(root, tools, &package, "tests/edge/*.test.mjs", "edge tests (workerd)", &env)?;
                 crate::edge::fixture_tests_at_every_age(root, tools)
             }),
         },
@@ -246,6 +249,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
                     &package,
                     "tests/browser/*.test.mjs",
                     "demo tests (wrangler dev, Chromium)",
+                    &[],
                 )
             }),
         },

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use lull_client::{LeaseId, Message, PullQueue, Retry, Seen};
 use lull_core::{Budget, BudgetConfig, BudgetError, Step};
+use serde::de::IgnoredAny;
 use tokio::sync::watch;
 
 use crate::exit;
@@ -149,7 +150,7 @@ struct Run<'a> {
     budget_time: Duration,
     handler_timeout: Duration,
     /// Pulled and not begun.
-    held: VecDeque<Message>,
+    held: VecDeque<Message<IgnoredAny>>,
     seen: Seen,
     counts: Counts,
     interrupts: watch::Receiver<u32>,
@@ -212,7 +213,8 @@ impl Run<'_> {
         let visibility = left + self.handler_timeout + SETTLE_SLACK;
         let max = u8::try_from(max).unwrap_or(u8::MAX);
         // A pull in flight is not abandoned on a signal: what it leased must be given back.
-        let messages = self.queue.pull::<serde_json::Value>(max, visibility).await?;
+        // The window goes to the handler as text: it is not decoded here.
+        let messages = self.queue.pull::<IgnoredAny>(max, visibility).await?;
         if messages.is_empty() {
             self.budget.empty();
             return Ok(());
@@ -235,7 +237,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn duplicate(&mut self, message: &Message) {
+    fn duplicate(&mut self, message: &Message<IgnoredAny>) {
         self.counts.duplicates += 1;
         let window = message.idempotency_key().unwrap_or(&message.id);
         let attempt = message.lull_attempt().unwrap_or(message.attempts);
@@ -317,7 +319,7 @@ impl Run<'_> {
     /// A window that failed: back to the queue after [`failure_delay`].
     async fn give_back(
         &mut self,
-        message: &Message,
+        message: &Message<IgnoredAny>,
         outcome: &str,
         took: Duration,
         exit: Option<(Option<i32>, Option<i32>)>,
