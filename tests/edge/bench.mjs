@@ -40,11 +40,13 @@ const WAIT = 200;
 const MAX_WAIT = 1_000;
 
 const CLIENT_SECRET = "bench-client-token-secret-0123456789";
-/** A client token for every key of topic `c` (key_prefix ""), an hour long, signed as any JWT library would. */
+/** Every key a client-token turn posts to starts with this (a client token's key_prefix may not be empty). */
+const KEY_PREFIX = "bench-";
+/** A client token for every key of topic `c` under KEY_PREFIX, an hour long, signed as any JWT library would. */
 const CLIENT_TOKEN = (() => {
   const part = (o) => Buffer.from(JSON.stringify(o)).toString("base64url");
   const now = Math.floor(Date.now() / 1000);
-  const signed = `${part({ alg: "HS256", typ: "JWT" })}.${part({ topic: "c", key_prefix: "", iat: now, exp: now + 3600 })}`;
+  const signed = `${part({ alg: "HS256", typ: "JWT" })}.${part({ topic: "c", key_prefix: KEY_PREFIX, iat: now, exp: now + 3600 })}`;
   return `${signed}.${createHmac("sha256", CLIENT_SECRET).update(signed).digest("base64url")}`;
 })();
 
@@ -74,7 +76,9 @@ const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: 
  * as each role of the JS object's is (js, js-push, js-hot, js-down): each
  * isolate takes only its own role's loads. Only the main worker takes queue messages.
  */
-const lullRole = (name, host, topics, vars = {}) => ({ name, routes: [`${host}/*`], ...anotherLullWorker(topics, undefined, vars) });
+/** A client-token budget per key_prefix no bench load reaches (the LULL_CLIENT_RATE binding's limit a minute). */
+const CLIENT_RATE = 1_000_000_000;
+const lullRole = (name, host, topics, vars = {}) => ({ name, routes: [`${host}/*`], ...anotherLullWorker(topics, undefined, vars, {}, CLIENT_RATE) });
 const mf = new Miniflare(
   convertV4MiniflareOptions({
     ...runtimeOptions(state.dir),
@@ -441,7 +445,7 @@ async function paced(t, round) {
   for (let i = 0; i < PACED_KEYS; i++) {
     const started = Date.now();
     const body = JSON.stringify({ i, note: "paced" });
-    await request(t.host, "POST", `/v1/topics/${t.topic ?? "b"}/keys/paced${round}-${i}/events`, body, t.token);
+    await request(t.host, "POST", `/v1/topics/${t.topic ?? "b"}/keys/${KEY_PREFIX}paced${round}-${i}/events`, body, t.token);
     await sleep(Math.max(0, PACE_MS - (Date.now() - started)));
   }
 }
@@ -490,8 +494,8 @@ for (let round = 0; round < ROUNDS; round++) {
   const order = roundOrder(round);
   for (const t of order) {
     calmWaits.push(await calm());
-    const hotKey = `hot-${round}`;
-    const spreadKey = (i) => `k${round}-${i % KEYS}`;
+    const hotKey = `${KEY_PREFIX}hot-${round}`;
+    const spreadKey = (i) => `${KEY_PREFIX}k${round}-${i % KEYS}`;
     results[t.name].hot.push(await phase(t, HOT_EVENTS, () => hotKey, [hotKey], "hot"));
     const keys = Array.from({ length: KEYS }, (_, i) => spreadKey(i));
     results[t.name].spread.push(await phase(t, SPREAD_EVENTS, spreadKey, keys, "spread"));
