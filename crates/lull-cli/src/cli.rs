@@ -210,7 +210,7 @@ pub struct TokenArgs {
 /// `lull pull`'s flags as typed (checked into [`crate::pull_args::PullArgs`]).
 #[derive(Debug, Args)]
 pub struct PullFlags {
-    /// The run's time at most: no pull starts that could not finish within it.
+    /// The run's time at most: no window begins later than this less the margin.
     #[arg(long, value_name = "DURATION", default_value = defaults::PULL_BUDGET, value_parser = duration::parse)]
     pub budget: Duration,
     /// How long to nap when the queue is empty, before pulling again.
@@ -242,38 +242,31 @@ pub struct PullFlags {
     /// Report as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
-    /// The Cloudflare account's id.
-    #[arg(
-        long,
-        help_heading = "The queue (Cloudflare's HTTP pull API)",
-        env = "CLOUDFLARE_ACCOUNT_ID",
-        value_name = "ID"
-    )]
-    pub account_id: Option<String>,
-    /// A Cloudflare API token that may read and write the queue.
-    #[arg(
-        long,
-        help_heading = "The queue (Cloudflare's HTTP pull API)",
-        env = "CLOUDFLARE_API_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub api_token: Option<String>,
-    /// The queue's id.
-    #[arg(
-        long,
-        help_heading = "The queue (Cloudflare's HTTP pull API)",
-        env = "LULL_PULL_QUEUE",
-        value_name = "QUEUE_ID"
-    )]
-    pub queue: Option<String>,
-    /// Cloudflare's API base URL.
-    #[arg(long, help_heading = "The queue (Cloudflare's HTTP pull API)", env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
-          default_value = lull_client::defaults::CLOUDFLARE_API_BASE)]
-    pub api_base_url: String,
     /// The handler: a command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+    /// The queue and Cloudflare's API.
+    #[command(flatten)]
+    pub queue: QueueFlags,
+}
+
+/// `lull pull`'s queue: which one, and how to reach Cloudflare's HTTP pull API.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "The queue (Cloudflare's HTTP pull API)")]
+pub struct QueueFlags {
+    /// The Cloudflare account's id.
+    #[arg(long, env = "CLOUDFLARE_ACCOUNT_ID", value_name = "ID")]
+    pub account_id: Option<String>,
+    /// A Cloudflare API token that may read and write the queue.
+    #[arg(long, env = "CLOUDFLARE_API_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub api_token: Option<String>,
+    /// The queue's id.
+    #[arg(long, env = "LULL_PULL_QUEUE", value_name = "QUEUE_ID")]
+    pub queue: Option<String>,
+    /// Cloudflare's API base URL.
+    #[arg(long, env = "CLOUDFLARE_API_BASE_URL", value_name = "URL",
+          default_value = lull_client::defaults::CLOUDFLARE_API_BASE)]
+    pub api_base_url: String,
 }
 
 #[cfg(test)]

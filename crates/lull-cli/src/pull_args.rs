@@ -75,10 +75,10 @@ impl PullArgs {
     /// A usage failure naming the flag or variable missing or wrong.
     pub fn from_flags(flags: PullFlags) -> Result<PullArgs, Failure> {
         let config = PullConfig {
-            base: flags.api_base_url,
-            account_id: required(flags.account_id, "CLOUDFLARE_ACCOUNT_ID", "--account-id")?,
-            queue_id: required(flags.queue, "LULL_PULL_QUEUE", "--queue")?,
-            api_token: required(flags.api_token, "CLOUDFLARE_API_TOKEN", "--api-token")?,
+            base: flags.queue.api_base_url,
+            account_id: required(flags.queue.account_id, "CLOUDFLARE_ACCOUNT_ID", "--account-id")?,
+            queue_id: required(flags.queue.queue, "LULL_PULL_QUEUE", "--queue")?,
+            api_token: required(flags.queue.api_token, "CLOUDFLARE_API_TOKEN", "--api-token")?,
         };
         let queue = PullQueue::new(config).map_err(|e| {
             Failure::usage(format!(

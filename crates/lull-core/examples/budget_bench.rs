@@ -5,11 +5,11 @@
 //!
 //!     cargo run --release -p lull-core --example budget_bench -- target/bench/budget.json
 
-#[path = "../tests/support/schedule.rs"]
-mod schedule;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use lull_core::{BudgetConfig, Margin};
-use schedule::{heavy_tail, scheduled};
+use support::schedule::{heavy_tail, scheduled};
 
 /// One scheduled run a minute, for a day ...
 const RUNS: usize = 1_440;

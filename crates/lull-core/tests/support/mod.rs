@@ -3,6 +3,8 @@
 //! drain actions), with time advanced by the test instead of a real clock.
 #![allow(dead_code)]
 
+pub mod schedule;
+
 use lull_core::{Accepted, Action, Debouncer, Fire, Policy, PolicyConfig, WindowId};
 
 /// Runs end how: at once (a synchronous callback), or when the test says.
@@ -146,5 +148,16 @@ impl Rng {
 
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
+    }
+
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Log-normal with this median and sigma (Box–Muller).
+    pub fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
+        let normal = (-2.0 * self.unit().ln()).sqrt() * (2.0 * std::f64::consts::PI * self.unit()).cos();
+        median * (sigma * normal).exp()
     }
 }

@@ -2,11 +2,12 @@
 //! every `period`, each run pulls from a queue that always has work, handles
 //! messages whose durations come from a seeded stream, and ends at `Exit`.
 //! Shared by the core's budget tests and `cargo xtask bench` (the budget table).
-#![allow(dead_code)]
 
 use core::num::NonZeroU32;
 
 use lull_core::{Budget, BudgetConfig, Step};
+
+use super::Rng;
 
 /// What one run did, as its summary line would say.
 #[derive(Clone, Debug, PartialEq)]
@@ -162,42 +163,13 @@ pub fn scheduled(
         .collect()
 }
 
-/// A seeded stream of numbers (SplitMix64), for reproducible durations.
-pub struct Seeded(pub u64);
-
-impl Seeded {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    pub fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low + 1)
-    }
-
-    /// Log-normal with this median and sigma (Box–Muller).
-    pub fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
-        let normal = (-2.0 * self.unit().ln()).sqrt() * (2.0 * std::f64::consts::PI * self.unit()).cos();
-        median * (sigma * normal).exp()
-    }
-}
-
 /// The bench's heavy-tailed stream: log-normal around 2 s (sigma 0.25),
 /// and one message in fifty 10× slower.
 pub fn heavy_tail(seed: u64) -> impl FnMut() -> u64 {
-    let mut rng = Seeded(seed);
+    let mut rng = Rng(seed);
     move || {
         let base = rng.log_normal(2_000.0, 0.25);
-        let slow = rng.next_u64().is_multiple_of(50);
+        let slow = rng.below(50) == 0;
         (if slow { base * 10.0 } else { base }).round().max(1.0) as u64
     }
 }
