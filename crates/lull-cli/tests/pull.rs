@@ -365,3 +365,25 @@ fn without_json_a_run_prints_its_summary_line_and_off_a_terminal_no_status_line(
     assert!(!stderr.contains('\r') && !stderr.contains("handling:"), "no live status line off a terminal: {stderr:?}");
     assert!(stderr.contains(&format!("lull: windows failed: {failed}")), "{stderr}");
 }
+
+#[test]
+fn a_handler_past_its_timeout_is_stopped_with_what_it_started_and_its_window_comes_back() {
+    let fake = FakeQueue::start();
+    fake.add("stuck");
+    let dir = scratch("timeout");
+    // It starts a child of its own, never reads its stdin, and never ends.
+    let script = r#"sleep 60 & echo $! > "$LOG.child"; wait"#;
+    let began = Instant::now();
+    let child = start(&fake, &dir, &["--budget", "3s", "--handler-timeout", "500ms", "--idle", "5s"], script, &[]);
+    let ran = finish(child, began);
+    assert_eq!(ran.code, Some(4), "{}", ran.stderr);
+    assert_eq!(ran.windows[0]["outcome"], "timed_out", "{:?}", ran.windows);
+    let took = n(&ran.windows[0]["took_ms"]);
+    assert!((500..1_500).contains(&took), "stopped at its timeout: {took} ms");
+    let pid = std::fs::read_to_string(dir.join("log.child")).expect("the handler's child").trim().to_string();
+    let alive = Command::new("kill").args(["-0", &pid]).stderr(Stdio::null()).status().expect("kill -0").success();
+    assert!(!alive, "what the handler started was stopped with it");
+    let held = fake.remaining();
+    assert_eq!(held.len(), 1, "the window is still on the queue");
+    assert!(held[0].lease.is_none(), "given back, not left to its lease");
+}

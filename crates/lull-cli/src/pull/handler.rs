@@ -88,14 +88,19 @@ impl Handler {
             Ok(child) => child,
             Err(e) => return (Ended::Unstartable(format!("{}: {e}", program.to_string_lossy())), began.elapsed()),
         };
-        if let Some(mut stdin) = child.stdin.take() {
-            // A handler that does not read its stdin may close it: not a failure.
-            let _ = stdin.write_all(window_json.as_bytes()).await;
-            drop(stdin);
-        }
+        let stdin = child.stdin.take();
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+        // The window is written while the timeout runs: a handler that does
+        // not read a large window cannot hold the run past its timeout.
+        let ran = async {
+            if let Some(mut stdin) = stdin {
+                // A handler that does not read its stdin may close it: not a failure.
+                let _ = stdin.write_all(window_json.as_bytes()).await;
+            }
+            child.wait().await
+        };
         let ended = tokio::select! {
-            status = child.wait() => match status {
+            status = ran => match status {
                 Ok(status) => match (status.code(), status.signal()) {
                     (Some(0), _) => Ended::Succeeded,
                     (Some(code), _) => Ended::Failed(code),

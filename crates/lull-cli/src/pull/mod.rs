@@ -210,7 +210,7 @@ impl Run<'_> {
     async fn pull(&mut self, max: u32) -> Result<(), Failure> {
         self.counts.pulls += 1;
         let left = Duration::from_millis(self.budget.config().stop_before.saturating_sub(self.now()));
-        let visibility = left + self.handler_timeout + SETTLE_SLACK;
+        let visibility = (left + self.handler_timeout + SETTLE_SLACK).min(lull_client::defaults::MAX_VISIBILITY);
         let max = u8::try_from(max).unwrap_or(u8::MAX);
         // A pull in flight is not abandoned on a signal: what it leased must be given back.
         // The window goes to the handler as text: it is not decoded here.
