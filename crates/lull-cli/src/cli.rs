@@ -220,11 +220,11 @@ pub struct PullFlags {
     #[arg(long, value_name = "DURATION", default_value = defaults::PULL_ESTIMATE, value_parser = duration::parse)]
     pub estimate: Duration,
     /// The margin kept before the budget's end, as a multiple of the statistic (1–100).
-    #[arg(long, value_name = "FACTOR", default_value = defaults::PULL_TOLERANCE, value_parser = crate::pull_args::parse_tolerance)]
+    #[arg(long, value_name = "FACTOR", default_value = defaults::PULL_TOLERANCE, value_parser = parse_tolerance)]
     pub tolerance: f64,
     /// The statistic of handler times the margin multiplies: a percentile of
     /// the last 1,024 kept across runs (`p99.5`), or `mean` of this run's.
-    #[arg(long, value_name = "STATISTIC", default_value = defaults::PULL_MARGIN, value_parser = crate::pull_args::parse_margin)]
+    #[arg(long, value_name = "STATISTIC", default_value = defaults::PULL_MARGIN, value_parser = parse_margin)]
     pub margin: lull_core::Margin,
     /// Where handler times are kept between runs [default: $XDG_STATE_HOME/lull/pull-QUEUE.json].
     #[arg(long, env = "LULL_PULL_STATE", value_name = "FILE", conflicts_with = "no_state")]
@@ -269,12 +269,55 @@ pub struct QueueFlags {
     pub api_base_url: String,
 }
 
+/// `--tolerance`: a finite factor of at least 1 (the margin covers a window).
+pub fn parse_tolerance(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && (1.0..=100.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} is not a factor from 1 to 100 (e.g. 2 or 1.5)")),
+    }
+}
+
+/// `--margin`: `mean` (the mean of this run's durations) or `pNN.N`, a
+/// percentile of the durations kept across runs (default `p99.5`).
+pub fn parse_margin(text: &str) -> Result<lull_core::Margin, String> {
+    let bad = || format!("{text:?} is not `mean` or a percentile such as `p99.5` (0.1–100)");
+    if text == "mean" {
+        return Ok(lull_core::Margin::Mean);
+    }
+    let percent: f64 = text.strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+    let per_mille = (percent * 10.0).round();
+    if !(1.0..=1000.0).contains(&per_mille) || (percent * 10.0 - per_mille).abs() > 1e-9 {
+        return Err(bad());
+    }
+    Ok(lull_core::Margin::Percentile { per_mille: per_mille as u16 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lull_core::Margin;
 
     #[test]
     fn the_max_time_default_is_the_librarys() {
         assert_eq!(duration::parse(defaults::MAX_TIME), Ok(lull_client::defaults::MAX_ELAPSED));
+    }
+
+    #[test]
+    fn the_margin_is_the_mean_or_a_percentile_in_tenths() {
+        assert_eq!(parse_margin("mean"), Ok(Margin::Mean));
+        assert_eq!(parse_margin("p99.5"), Ok(Margin::Percentile { per_mille: 995 }));
+        assert_eq!(parse_margin("p100"), Ok(Margin::Percentile { per_mille: 1000 }));
+        assert_eq!(parse_margin("p50"), Ok(Margin::Percentile { per_mille: 500 }));
+        for bad in ["p0", "p100.1", "p99.55", "99.5", "median", "p", "p-1"] {
+            assert!(parse_margin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_tolerance_covers_a_window_at_least() {
+        assert_eq!(parse_tolerance("1.5"), Ok(1.5));
+        for bad in ["0.5", "0", "NaN", "inf", "101"] {
+            assert!(parse_tolerance(bad).is_err(), "{bad}");
+        }
     }
 }

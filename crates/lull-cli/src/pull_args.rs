@@ -36,29 +36,6 @@ pub struct PullArgs {
     pub queue: PullQueue,
 }
 
-/// `--tolerance`: a finite factor of at least 1 (the margin covers a window).
-pub fn parse_tolerance(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(f) if f.is_finite() && (1.0..=100.0).contains(&f) => Ok(f),
-        _ => Err(format!("{text:?} is not a factor from 1 to 100 (e.g. 2 or 1.5)")),
-    }
-}
-
-/// `--margin`: `mean` (the mean of this run's durations) or `pNN.N`, a
-/// percentile of the durations kept across runs (default `p99.5`).
-pub fn parse_margin(text: &str) -> Result<lull_core::Margin, String> {
-    let bad = || format!("{text:?} is not `mean` or a percentile such as `p99.5` (0.1–100)");
-    if text == "mean" {
-        return Ok(lull_core::Margin::Mean);
-    }
-    let percent: f64 = text.strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
-    let per_mille = (percent * 10.0).round();
-    if !(1.0..=1000.0).contains(&per_mille) || (percent * 10.0 - per_mille).abs() > 1e-9 {
-        return Err(bad());
-    }
-    Ok(lull_core::Margin::Percentile { per_mille: per_mille as u16 })
-}
-
 /// A setting that must be given, by its flag or its variable.
 fn required(value: Option<String>, variable: &str, flag: &str) -> Result<String, Failure> {
     match value {
@@ -105,30 +82,5 @@ impl PullArgs {
             command: flags.command,
             queue,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lull_core::Margin;
-
-    #[test]
-    fn the_margin_is_the_mean_or_a_percentile_in_tenths() {
-        assert_eq!(parse_margin("mean"), Ok(Margin::Mean));
-        assert_eq!(parse_margin("p99.5"), Ok(Margin::Percentile { per_mille: 995 }));
-        assert_eq!(parse_margin("p100"), Ok(Margin::Percentile { per_mille: 1000 }));
-        assert_eq!(parse_margin("p50"), Ok(Margin::Percentile { per_mille: 500 }));
-        for bad in ["p0", "p100.1", "p99.55", "99.5", "median", "p", "p-1"] {
-            assert!(parse_margin(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_tolerance_covers_a_window_at_least() {
-        assert_eq!(parse_tolerance("1.5"), Ok(1.5));
-        for bad in ["0.5", "0", "NaN", "inf", "101"] {
-            assert!(parse_tolerance(bad).is_err(), "{bad}");
-        }
     }
 }

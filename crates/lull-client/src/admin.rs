@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::client::{Call, Lull};
+use crate::code::open_enum;
 use crate::defaults;
-use crate::error::{Error, Result, open_enum};
+use crate::error::{Error, Result};
 
 open_enum! {
     /// Where a key is in its life (`state`).

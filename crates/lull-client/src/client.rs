@@ -8,8 +8,9 @@ use reqwest::{Method, Response};
 use serde::de::DeserializeOwned;
 use url::Url;
 
+use crate::code::ErrorCode;
 use crate::defaults;
-use crate::error::{ApiError, Error, ErrorCode, Result};
+use crate::error::{ApiError, Error, Result};
 use crate::retry::{RetryObserver, RetryPolicy, parse_retry_after, retrying};
 
 /// What `encodeURIComponent` leaves as it is: a key is one path segment.

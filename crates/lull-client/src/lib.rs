@@ -20,7 +20,9 @@
 #![deny(missing_docs)]
 
 mod admin;
+mod answer;
 mod client;
+mod code;
 mod consumer;
 pub mod defaults;
 mod error;
@@ -33,11 +35,11 @@ pub use admin::{
     QueueDeadLetter, QueueDeadLetterPage, QueueDeadLetterSummary, QueueDiscarded, QueueReplayed, QueueStatus, Reason,
     Span, TokenOp, TokenScope,
 };
+pub use answer::{Accepted, BatchRefusal, BatchResult};
 pub use client::Lull;
+pub use code::ErrorCode;
 pub use consumer::{LeaseId, Message, PullConfig, PullQueue, Pulled, QueuedMessage, Retry, Settled, Undecodable};
-pub use error::{ApiError, CloudflareError, CloudflareMessage, Error, ErrorCode, Result};
-pub use producer::{
-    Accepted, BatchEvent, BatchRefusal, BatchResult, check_idempotency_key, check_key, new_idempotency_key,
-};
-pub use retry::{RetryNotice, RetryObserver, RetryPolicy, parse_retry_after, retryable_status};
+pub use error::{ApiError, CloudflareError, CloudflareMessage, Error, Result, retryable_status};
+pub use producer::{BatchEvent, check_idempotency_key, check_key, new_idempotency_key};
+pub use retry::{RetryNotice, RetryObserver, RetryPolicy, parse_retry_after};
 pub use seen::Seen;

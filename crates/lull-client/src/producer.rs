@@ -8,18 +8,10 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::answer::{Accepted, BatchResult};
 use crate::client::{Call, Lull};
 use crate::defaults;
-use crate::error::{Error, ErrorCode, Result};
-
-/// An event stored: the window it joined and its sequence number (`202`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Accepted {
-    /// The window's id (from 1 per key).
-    pub window: u64,
-    /// The event's sequence number (from 1 per key).
-    pub seq: u64,
-}
+use crate::error::{Error, Result};
 
 /// One event of a batch: `{"key", "event", "idempotency_key"?}` (also one
 /// line of the CLI's NDJSON batch file).
@@ -44,85 +36,6 @@ impl BatchEvent {
     pub fn new<T: Serialize + ?Sized>(key: impl Into<String>, event: &T) -> Result<BatchEvent> {
         let event = serde_json::value::to_raw_value(event).map_err(|e| Error::Input(format!("event: {e}")))?;
         Ok(BatchEvent { key: key.into(), event, idempotency_key: None })
-    }
-}
-
-/// One event's outcome in a batch's answer, in the batch's order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "WireResult", into = "WireResult")]
-pub enum BatchResult {
-    /// Stored (`202`).
-    Accepted(Accepted),
-    /// Refused with its key's other events (nothing of that key was stored).
-    Refused(BatchRefusal),
-}
-
-/// Why a batch's event was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BatchRefusal {
-    /// The status it would have had alone.
-    pub status: u16,
-    /// The error's code.
-    pub code: ErrorCode,
-    /// The API's sentence for people.
-    pub message: String,
-    /// The worker's log line (`-` before the key's object answered), if any.
-    pub request_id: Option<String>,
-}
-
-#[derive(Clone, Serialize, Deserialize)]
-struct WireResult {
-    status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    window: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<WireError>,
-}
-
-#[derive(Clone, Serialize, Deserialize)]
-struct WireError {
-    code: ErrorCode,
-    message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    request_id: Option<String>,
-}
-
-impl TryFrom<WireResult> for BatchResult {
-    type Error = String;
-
-    fn try_from(wire: WireResult) -> Result<Self, String> {
-        match wire {
-            WireResult { status: 202, window: Some(window), seq: Some(seq), .. } => {
-                Ok(BatchResult::Accepted(Accepted { window, seq }))
-            }
-            WireResult { status, error: Some(e), .. } => Ok(BatchResult::Refused(BatchRefusal {
-                status,
-                code: e.code,
-                message: e.message,
-                request_id: e.request_id,
-            })),
-            WireResult { status, .. } => {
-                Err(format!("a result of status {status} without its window and seq or error"))
-            }
-        }
-    }
-}
-
-impl From<BatchResult> for WireResult {
-    fn from(result: BatchResult) -> Self {
-        match result {
-            BatchResult::Accepted(a) => {
-                WireResult { status: 202, window: Some(a.window), seq: Some(a.seq), error: None }
-            }
-            BatchResult::Refused(r) => WireResult {
-                status: r.status,
-                window: None,
-                seq: None,
-                error: Some(WireError { code: r.code, message: r.message, request_id: r.request_id }),
-            },
-        }
     }
 }
 
@@ -286,6 +199,7 @@ fn partial(results: Vec<BatchResult>, error: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::code::ErrorCode;
 
     #[test]
     fn batches_split_by_count_and_by_bytes_in_order() {

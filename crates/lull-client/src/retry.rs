@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::defaults;
-use crate::error::Error;
+use crate::error::{Error, retryable_status};
 
 /// How a call is retried. The defaults are in [`crate::defaults`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,11 +83,6 @@ pub struct RetryNotice<'a> {
 
 /// Called before each wait (e.g. to log it).
 pub type RetryObserver = Arc<dyn Fn(&RetryNotice<'_>) + Send + Sync>;
-
-/// Statuses retried: too many requests, and a gateway or the service unavailable.
-pub fn retryable_status(status: u16) -> bool {
-    matches!(status, 429 | 502 | 503 | 504)
-}
 
 /// Whether `error` is retried, and the wait its answer asked for.
 fn retry_of(error: &Error) -> Option<Option<Duration>> {
