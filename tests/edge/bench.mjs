@@ -550,7 +550,7 @@ for (let round = 0; round < ROUNDS; round++) {
 // max_wait fires; full batches fire on the event itself).
 function lateness(path, paced) {
   const late = [];
-  for (const d of rx.deliveries.filter((d) => d.path === path && d.body.key.startsWith("paced") === paced)) {
+  for (const d of rx.deliveries.filter((d) => d.path === path && d.body.key.startsWith(`${KEY_PREFIX}paced`) === paced)) {
     const b = d.body;
     const due = b.due ?? (b.reason === "quiet" ? b.last_at + WAIT : b.reason === "max_wait" ? b.first_at + MAX_WAIT : null);
     if (due !== null) late.push(d.at - due);

@@ -387,3 +387,34 @@ fn a_handler_past_its_timeout_is_stopped_with_what_it_started_and_its_window_com
     assert_eq!(held.len(), 1, "the window is still on the queue");
     assert!(held[0].lease.is_none(), "given back, not left to its lease");
 }
+
+#[test]
+fn on_a_terminal_a_live_status_line_is_drawn_and_cleared() {
+    let fake = FakeQueue::start();
+    for i in 0..3 {
+        fake.add(&format!("k{i}"));
+    }
+    let dir = scratch("terminal");
+    // `script` gives the run a terminal (a pty) and copies what it draws to its own stdout.
+    let line = format!(
+        "{} pull --budget 1500ms --handler-timeout 300ms --no-state -- sh -c 'cat >/dev/null'",
+        env!("CARGO_BIN_EXE_lull")
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CLOUDFLARE_ACCOUNT_ID", ACCOUNT)
+        .env("CLOUDFLARE_API_TOKEN", TOKEN)
+        .env("LULL_PULL_QUEUE", QUEUE)
+        .env("CLOUDFLARE_API_BASE_URL", &fake.base)
+        .current_dir(&dir)
+        .output()
+        .expect("script runs");
+    let drawn = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{drawn}");
+    assert!(drawn.contains("\r\x1b[2Khandling: "), "a status line while a window is handled: {drawn:?}");
+    assert!(drawn.contains(" of 1.5 s · margin "), "{drawn:?}");
+    let summary = drawn.rsplit("\r\x1b[2K").next().unwrap_or("");
+    assert!(summary.starts_with("lull pull: handled 3 (acked 3, failed 0)"), "cleared before the summary: {summary:?}");
+}

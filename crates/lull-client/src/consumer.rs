@@ -21,6 +21,7 @@ use crate::client::{base_url, bearer, http_client, retry_after, segment};
 use crate::defaults;
 use crate::error::{CloudflareError, CloudflareMessage, Error, Result};
 use crate::retry::{RetryPolicy, retrying};
+use crate::seen::Seen;
 
 /// Where a queue is and who may read it.
 #[derive(Clone, PartialEq, Eq)]
@@ -188,6 +189,15 @@ pub struct Pulled<T = serde_json::Value> {
     pub backlog: Option<u64>,
 }
 
+/// What [`PullQueue::pull_new`] leased.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fresh<T = serde_json::Value> {
+    /// Messages to handle, in the queue's order.
+    pub messages: Vec<Message<T>>,
+    /// Messages of windows already handled in this run: acked, not to handle.
+    pub duplicates: Vec<Message<T>>,
+}
+
 #[derive(Deserialize)]
 struct WireMessage {
     id: String,
@@ -339,6 +349,23 @@ impl PullQueue {
             })
             .collect();
         Ok(Pulled { messages, backlog: result.message_backlog_count })
+    }
+
+    /// [`PullQueue::pull`], less what this run already handled: a message
+    /// whose idempotency key `seen` holds (a redelivery, or a window's copy)
+    /// is acked here, in one request, and returned among `duplicates`, not
+    /// among `messages`, so it is never handled twice. Record each key in
+    /// `seen` once its window is handled.
+    ///
+    /// # Errors
+    /// As [`PullQueue::pull`] and [`PullQueue::settle`].
+    pub async fn pull_new<T: DeserializeOwned>(&self, max: u8, visibility: Duration, seen: &Seen) -> Result<Fresh<T>> {
+        let (duplicates, messages): (Vec<_>, Vec<_>) = (self.pull::<T>(max, visibility).await?)
+            .into_iter()
+            .partition(|m| m.idempotency_key().is_some_and(|key| seen.contains(key)));
+        let acks: Vec<LeaseId> = duplicates.iter().map(|m| m.lease_id.clone()).collect();
+        self.settle(&acks, &[]).await?;
+        Ok(Fresh { messages, duplicates })
     }
 
     /// Ack `acks` and give `retries` back to the queue, in one request (none

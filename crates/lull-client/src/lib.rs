@@ -10,13 +10,14 @@
 //! - **Admin** ([`Lull::key_status`], [`Lull::queue_status`], dead letters,
 //!   [`Lull::mint_client_token`]): an admin token's routes, typed answers.
 //! - **Consumer** ([`PullQueue`]): pull and settle lull's queued messages,
-//!   decoded as [`QueuedMessage`]; [`Seen`] drops duplicates within a run.
+//!   decoded as [`QueuedMessage`]; [`PullQueue::pull_new`] acks what a run
+//!   already handled ([`Seen`]) instead of handing it over twice.
 //!
 //! Errors are one enum, [`Error`]; lull-edge's refusals are [`ApiError`]
 //! with a typed [`ErrorCode`]. Every default and limit is in [`defaults`].
 //!
-//! Not here: a consumer loop (budget, handlers) — the `lull` CLI's `pull`
-//! builds one on [`PullQueue`].
+//! Not here: a consumer loop (a time budget, handlers) — `lull pull` (the
+//! `lull-cli` crate) builds one on [`PullQueue`] and `lull_core::Budget`.
 #![deny(missing_docs)]
 
 mod admin;
@@ -38,7 +39,9 @@ pub use admin::{
 pub use answer::{Accepted, BatchRefusal, BatchResult};
 pub use client::Lull;
 pub use code::ErrorCode;
-pub use consumer::{LeaseId, Message, PullConfig, PullQueue, Pulled, QueuedMessage, Retry, Settled, Undecodable};
+pub use consumer::{
+    Fresh, LeaseId, Message, PullConfig, PullQueue, Pulled, QueuedMessage, Retry, Settled, Undecodable,
+};
 pub use error::{ApiError, CloudflareError, CloudflareMessage, Error, Result, retryable_status};
 pub use producer::{BatchEvent, check_idempotency_key, check_key, new_idempotency_key};
 pub use retry::{RetryNotice, RetryObserver, RetryPolicy, parse_retry_after};

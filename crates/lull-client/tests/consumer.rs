@@ -132,10 +132,34 @@ async fn a_pull_refused_for_load_is_retried_by_its_policy() {
     assert!(seen[1].at - seen[0].at >= Duration::from_millis(950));
 }
 
-#[test]
-fn a_run_acks_duplicates_it_handled_already() {
-    let mut seen = Seen::with_capacity(2);
-    let keys = ["orders/c1/x.1", "orders/c2/x.1", "orders/c1/x.1"];
-    let handled: Vec<&str> = keys.iter().copied().filter(|k| seen.record(k)).collect();
-    assert_eq!(handled, ["orders/c1/x.1", "orders/c2/x.1"]);
+#[tokio::test]
+async fn pull_new_acks_what_the_run_handled_and_hands_over_the_rest() {
+    let message = |id: &str, key: &str| {
+        let body = format!(r#"{{"topic":"orders","idempotency_key":"orders/{key}/x.1","attempt":1,"body":{{}}}}"#);
+        format!(
+            r#"{{"id":"{id}","body":{},"timestamp_ms":1,"attempts":1,"lease_id":"lease-{id}"}}"#,
+            serde_json::to_string(&body).unwrap()
+        )
+    };
+    let pulled = format!(
+        r#"{{"success":true,"errors":[],"result":{{"messages":[{},{},{}]}}}}"#,
+        message("m1", "c1"),
+        message("m2", "c2"),
+        message("m3", "c1")
+    );
+    let acked = r#"{"success":true,"errors":[],"result":{"ackCount":2,"retryCount":0,"warnings":[]}}"#;
+    let server = Server::start(vec![Reply::json(200, &pulled), Reply::json(200, acked)]).await;
+    let mut seen = Seen::default();
+    seen.record("orders/c1/x.1"); // handled earlier in the run
+    let fresh = queue(&server).pull_new::<serde_json::Value>(10, Duration::from_secs(30), &seen).await.unwrap();
+    let ids = |ms: &[lull_client::Message]| ms.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&fresh.messages), ["m2"]);
+    assert_eq!(ids(&fresh.duplicates), ["m1", "m3"], "both copies of the handled window");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one pull, one ack");
+    assert_eq!(requests[1].target, "/client/v4/accounts/acc/queues/q1/messages/ack");
+    assert_eq!(
+        requests[1].json(),
+        serde_json::json!({"acks": [{"lease_id": "lease-m1"}, {"lease_id": "lease-m3"}], "retries": []})
+    );
 }

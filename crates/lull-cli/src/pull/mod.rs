@@ -213,27 +213,17 @@ impl Run<'_> {
         let visibility = (left + self.handler_timeout + SETTLE_SLACK).min(lull_client::defaults::MAX_VISIBILITY);
         let max = u8::try_from(max).unwrap_or(u8::MAX);
         // A pull in flight is not abandoned on a signal: what it leased must be given back.
-        // The window goes to the handler as text: it is not decoded here.
-        let messages = self.queue.pull::<IgnoredAny>(max, visibility).await?;
-        if messages.is_empty() {
-            self.budget.empty();
-            return Ok(());
+        // The window goes to the handler as text: not decoded here.
+        let pulled = self.queue.pull_new::<IgnoredAny>(max, visibility, &self.seen).await?;
+        for duplicate in &pulled.duplicates {
+            self.duplicate(duplicate);
         }
-        let mut duplicates = Vec::new();
-        let mut fresh = 0;
-        for message in messages {
-            if message.idempotency_key().is_some_and(|key| self.seen.contains(key)) {
-                self.duplicate(&message);
-                duplicates.push(message.lease_id);
-            } else {
-                self.held.push_back(message);
-                fresh += 1;
-            }
+        match u32::try_from(pulled.messages.len()).ok().and_then(NonZeroU32::new) {
+            Some(fresh) => self.budget.pulled(fresh),
+            None if pulled.duplicates.is_empty() => self.budget.empty(),
+            None => {} // only duplicates: pull again
         }
-        if let Some(fresh) = NonZeroU32::new(fresh) {
-            self.budget.pulled(fresh);
-        }
-        self.queue.settle(&duplicates, &[]).await?;
+        self.held.extend(pulled.messages);
         Ok(())
     }
 
