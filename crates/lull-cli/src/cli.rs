@@ -122,7 +122,8 @@ window in hand finishes (a second signal stops it), the rest go back.
 
 One summary line on stdout (with --json, a line per window and the summary as
 JSON). Exit: 0 the budget ended with every handled window acked; 4 a handler
-failed; 5 interrupted; 3 the queue's API failed; 2 a bad flag or setting.")]
+failed; 5 interrupted; 3 the queue's API unavailable; 1 it refused (a wrong
+token or queue); 2 a bad flag or setting.")]
     Pull(PullFlags),
 }
 

@@ -321,14 +321,25 @@ fn a_duplicate_idempotency_key_runs_the_handler_once() {
     fake.add("twice"); // a redelivery: another message, the same window
     let dir = scratch("duplicate");
     let began = Instant::now();
-    let child = start(&fake, &dir, &["--budget", "2s", "--handler-timeout", "500ms", "--idle", "200ms"], LOGGING, &[]);
+    // The handler also notes whether it got lull's credentials (it must not).
+    let script = format!(r#"{LOGGING}
+echo "${{CLOUDFLARE_API_TOKEN:-none}} ${{LULL_TOKEN:-none}}" >> "$LOG.env""#);
+    let child = start(&fake, &dir, &["--budget", "3s", "--handler-timeout", "500ms", "--idle", "200ms"], &script, &[("LULL_TOKEN", "t")]);
+    // Once the first copy is acked, a third arrives: set apart at its pull.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !fake.acked().contains(&"twice".to_string()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    fake.add("twice");
     let ran = finish(child, began);
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
     let log = handler_log(&dir);
     let keys: Vec<_> = starts(&log).iter().map(|s| s.key.clone()).collect();
     assert_eq!(keys, ["orders/twice/w.1", "orders/once/w.1"], "the handler ran once per window");
-    assert_eq!(fake.acked(), ["twice", "once", "twice"], "both copies acked");
-    assert_eq!(n(&ran.summary["duplicates"]), 1);
+    assert_eq!(fake.acked(), ["twice", "once", "twice", "twice"], "every copy acked");
+    assert_eq!(n(&ran.summary["duplicates"]), 2, "one in the first batch, one at a later pull");
+    let env = std::fs::read_to_string(dir.join("log.env")).expect("the handler ran");
+    assert!(env.lines().all(|l| l == "none none"), "no credential reaches the handler: {env:?}");
     // The window on stdin is the message's body, and the attempt lull-edge would forward.
     for line in starts(&log) {
         assert_eq!(line.key, format!("orders/{}/w.1", line.window_key), "{line:?}");

@@ -194,8 +194,15 @@ pub struct Pulled<T = serde_json::Value> {
 pub struct Fresh<T = serde_json::Value> {
     /// Messages to handle, in the queue's order.
     pub messages: Vec<Message<T>>,
-    /// Messages of windows already handled in this run: acked, not to handle.
+    /// Messages of windows already handled in this run: to ack, not to handle.
     pub duplicates: Vec<Message<T>>,
+}
+
+impl<T> Fresh<T> {
+    /// The duplicates' leases, to ack.
+    pub fn duplicate_leases(&self) -> Vec<LeaseId> {
+        self.duplicates.iter().map(|m| m.lease_id.clone()).collect()
+    }
 }
 
 #[derive(Deserialize)]
@@ -351,20 +358,20 @@ impl PullQueue {
         Ok(Pulled { messages, backlog: result.message_backlog_count })
     }
 
-    /// [`PullQueue::pull`], less what this run already handled: a message
-    /// whose idempotency key `seen` holds (a redelivery, or a window's copy)
-    /// is acked here, in one request, and returned among `duplicates`, not
-    /// among `messages`, so it is never handled twice. Record each key in
-    /// `seen` once its window is handled.
+    /// [`PullQueue::pull`], split by what this run already handled: a
+    /// message whose idempotency key `seen` holds (a redelivery, or a
+    /// window's copy) goes to `duplicates`, the rest to `messages`. Ack the
+    /// duplicates ([`Fresh::duplicate_leases`], [`PullQueue::settle`]) rather
+    /// than handling them twice, once the messages are in hand (so a failed
+    /// ack leaves no message unaccounted for). Record each key in `seen` once
+    /// its window is handled.
     ///
     /// # Errors
-    /// As [`PullQueue::pull`] and [`PullQueue::settle`].
+    /// As [`PullQueue::pull`].
     pub async fn pull_new<T: DeserializeOwned>(&self, max: u8, visibility: Duration, seen: &Seen) -> Result<Fresh<T>> {
-        let (duplicates, messages): (Vec<_>, Vec<_>) = (self.pull::<T>(max, visibility).await?)
+        let (duplicates, messages) = (self.pull::<T>(max, visibility).await?)
             .into_iter()
             .partition(|m| m.idempotency_key().is_some_and(|key| seen.contains(key)));
-        let acks: Vec<LeaseId> = duplicates.iter().map(|m| m.lease_id.clone()).collect();
-        self.settle(&acks, &[]).await?;
         Ok(Fresh { messages, duplicates })
     }
 

@@ -10,8 +10,8 @@
 //! - **Admin** ([`Lull::key_status`], [`Lull::queue_status`], dead letters,
 //!   [`Lull::mint_client_token`]): an admin token's routes, typed answers.
 //! - **Consumer** ([`PullQueue`]): pull and settle lull's queued messages,
-//!   decoded as [`QueuedMessage`]; [`PullQueue::pull_new`] acks what a run
-//!   already handled ([`Seen`]) instead of handing it over twice.
+//!   decoded as [`QueuedMessage`]; [`PullQueue::pull_new`] sets apart what a
+//!   run already handled ([`Seen`]), to ack instead of handling it twice.
 //!
 //! Errors are one enum, [`Error`]; lull-edge's refusals are [`ApiError`]
 //! with a typed [`ErrorCode`]. Every default and limit is in [`defaults`].

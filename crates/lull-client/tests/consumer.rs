@@ -133,7 +133,7 @@ async fn a_pull_refused_for_load_is_retried_by_its_policy() {
 }
 
 #[tokio::test]
-async fn pull_new_acks_what_the_run_handled_and_hands_over_the_rest() {
+async fn pull_new_sets_apart_what_the_run_handled_to_ack_and_hands_over_the_rest() {
     let message = |id: &str, key: &str| {
         let body = format!(r#"{{"topic":"orders","idempotency_key":"orders/{key}/x.1","attempt":1,"body":{{}}}}"#);
         format!(
@@ -151,10 +151,13 @@ async fn pull_new_acks_what_the_run_handled_and_hands_over_the_rest() {
     let server = Server::start(vec![Reply::json(200, &pulled), Reply::json(200, acked)]).await;
     let mut seen = Seen::default();
     seen.record("orders/c1/x.1"); // handled earlier in the run
-    let fresh = queue(&server).pull_new::<serde_json::Value>(10, Duration::from_secs(30), &seen).await.unwrap();
+    let queue = queue(&server);
+    let fresh = queue.pull_new::<serde_json::Value>(10, Duration::from_secs(30), &seen).await.unwrap();
     let ids = |ms: &[lull_client::Message]| ms.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(&fresh.messages), ["m2"]);
     assert_eq!(ids(&fresh.duplicates), ["m1", "m3"], "both copies of the handled window");
+    assert_eq!(server.requests().len(), 1, "nothing acked until asked");
+    queue.settle(&fresh.duplicate_leases(), &[]).await.unwrap();
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "one pull, one ack");
     assert_eq!(requests[1].target, "/client/v4/accounts/acc/queues/q1/messages/ack");

@@ -171,6 +171,18 @@ pub enum Step {
     },
 }
 
+/// What set the margin ([`Budget::limited_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// Tolerance × the statistic.
+    Statistic,
+    /// The ceiling (the handler timeout): the statistic asked for more, or
+    /// too few durations are known yet.
+    Ceiling,
+    /// [`MAX_MARGIN_PERCENT`] of the run.
+    Run,
+}
+
 /// Where the current margin came from (for a run's summary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Basis {
@@ -215,8 +227,8 @@ pub struct Budget {
 
 impl Budget {
     /// A run with `config`, learning from `history` (durations kept from
-    /// earlier runs, oldest first; only the last [`DURATION_WINDOW`] count,
-    /// and only for [`Margin::Percentile`]).
+    /// earlier runs, oldest first; only the last [`DURATION_WINDOW`] count;
+    /// [`Margin::Mean`] keeps them for later runs but measures this one afresh).
     pub fn new(config: BudgetConfig, history: &[u64]) -> Result<Budget, BudgetError> {
         if config.tolerance_percent < 100 {
             return Err(BudgetError::Tolerance(config.tolerance_percent));
@@ -252,9 +264,7 @@ impl Budget {
             now: 0,
             over: false,
         };
-        if matches!(config.margin, Margin::Percentile { .. }) {
-            budget.recent.extend(history.iter().skip(keep).copied());
-        }
+        budget.recent.extend(history.iter().skip(keep).copied());
         budget.relearn();
         Ok(budget)
     }
@@ -273,9 +283,13 @@ impl Budget {
         }
         if self.nap {
             self.nap = false;
-            // The latest time a message may still begin.
+            // Until the latest time a message may still begin (when that is
+            // now, no nap: a last pull).
             let last_begin = self.config.stop_before - self.margin() - 1;
-            return Step::Idle { until: now.saturating_add(self.config.idle_ms).min(last_begin) };
+            let until = now.saturating_add(self.config.idle_ms).min(last_begin);
+            if until > now {
+                return Step::Idle { until };
+            }
         }
         let fit = (self.config.stop_before - now) / self.margin();
         Step::Pull { max: u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, self.config.max_batch) }
@@ -305,19 +319,36 @@ impl Budget {
 
     /// The time kept free before `stop_before`: no message begins later
     /// than `stop_before - margin`. Tolerance × the statistic, bounded by the
-    /// ceiling (and the ceiling itself until [`WARM_DURATIONS`] are known);
+    /// ceiling (and, for a percentile, the ceiling itself until
+    /// [`WARM_DURATIONS`] are known);
     /// at least 1 ms, and at most [`MAX_MARGIN_PERCENT`] of the run (from the
     /// first [`Budget::next`]): a margin as long as the run would begin
     /// nothing, and so never learn that messages got quicker.
     pub fn margin(&self) -> u64 {
-        let mut wanted = self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100;
+        self.bounded_margin().0
+    }
+
+    /// What set the margin now: tolerance × the statistic, the ceiling, or
+    /// the run's length.
+    pub fn limited_by(&self) -> Limit {
+        self.bounded_margin().1
+    }
+
+    fn bounded_margin(&self) -> (u64, Limit) {
+        let mut margin = (self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100, Limit::Statistic);
         if let Some(ceiling) = self.config.ceiling_ms {
-            wanted = if self.known() < WARM_DURATIONS { ceiling } else { wanted.min(ceiling) };
+            let warming = matches!(self.config.margin, Margin::Percentile { .. }) && self.known() < WARM_DURATIONS;
+            if warming || margin.0 > ceiling {
+                margin = (ceiling, Limit::Ceiling);
+            }
         }
-        let half_run = self
-            .start
-            .map_or(u64::MAX, |start| self.config.stop_before.saturating_sub(start) * MAX_MARGIN_PERCENT / 100);
-        wanted.min(half_run).max(1)
+        let most = self.start.map_or(u64::MAX, |start| {
+            self.config.stop_before.saturating_sub(start) / 100 * MAX_MARGIN_PERCENT
+        });
+        if margin.0 > most {
+            margin = (most, Limit::Run);
+        }
+        (margin.0.max(1), margin.1)
     }
 
     /// The statistic the margin multiplies (ms), and where it came from.
@@ -326,12 +357,10 @@ impl Budget {
     }
 
     /// The durations to keep for the next run, oldest first (at most
-    /// [`DURATION_WINDOW`]; empty for [`Margin::Mean`], which keeps none).
+    /// [`DURATION_WINDOW`]: earlier runs' and this one's, whatever the rule,
+    /// so a run with [`Margin::Mean`] does not lose them).
     pub fn durations(&self) -> Vec<u64> {
-        match self.config.margin {
-            Margin::Mean => Vec::new(),
-            Margin::Percentile { .. } => self.recent.iter().copied().collect(),
-        }
+        self.recent.iter().copied().collect()
     }
 
     /// This run's settings.
@@ -398,7 +427,8 @@ mod tests {
     #[test]
     fn the_estimate_until_a_duration_is_measured_then_the_statistic() {
         let mut mean = budget(Margin::Mean, &[9_000]);
-        assert_eq!((mean.margin(), mean.statistic().1), (4_000, Basis::Estimate), "the mean keeps no history");
+        assert_eq!((mean.margin(), mean.statistic().1), (4_000, Basis::Estimate), "the mean measures each run afresh");
+        assert_eq!(mean.durations(), [9_000], "but keeps the history for later runs");
         mean.handled(1_000);
         mean.handled(3_000);
         assert_eq!((mean.margin(), mean.statistic().1), (4_000, Basis::Mean { samples: 2 }));
@@ -435,13 +465,16 @@ mod tests {
         let config = BudgetConfig { stop_before: 60_000, ceiling_ms: Some(10_000), ..BudgetConfig::default() };
         let warm = alloc::vec![2_000; WARM_DURATIONS - 1];
         let mut b = Budget::new(config, &warm).expect("valid");
-        assert_eq!(b.margin(), 10_000, "199 known: the ceiling");
+        assert_eq!((b.margin(), b.limited_by()), (10_000, Limit::Ceiling), "199 known: the ceiling");
         b.handled(2_000);
         assert_eq!(b.margin(), 4_000, "200 known: 2 × the 99.5th percentile");
         for _ in 0..10 {
             b.handled(30_000);
         }
-        assert_eq!(b.margin(), 10_000, "never above the ceiling: nothing runs longer");
+        assert_eq!((b.margin(), b.limited_by()), (10_000, Limit::Ceiling), "never above the ceiling: nothing runs longer");
+        let mut mean = Budget::new(BudgetConfig { margin: Margin::Mean, ..config }, &[]).expect("valid");
+        mean.handled(2_000);
+        assert_eq!((mean.margin(), mean.limited_by()), (4_000, Limit::Statistic), "the mean has no warm-up");
         assert_eq!(Budget::new(BudgetConfig { ceiling_ms: Some(0), ..config }, &[]).err(), Some(BudgetError::Ceiling));
     }
 
@@ -475,5 +508,7 @@ mod tests {
         b.empty();
         assert_eq!(b.next(53_000), Step::Idle { until: 55_999 }, "stop 60 s - margin 4 s - 1 ms");
         assert_eq!(b.next(55_999), Step::Pull { max: 1 });
+        b.empty();
+        assert_eq!(b.next(55_999), Step::Pull { max: 1 }, "no time left to nap: a last pull, not a nap of 0 ms");
     }
 }

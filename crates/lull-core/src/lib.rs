@@ -70,7 +70,7 @@ mod status;
 pub use action::{Accepted, Action, DeadLetter, DropCause, Dropped, Fire, QueuedWindow, Reason, Seq, Span, WindowId};
 pub use adaptive::{Adaptive, GAP_WINDOW, MIN_GAPS};
 pub use budget::{
-    Basis, Budget, BudgetConfig, BudgetError, DURATION_WINDOW, MAX_BATCH, MAX_MARGIN_PERCENT, Margin, Step,
+    Basis, Budget, BudgetConfig, BudgetError, DURATION_WINDOW, Limit, MAX_BATCH, MAX_MARGIN_PERCENT, Margin, Step,
     WARM_DURATIONS,
 };
 pub use debouncer::{Debouncer, Horizon};

@@ -31,7 +31,7 @@ fn keeps_its_promises(log: &RunLog, stop_before: u64) -> Result<(), TestCaseErro
         match step {
             Step::Begin => prop_assert!(now + margin < stop_before, "began at {now} with margin {margin}"),
             Step::Idle { until } => {
-                prop_assert!(until > now && until < stop_before, "napped from {now} to {until}")
+                prop_assert!(until > now && until + margin < stop_before, "napped from {now} to {until}")
             }
             Step::Pull { max } => prop_assert!(max >= 1 && u64::from(max) * margin <= stop_before - now),
             Step::Exit { .. } => {}
@@ -68,8 +68,12 @@ proptest! {
         if let Some(ceiling) = config.ceiling_ms
             && ceiling <= config.stop_before * lull_core::MAX_MARGIN_PERCENT / 100
         {
-            // Each message ends by the ceiling; only a pull begun just before may end later.
-            prop_assert!(log.end <= config.stop_before + pull_ms, "with a ceiling no run ends past its stop: {}", log.end);
+            // Each message ends within the ceiling of its begin; only a pull begun just before may end later.
+            prop_assert!(log.end <= config.stop_before + ceiling + pull_ms, "past stop and ceiling: {}", log.end);
+            // While the ceiling is the margin (a percentile warming up), no run ends past its stop.
+            if matches!(config.margin, Margin::Percentile { .. }) && history.len() + log.begun.len() < lull_core::WARM_DURATIONS {
+                prop_assert!(log.end <= config.stop_before + pull_ms, "warming up, past its stop: {}", log.end);
+            }
         }
         if let Queue::Backlog = queue {
             prop_assert!(log.end + log.margin >= config.stop_before, "a backlog run stops only when no message fits");

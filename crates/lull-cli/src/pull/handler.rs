@@ -74,6 +74,9 @@ impl Handler {
         let mut command = Command::new(program);
         command
             .args(args)
+            // Least privilege: the handler gets no credential of lull's.
+            .env_remove("CLOUDFLARE_API_TOKEN")
+            .env_remove("LULL_TOKEN")
             .env(IDEMPOTENCY_KEY_VAR, idempotency_key)
             .env(ATTEMPT_VAR, attempt.to_string())
             .stdin(Stdio::piped())

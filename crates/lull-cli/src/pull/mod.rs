@@ -32,8 +32,10 @@ use handler::{Ended, Handler};
 use report::{Counts, EndedBy, Reporter, Summary, WindowLine};
 
 /// Visibility asked for beyond the run's remaining time and the handler
-/// timeout: room for the last ack to travel.
-pub const SETTLE_SLACK: Duration = Duration::from_secs(30);
+/// timeout: room for the last ack to travel, its retries included
+/// (`lull_client::defaults`: a pull API call takes at most 10 s of retries
+/// plus a 30 s request).
+pub const SETTLE_SLACK: Duration = Duration::from_secs(60);
 /// The longest a failed window waits before it is delivered again; the
 /// delay doubles from 1 s with the queue's count of its deliveries.
 pub const MAX_FAILURE_DELAY: Duration = Duration::from_secs(60 * 60);
@@ -95,6 +97,7 @@ pub async fn run(args: PullArgs) -> Result<(), Failure> {
         margin_from,
         statistic_ms,
         tolerance: args.tolerance,
+        limited_by: run.budget.limited_by(),
         samples,
         error: error.as_ref().map(|f| f.message.clone()),
     };
@@ -210,20 +213,24 @@ impl Run<'_> {
     async fn pull(&mut self, max: u32) -> Result<(), Failure> {
         self.counts.pulls += 1;
         let left = Duration::from_millis(self.budget.config().stop_before.saturating_sub(self.now()));
-        let visibility = (left + self.handler_timeout + SETTLE_SLACK).min(lull_client::defaults::MAX_VISIBILITY);
+        let visibility = left.saturating_add(self.handler_timeout).saturating_add(SETTLE_SLACK);
+        let visibility = visibility.min(lull_client::defaults::MAX_VISIBILITY);
         let max = u8::try_from(max).unwrap_or(u8::MAX);
         // A pull in flight is not abandoned on a signal: what it leased must be given back.
         // The window goes to the handler as text: not decoded here.
         let pulled = self.queue.pull_new::<IgnoredAny>(max, visibility, &self.seen).await?;
-        for duplicate in &pulled.duplicates {
-            self.duplicate(duplicate);
-        }
         match u32::try_from(pulled.messages.len()).ok().and_then(NonZeroU32::new) {
             Some(fresh) => self.budget.pulled(fresh),
             None if pulled.duplicates.is_empty() => self.budget.empty(),
             None => {} // only duplicates: pull again
         }
+        let duplicates = pulled.duplicate_leases();
+        for duplicate in &pulled.duplicates {
+            self.duplicate(duplicate);
+        }
+        // In hand before the duplicates' ack: if it fails, these are given back.
         self.held.extend(pulled.messages);
+        self.queue.settle(&duplicates, &[]).await?;
         Ok(())
     }
 
@@ -262,7 +269,11 @@ impl Run<'_> {
         let attempt = content.lull_attempt(message.attempts);
         let stop = self.interrupted(2);
         let (ended, took) = self.handler.run(&content.window_json, &content.idempotency_key, attempt, stop).await;
-        self.budget.handled(ms(took));
+        // A handler that did not start, or that a second signal stopped, says
+        // nothing of how long windows take.
+        if !matches!(ended, Ended::Unstartable(_) | Ended::Stopped) {
+            self.budget.handled(ms(took));
+        }
         self.counts.handled += 1;
         match ended {
             Ended::Succeeded => {

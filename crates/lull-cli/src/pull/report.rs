@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use lull_core::Basis;
+use lull_core::{Basis, Limit};
 use serde::Serialize;
 
 /// A run's counts.
@@ -82,6 +82,9 @@ pub struct Summary {
     pub statistic_ms: u64,
     /// `--tolerance`: the margin over the statistic (before the handler timeout bounds it).
     pub tolerance: f64,
+    /// What set the margin: the statistic, the handler timeout, or the run's length.
+    #[serde(serialize_with = "limit_name")]
+    pub limited_by: Limit,
     /// Durations it was drawn from.
     pub samples: usize,
     /// Why the queue's API failed, if it did.
@@ -114,12 +117,17 @@ impl Summary {
             EndedBy::Signal => " (interrupted)",
             EndedBy::QueueApi => " (the queue's API failed)",
         };
-        let from = match self.margin_from.as_str() {
+        let statistic = match self.margin_from.as_str() {
             "estimate" => format!("the estimate {}", seconds(self.statistic_ms)),
             name => format!("{name} {} of {} handler times", seconds(self.statistic_ms), self.samples),
         };
+        let from = match self.limited_by {
+            Limit::Statistic => format!("= {} × {statistic}", self.tolerance),
+            Limit::Ceiling => format!("= the handler timeout ({statistic})"),
+            Limit::Run => format!("= 3/4 of the budget ({statistic})"),
+        };
         format!(
-            "lull pull: handled {} (acked {}, failed {}), duplicates {}, released {}; used {} of {}{ended}; margin {} = {} × {from}; idles {}, pulls {}",
+            "lull pull: handled {} (acked {}, failed {}), duplicates {}, released {}; used {} of {}{ended}; margin {} {from}; idles {}, pulls {}",
             c.handled,
             c.acked,
             c.failed,
@@ -128,11 +136,19 @@ impl Summary {
             seconds(self.used_ms),
             seconds(self.budget_ms),
             seconds(self.margin_ms),
-            self.tolerance,
             c.idles,
             c.pulls,
         )
     }
+}
+
+/// `limited_by` as the JSON summary writes it.
+fn limit_name<S: serde::Serializer>(limit: &Limit, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(match limit {
+        Limit::Statistic => "statistic",
+        Limit::Ceiling => "handler_timeout",
+        Limit::Run => "budget",
+    })
 }
 
 fn seconds(ms: u64) -> String {
@@ -214,6 +230,7 @@ mod tests {
             margin_from,
             statistic_ms: 2_000,
             tolerance: 2.0,
+            limited_by: Limit::Statistic,
             samples,
             error: None,
         };
@@ -225,5 +242,8 @@ mod tests {
         let json = serde_json::to_value(&summary).expect("json");
         assert_eq!(json["acked"], 26);
         assert_eq!(json["ended_by"], "budget");
+        assert_eq!(json["limited_by"], "statistic");
+        let warming = Summary { limited_by: Limit::Ceiling, margin_ms: 30_000, ..summary };
+        assert!(warming.line().contains("; margin 30.0 s = the handler timeout (p99.5 2.0 s of 312 handler times);"));
     }
 }
