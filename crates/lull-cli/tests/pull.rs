@@ -322,9 +322,17 @@ fn a_duplicate_idempotency_key_runs_the_handler_once() {
     let dir = scratch("duplicate");
     let began = Instant::now();
     // The handler also notes whether it got lull's credentials (it must not).
-    let script = format!(r#"{LOGGING}
-echo "${{CLOUDFLARE_API_TOKEN:-none}} ${{LULL_TOKEN:-none}}" >> "$LOG.env""#);
-    let child = start(&fake, &dir, &["--budget", "3s", "--handler-timeout", "500ms", "--idle", "200ms"], &script, &[("LULL_TOKEN", "t")]);
+    let script = format!(
+        r#"{LOGGING}
+echo "${{CLOUDFLARE_API_TOKEN:-none}} ${{LULL_TOKEN:-none}}" >> "$LOG.env""#
+    );
+    let child = start(
+        &fake,
+        &dir,
+        &["--budget", "3s", "--handler-timeout", "500ms", "--idle", "200ms"],
+        &script,
+        &[("LULL_TOKEN", "t")],
+    );
     // Once the first copy is acked, a third arrives: set apart at its pull.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !fake.acked().contains(&"twice".to_string()) && Instant::now() < deadline {

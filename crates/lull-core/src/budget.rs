@@ -335,16 +335,17 @@ impl Budget {
     }
 
     fn bounded_margin(&self) -> (u64, Limit) {
-        let mut margin = (self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100, Limit::Statistic);
+        let mut margin =
+            (self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100, Limit::Statistic);
         if let Some(ceiling) = self.config.ceiling_ms {
             let warming = matches!(self.config.margin, Margin::Percentile { .. }) && self.known() < WARM_DURATIONS;
             if warming || margin.0 > ceiling {
                 margin = (ceiling, Limit::Ceiling);
             }
         }
-        let most = self.start.map_or(u64::MAX, |start| {
-            self.config.stop_before.saturating_sub(start) / 100 * MAX_MARGIN_PERCENT
-        });
+        let most = self
+            .start
+            .map_or(u64::MAX, |start| self.config.stop_before.saturating_sub(start) / 100 * MAX_MARGIN_PERCENT);
         if margin.0 > most {
             margin = (most, Limit::Run);
         }
@@ -471,7 +472,11 @@ mod tests {
         for _ in 0..10 {
             b.handled(30_000);
         }
-        assert_eq!((b.margin(), b.limited_by()), (10_000, Limit::Ceiling), "never above the ceiling: nothing runs longer");
+        assert_eq!(
+            (b.margin(), b.limited_by()),
+            (10_000, Limit::Ceiling),
+            "never above the ceiling: nothing runs longer"
+        );
         let mut mean = Budget::new(BudgetConfig { margin: Margin::Mean, ..config }, &[]).expect("valid");
         mean.handled(2_000);
         assert_eq!((mean.margin(), mean.limited_by()), (4_000, Limit::Statistic), "the mean has no warm-up");

@@ -145,9 +145,9 @@ fn one_slow_message_widens_the_margin_and_is_forgotten() {
 #[test]
 fn the_basis_names_the_statistic() {
     let config = BudgetConfig { stop_before: 60_000, margin: Margin::Mean, ..BudgetConfig::default() };
-    let (log, kept) = run_once(config, &[], 0, 10, &mut Queue::Backlog, &mut || 2_000);
-    assert!(kept.is_empty(), "the mean keeps nothing across runs");
-    assert_eq!(log.margin, 4_000);
+    let (log, kept) = run_once(config, &[7_000], 0, 10, &mut Queue::Backlog, &mut || 2_000);
+    assert_eq!(log.margin, 4_000, "the mean of this run's durations, not the history's");
+    assert_eq!(kept.len(), 1 + log.begun.len(), "yet it keeps them for later runs");
     let mut budget = lull_core::Budget::new(config, &[]).expect("valid");
     assert_eq!(budget.statistic().1, Basis::Estimate);
     budget.handled(1_000);
