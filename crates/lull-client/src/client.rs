@@ -199,6 +199,12 @@ pub(crate) fn retry_after(response: &Response) -> Option<std::time::Duration> {
     parse_retry_after(value, SystemTime::now())
 }
 
+/// The start of an answer's body that is not the error shape it should be
+/// ([`defaults::ERROR_TEXT_CHARS`] characters), for its error's message.
+pub(crate) fn excerpt(text: &str) -> String {
+    text.chars().take(defaults::ERROR_TEXT_CHARS).collect()
+}
+
 /// A refusal's [`ApiError`], from lull-edge's error body (or the start of another body).
 async fn api_error(response: Response) -> ApiError {
     #[derive(serde::Deserialize)]
@@ -222,7 +228,7 @@ async fn api_error(response: Response) -> ApiError {
         Err(_) => ApiError {
             status,
             code: ErrorCode::Other(String::new()),
-            message: text.chars().take(defaults::ERROR_TEXT_CHARS).collect(),
+            message: excerpt(&text),
             request_id: None,
             retry_after,
         },

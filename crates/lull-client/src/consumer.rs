@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::client::{base_url, bearer, http_client, retry_after, segment};
+use crate::client::{base_url, bearer, excerpt, http_client, retry_after, segment};
 use crate::defaults;
 use crate::error::{CloudflareError, CloudflareMessage, Error, Result};
 use crate::retry::{RetryPolicy, retrying};
@@ -432,8 +432,7 @@ impl PullQueue {
                     Err(Error::Decode { what: format!("Cloudflare {what}"), detail: "success without a result".into() })
                 }
                 Err(_) if status >= 400 => {
-                    let text = text.chars().take(defaults::ERROR_TEXT_CHARS).collect();
-                    let errors = vec![CloudflareMessage { code: 0, message: text }];
+                    let errors = vec![CloudflareMessage { code: 0, message: excerpt(&text) }];
                     Err(Error::Cloudflare(CloudflareError { what, status, errors, retry_after: wait }))
                 }
                 Err(e) => Err(Error::Decode { what: format!("Cloudflare {what}"), detail: e.to_string() }),

@@ -338,7 +338,7 @@ impl Budget {
         let mut margin =
             (self.statistic.saturating_mul(u64::from(self.config.tolerance_percent)) / 100, Limit::Statistic);
         if let Some(ceiling) = self.config.ceiling_ms {
-            let warming = matches!(self.config.margin, Margin::Percentile { .. }) && self.known() < WARM_DURATIONS;
+            let warming = matches!(self.config.margin, Margin::Percentile { .. }) && self.recent.len() < WARM_DURATIONS;
             if warming || margin.0 > ceiling {
                 margin = (ceiling, Limit::Ceiling);
             }
@@ -367,14 +367,6 @@ impl Budget {
     /// This run's settings.
     pub fn config(&self) -> &BudgetConfig {
         &self.config
-    }
-
-    /// Durations the statistic is drawn from.
-    fn known(&self) -> usize {
-        match self.config.margin {
-            Margin::Mean => self.run_count,
-            Margin::Percentile { .. } => self.recent.len(),
-        }
     }
 
     fn exit(&mut self) -> Step {

@@ -46,6 +46,23 @@ impl Ended {
             Ended::Unstartable(_) => "unstartable",
         }
     }
+
+    /// Its exit code, if it exited.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            Ended::Succeeded => Some(0),
+            Ended::Failed(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The signal that ended it, if one did (a crash).
+    pub fn signal(&self) -> Option<i32> {
+        match self {
+            Ended::Crashed(signal) => Some(*signal),
+            _ => None,
+        }
+    }
 }
 
 /// The handler command.

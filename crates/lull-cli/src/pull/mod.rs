@@ -74,8 +74,6 @@ pub async fn run(args: PullArgs) -> Result<(), Failure> {
         budget,
         reporter: Reporter::new(args.json),
         started,
-        budget_time: args.budget,
-        handler_timeout: args.handler_timeout,
         held: VecDeque::new(),
         seen: Seen::default(),
         counts: Counts::default(),
@@ -150,8 +148,6 @@ struct Run<'a> {
     budget: Budget,
     reporter: Reporter,
     started: Instant,
-    budget_time: Duration,
-    handler_timeout: Duration,
     /// Pulled and not begun.
     held: VecDeque<Message<IgnoredAny>>,
     seen: Seen,
@@ -188,7 +184,8 @@ impl Run<'_> {
                 Step::Idle { .. } => "idle",
                 Step::Exit { .. } => "done",
             };
-            self.reporter.status(&self.counts, self.started.elapsed(), self.budget_time, self.budget.margin(), doing);
+            let budget = Duration::from_millis(self.budget.config().stop_before);
+            self.reporter.status(&self.counts, self.started.elapsed(), budget, self.budget.margin(), doing);
             let done = match step {
                 Step::Pull { max } => self.pull(max).await,
                 Step::Begin => self.begin().await,
@@ -213,7 +210,7 @@ impl Run<'_> {
     async fn pull(&mut self, max: u32) -> Result<(), Failure> {
         self.counts.pulls += 1;
         let left = Duration::from_millis(self.budget.config().stop_before.saturating_sub(self.now()));
-        let visibility = left.saturating_add(self.handler_timeout).saturating_add(SETTLE_SLACK);
+        let visibility = left.saturating_add(self.handler.timeout).saturating_add(SETTLE_SLACK);
         let visibility = visibility.min(lull_client::defaults::MAX_VISIBILITY);
         let max = u8::try_from(max).unwrap_or(u8::MAX);
         // A pull in flight is not abandoned on a signal: what it leased must be given back.
@@ -236,16 +233,27 @@ impl Run<'_> {
 
     fn duplicate(&mut self, message: &Message<IgnoredAny>) {
         self.counts.duplicates += 1;
-        let window = message.idempotency_key().unwrap_or(&message.id);
-        let attempt = message.lull_attempt().unwrap_or(message.attempts);
+        self.report(message, "duplicate", Duration::ZERO, None, None);
+    }
+
+    /// A window's line (`--json`): its outcome, the handler's time, how it
+    /// ended, and the retry's delay if it was given back.
+    fn report(
+        &self,
+        message: &Message<IgnoredAny>,
+        outcome: &str,
+        took: Duration,
+        ended: Option<&Ended>,
+        retry_in: Option<Duration>,
+    ) {
         self.reporter.window(&WindowLine {
-            window,
-            attempt,
-            outcome: "duplicate",
-            took_ms: 0,
-            exit_code: None,
-            signal: None,
-            retry_in_s: None,
+            window: message.idempotency_key().unwrap_or(&message.id),
+            attempt: message.lull_attempt().unwrap_or(message.attempts),
+            outcome,
+            took_ms: ms(took),
+            exit_code: ended.and_then(Ended::exit_code),
+            signal: ended.and_then(Ended::signal),
+            retry_in_s: retry_in.map(|delay| delay.as_secs()),
         });
     }
 
@@ -279,41 +287,25 @@ impl Run<'_> {
             Ended::Succeeded => {
                 self.seen.record(&content.idempotency_key);
                 self.counts.acked += 1;
-                self.reporter.window(&WindowLine {
-                    window: &content.idempotency_key,
-                    attempt,
-                    outcome: ended.word(),
-                    took_ms: ms(took),
-                    exit_code: Some(0),
-                    signal: None,
-                    retry_in_s: None,
-                });
+                self.report(&message, ended.word(), took, Some(&ended), None);
                 self.queue.settle(std::slice::from_ref(&message.lease_id), &[]).await?;
                 Ok(())
             }
             Ended::Stopped => {
                 // Interrupted twice: given back at once, not a failure.
                 self.counts.released += 1;
-                self.reporter.window(&WindowLine {
-                    window: &content.idempotency_key,
-                    attempt,
-                    outcome: ended.word(),
-                    took_ms: ms(took),
-                    exit_code: None,
-                    signal: None,
-                    retry_in_s: Some(0),
-                });
+                self.report(&message, ended.word(), took, Some(&ended), Some(Duration::ZERO));
                 let retry = Retry { lease_id: message.lease_id.clone(), delay: Some(Duration::ZERO) };
                 self.queue.settle(&[], &[retry]).await?;
                 Ok(())
             }
             Ended::Unstartable(ref why) => {
                 eprintln!("lull pull: the handler could not start: {why}");
-                self.give_back(&message, ended.word(), took, None).await
+                self.give_back(&message, ended.word(), took, Some(&ended)).await
             }
-            Ended::Failed(code) => self.give_back(&message, ended.word(), took, Some((Some(code), None))).await,
-            Ended::Crashed(signal) => self.give_back(&message, ended.word(), took, Some((None, Some(signal)))).await,
-            Ended::TimedOut => self.give_back(&message, ended.word(), took, None).await,
+            Ended::Failed(_) | Ended::Crashed(_) | Ended::TimedOut => {
+                self.give_back(&message, ended.word(), took, Some(&ended)).await
+            }
         }
     }
 
@@ -323,20 +315,11 @@ impl Run<'_> {
         message: &Message<IgnoredAny>,
         outcome: &str,
         took: Duration,
-        exit: Option<(Option<i32>, Option<i32>)>,
+        ended: Option<&Ended>,
     ) -> Result<(), Failure> {
         self.counts.failed += 1;
         let delay = failure_delay(message.attempts);
-        let (exit_code, signal) = exit.unwrap_or_default();
-        self.reporter.window(&WindowLine {
-            window: message.idempotency_key().unwrap_or(&message.id),
-            attempt: message.lull_attempt().unwrap_or(message.attempts),
-            outcome,
-            took_ms: ms(took),
-            exit_code,
-            signal,
-            retry_in_s: Some(delay.as_secs()),
-        });
+        self.report(message, outcome, took, ended, Some(delay));
         let retry = Retry { lease_id: message.lease_id.clone(), delay: Some(delay) };
         self.queue.settle(&[], &[retry]).await?;
         Ok(())
