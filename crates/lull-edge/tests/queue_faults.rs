@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::task::Poll;
 
-use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_WAITS};
+use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_HOLD_MS, MAX_WAITS};
 use lull_edge::{Counter, GateAnswer, GateOp, Grant, Settle, StatusLetter, Topics};
 use proptest::prelude::*;
 
@@ -83,9 +83,15 @@ fn a_waiter_past_its_budget_is_requeued_with_its_attempt_not_retried() {
     let mut third = Box::pin(consumer.handle("c", &texts[2], 3, false));
     assert!(poll(third.as_mut()).is_pending(), "held open by the gate");
     world.now.set(GATE_WAIT_BUDGET_MS);
-    assert_eq!(poll(third.as_mut()), Poll::Ready(Settle::Ack), "requeued, then acked");
+    assert!(
+        poll(third.as_mut()).is_pending(),
+        "past its budget, its turn looks near (the forwards are 2 s old): it stays"
+    );
+    world.now.set(MAX_HOLD_MS);
+    assert_eq!(poll(third.as_mut()), Poll::Ready(Settle::Ack), "at the longest hold: requeued, then acked");
     let sent = world.sent.borrow().clone();
     assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].2, 1, "its turn is due by the gate's estimate: back in a second, not on a backoff");
     let copy: serde_json::Value = serde_json::from_str(&sent[0].1).unwrap();
     assert_eq!((copy["attempt"].as_u64(), copy["waits"].as_u64()), (Some(3), Some(1)), "the attempt it had reached");
     assert_eq!(sent[0].0, DELIVERY);

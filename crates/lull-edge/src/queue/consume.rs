@@ -167,12 +167,12 @@ pub(crate) fn admit<'t>(text: &str, dead_letter: bool, topics: &'t Topics) -> Ad
     }
 }
 
-/// The delay of a message's next wait on its queue: it has waited `waits`
-/// times before; at least `hint_secs` (when room is expected), doubling from
+/// The delay of a message's next wait on its queue when nothing says when
+/// room comes: it has waited `waits` times before; doubling from
 /// [`WAIT_BASE_SECS`], at most `cap` (and [`MAX_DELAY_SECS`]).
-pub(crate) fn wait_delay(waits: u32, hint_secs: u32, cap: u32) -> u32 {
+pub(crate) fn wait_delay(waits: u32, cap: u32) -> u32 {
     let doubled = WAIT_BASE_SECS.saturating_mul(1u32.checked_shl(waits.min(31)).unwrap_or(u32::MAX));
-    doubled.min(cap).max(hint_secs).clamp(1, MAX_DELAY_SECS)
+    doubled.min(cap).clamp(1, MAX_DELAY_SECS)
 }
 
 /// The gate's answer to a message's `Acquire`.
@@ -189,17 +189,46 @@ pub(crate) enum AfterGrant {
     DeadLetter,
 }
 
-/// What a gate's answer to `Acquire` at `now` means for a message that waited `waits` times before.
-pub(crate) fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32) -> AfterGrant {
+/// What a gate's answer to `Acquire` at `now` means for a message that
+/// waited `waits` times before. Told when its turn is likely, it waits on its
+/// queue until [`WAIT_EARLY_MS`] before that, spread by ±[`WAIT_SPREAD_PERCENT`] (`spread` picks
+/// where: [`spread_of`]) and bounded by [`WAIT_CAP_SECS`], so a backlog behind
+/// a slow target comes back at the target's pace; with no answer it waits
+/// longer each time ([`wait_delay`]).
+pub(crate) fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32, spread: u64) -> AfterGrant {
     match answer {
         Ok(Grant::Go { lease, .. }) => AfterGrant::Go(lease),
         _ if waits >= MAX_WAITS => AfterGrant::DeadLetter,
         Ok(Grant::Wait { retry_at }) => {
-            let hint = u32::try_from(retry_at.saturating_sub(now).div_ceil(1000)).unwrap_or(MAX_DELAY_SECS);
-            AfterGrant::Requeue { delay_secs: wait_delay(waits, hint, WAIT_CAP_SECS) }
+            // Back a little before its turn: the gate holds it until then.
+            let ms = retry_at.saturating_sub(now).saturating_sub(WAIT_EARLY_MS).min(u64::from(WAIT_CAP_SECS) * 1000);
+            let percent = 100 - WAIT_SPREAD_PERCENT + spread % (2 * WAIT_SPREAD_PERCENT + 1);
+            let secs = (ms * percent / 100).div_ceil(1000);
+            AfterGrant::Requeue { delay_secs: (secs as u32).clamp(WAIT_BASE_SECS, WAIT_CAP_SECS) }
         }
-        Err(_) => AfterGrant::Requeue { delay_secs: wait_delay(waits, 0, WAIT_CAP_SECS) },
+        Err(_) => AfterGrant::Requeue { delay_secs: wait_delay(waits, WAIT_CAP_SECS) },
     }
+}
+
+/// A message told its turn comes back this much before it: the gate holds
+/// its `Acquire` open (up to [`GATE_WAIT_BUDGET_MS`]) until the room is there,
+/// while one back late leaves the target idle.
+pub(crate) const WAIT_EARLY_MS: u64 = GATE_WAIT_BUDGET_MS / 2;
+/// How far a message's wait is spread around the gate's estimate (percent either way).
+pub(crate) const WAIT_SPREAD_PERCENT: u64 = 10;
+
+/// Where in its spread a message's `waits`th wait falls: the same for the
+/// same message and wait (a redelivered batch decides alike), different
+/// across messages (their returns do not bunch).
+pub(crate) fn spread_of(idempotency_key: &str, waits: u32) -> u64 {
+    // FNV-1a over the key and the count, then SplitMix64's finaliser.
+    let mut h = idempotency_key
+        .bytes()
+        .chain(waits.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
 }
 
 /// What a forward's outcome means.
@@ -250,7 +279,7 @@ pub(crate) fn after_requeue(sent: &Result<(), String>, delay_secs: u32) -> (Sett
 pub(crate) fn after_keep(kept: &Result<(), String>, waits: u32) -> Option<u32> {
     match kept {
         Ok(()) => None,
-        Err(_) => Some(wait_delay(waits, 0, DEAD_LETTER_WAIT_CAP_SECS)),
+        Err(_) => Some(wait_delay(waits, DEAD_LETTER_WAIT_CAP_SECS)),
     }
 }
 
@@ -347,7 +376,8 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             Ok(_) => Err("the gate gave another answer".to_string()),
             Err(e) => Err(e),
         };
-        let lease = match after_grant(answer.clone(), self.clock.now(), message.waits) {
+        let spread = spread_of(key, message.waits);
+        let lease = match after_grant(answer.clone(), self.clock.now(), message.waits, spread) {
             AfterGrant::Go(lease) => lease,
             AfterGrant::Requeue { delay_secs } => {
                 // No room soon, or no answer: on the queue again; this delivery made no forward.
@@ -528,38 +558,45 @@ mod tests {
     #[test]
     fn the_gate_decides_go_or_a_requeue_never_a_retry() {
         let go = Grant::Go { lease: 7, expires_at: 99 };
-        assert_eq!(after_grant(Ok(go), 1_000, 0), AfterGrant::Go(7));
-        let soon = Grant::Wait { retry_at: 2_500 };
-        assert_eq!(
-            after_grant(Ok(soon), 1_000, 0),
-            AfterGrant::Requeue { delay_secs: 2 },
-            "the gate's hint, rounded up"
-        );
-        assert_eq!(
-            after_grant(Ok(soon), 1_000, 3),
-            AfterGrant::Requeue { delay_secs: 8 },
-            "or the backoff: 1, 2, 4, 8 s"
-        );
+        assert_eq!(after_grant(Ok(go), 1_000, 0, 0), AfterGrant::Go(7));
+        // Its turn in 11 s, back 1 s early: 9 s at the low end of the spread, 11 s at the high end, whatever it waited before.
+        let turn = Grant::Wait { retry_at: 12_000 };
+        assert_eq!(after_grant(Ok(turn), 1_000, 0, 0), AfterGrant::Requeue { delay_secs: 9 });
+        assert_eq!(after_grant(Ok(turn), 1_000, 0, 10), AfterGrant::Requeue { delay_secs: 10 });
+        assert_eq!(after_grant(Ok(turn), 1_000, 9, 20), AfterGrant::Requeue { delay_secs: 11 }, "no doubling");
+        let soon = Grant::Wait { retry_at: 2_300 };
+        assert_eq!(after_grant(Ok(soon), 1_000, 0, 0), AfterGrant::Requeue { delay_secs: 1 }, "at least 1 s");
         let far = Grant::Wait { retry_at: u64::MAX };
-        assert_eq!(after_grant(Ok(far), 0, 0), AfterGrant::Requeue { delay_secs: MAX_DELAY_SECS });
+        assert_eq!(after_grant(Ok(far), 0, 0, 20), AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }, "bounded");
         assert_eq!(
-            after_grant(Err("gate acquire: 503".into()), 0, 0),
+            after_grant(Err("gate acquire: 503".into()), 0, 0, 0),
             AfterGrant::Requeue { delay_secs: 1 },
             "an error waits too"
         );
         assert_eq!(
-            after_grant(Err("gate acquire: 503".into()), 0, 40),
+            after_grant(Err("gate acquire: 503".into()), 0, 3, 0),
+            AfterGrant::Requeue { delay_secs: 8 },
+            "no answer: the backoff, 1, 2, 4, 8 s"
+        );
+        assert_eq!(
+            after_grant(Err("gate acquire: 503".into()), 0, 40, 0),
             AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }
         );
         let wait = Grant::Wait { retry_at: 0 };
-        assert!(matches!(after_grant(Ok(wait), 0, MAX_WAITS - 1), AfterGrant::Requeue { .. }));
-        assert_eq!(after_grant(Ok(wait), 0, MAX_WAITS), AfterGrant::DeadLetter, "waited its bound");
-        assert_eq!(after_grant(Err("gate: 503".into()), 0, MAX_WAITS), AfterGrant::DeadLetter);
-        assert_eq!(after_grant(Ok(go), 0, u32::MAX), AfterGrant::Go(7), "a lease is taken whenever it comes");
-        assert_eq!(wait_delay(0, 0, 300), 1);
-        assert_eq!(wait_delay(8, 0, 300), 256);
-        assert_eq!(wait_delay(9, 0, 300), 300, "capped");
-        assert_eq!(wait_delay(u32::MAX, 0, 300), 300);
+        assert!(matches!(after_grant(Ok(wait), 0, MAX_WAITS - 1, 0), AfterGrant::Requeue { .. }));
+        assert_eq!(after_grant(Ok(wait), 0, MAX_WAITS, 0), AfterGrant::DeadLetter, "waited its bound");
+        assert_eq!(after_grant(Err("gate: 503".into()), 0, MAX_WAITS, 0), AfterGrant::DeadLetter);
+        assert_eq!(after_grant(Ok(go), 0, u32::MAX, 0), AfterGrant::Go(7), "a lease is taken whenever it comes");
+        // The spread differs across messages and waits, and is the same for the same ones.
+        let spreads: std::collections::BTreeSet<u64> =
+            (0..50).map(|i| spread_of(&format!("q/k{i}/x.1"), 0) % (2 * WAIT_SPREAD_PERCENT + 1)).collect();
+        assert!(spreads.len() > 10, "{spreads:?}");
+        assert_eq!(spread_of("q/k/x.1", 3), spread_of("q/k/x.1", 3));
+        assert_ne!(spread_of("q/k/x.1", 3), spread_of("q/k/x.1", 4));
+        assert_eq!(wait_delay(0, 300), 1);
+        assert_eq!(wait_delay(8, 300), 256);
+        assert_eq!(wait_delay(9, 300), 300, "capped");
+        assert_eq!(wait_delay(u32::MAX, 300), 300);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use futures::future::select;
 
 use super::wait::{Handed, Slot};
-use super::{FAILING_KEEP_MS, GateObject, MAX_HOLD_MS, WAIT_HINT_MS, not_loaded};
+use super::{FAILING_KEEP_MS, GateObject, MAX_HOLD_MS, not_loaded};
 use crate::http::ApiError;
 use crate::ports::{Clock, QueueSend};
 use crate::queue::gate::{Counter, Failing, Forwarded, GateAnswer, GateState, GateStore, Grant};
@@ -38,14 +38,20 @@ impl<S, Q, C> Drop for Leave<'_, S, Q, C> {
 }
 
 impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
-    /// A lease now, or after waiting (first come, first served) at most `wait_ms`.
+    /// A lease now, or after waiting (first come, first served) at most
+    /// `wait_ms` — or, asked to wait at all, up to [`MAX_HOLD_MS`] when its
+    /// turn is likely by then ([`Gate::estimate`](super::Gate::estimate)). A
+    /// waiter that leaves is told when its turn is likely.
     pub(super) async fn acquire(
         &self,
         topic: &Topic,
         queue: &QueueDelivery,
         wait_ms: u64,
     ) -> Result<GateAnswer, ApiError> {
-        let deadline = self.clock.now().saturating_add(wait_ms.min(MAX_HOLD_MS));
+        let arrived = self.clock.now();
+        let mut deadline = arrived.saturating_add(wait_ms.min(MAX_HOLD_MS));
+        // A waiter (one that asked to wait at all) whose turn is likely within this stays for it.
+        let longest = if wait_ms > 0 { arrived.saturating_add(MAX_HOLD_MS) } else { deadline };
         let mut leave = Leave { object: self, me: None };
         loop {
             self.load(topic, queue).await?;
@@ -71,8 +77,16 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 Grant::Wait { retry_at } => retry_at,
             };
             if now >= deadline {
-                let hint = retry_at.min(now.saturating_add(WAIT_HINT_MS)).max(now);
-                return Ok(GateAnswer::Grant(Grant::Wait { retry_at: hint }));
+                // Its turn as the gate sees it: its place in line and how long forwards hold their lease.
+                let waiters = self.waiters.borrow();
+                let ahead = leave.me.as_ref().and_then(|(id, _)| waiters.position(*id)).unwrap_or(waiters.len());
+                let turn = self.state.borrow().as_ref().map_or(retry_at, |s| s.gate.estimate(now, ahead));
+                drop(waiters);
+                if turn < longest && deadline < longest {
+                    deadline = longest;
+                } else {
+                    return Ok(GateAnswer::Grant(Grant::Wait { retry_at: turn.max(now) }));
+                }
             }
             let slot = match &leave.me {
                 // Still queued (a wake, or the first's timer).
@@ -123,7 +137,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         let (released, handed, failing) = {
             let mut guard = self.state.borrow_mut();
             let Some(GateState { gate, counters }) = guard.as_mut() else { return Err(not_loaded()) };
-            let released = gate.release(lease);
+            // A forward that ended teaches the gate how long forwards hold their lease.
+            let released = if outcome.is_some() { gate.finished(lease, now) } else { gate.release(lease) };
             // Counted and recorded only by the release that applied: a
             // retried one (its answer lost) finds the lease gone.
             let outcome = outcome.filter(|_| released);

@@ -17,6 +17,10 @@
 //!   [`Grant::Wait`] carries the rate's next start, or, while every lease is
 //!   held, the soonest expiry. A release is not a time: the gate object wakes
 //!   its waiters on it ([`super::wait`]), nobody polls.
+//! - **A waiter that gives up is told when its turn is likely**
+//!   ([`Gate::estimate`]): from how long forwards hold their lease (smoothed
+//!   over the releases, [`Gate::finished`]) and its place in line, so a
+//!   backlog behind a slow target comes back at the target's pace.
 
 use std::collections::BTreeMap;
 
@@ -59,7 +63,16 @@ pub struct Gate {
     held: BTreeMap<u64, u64>,
     next_lease: u64,
     last_start: Option<u64>,
+    /// How long a forward holds its lease, smoothed over the releases (ms);
+    /// absent until the first (and in gates stored before it existed).
+    #[serde(default)]
+    hold_ms: Option<u64>,
 }
+
+/// The weight of the newest hold time in the smoothed one (1 in `HOLD_SMOOTHING`).
+const HOLD_SMOOTHING: u64 = 4;
+/// Places in line [`Gate::estimate`] looks ahead at most (past it, the estimate of the last).
+const ESTIMATE_PLACES: usize = 4_096;
 
 impl Gate {
     /// A gate for `limit` forwards in flight (1..=[`MAX_LIMIT`]), at most
@@ -73,6 +86,7 @@ impl Gate {
             held: BTreeMap::new(),
             next_lease: 1,
             last_start: None,
+            hold_ms: None,
         }
     }
 
@@ -106,7 +120,7 @@ impl Gate {
     /// When room can come at `now` at the latest without a release (as a
     /// [`Grant::Wait`] would say), without taking it: `now` if there is room.
     pub fn acquire_hint(&self, now: u64) -> u64 {
-        let spaced = self.last_start.map_or(now, |last| last.saturating_add(self.spacing_ms).max(now));
+        let spaced = self.next_start(now);
         let live: Vec<u64> = self.held.values().copied().filter(|expires| *expires > now).collect();
         if live.len() >= self.limit as usize { live.into_iter().min().unwrap_or(now).max(spaced) } else { spaced }
     }
@@ -114,6 +128,59 @@ impl Gate {
     /// The forward under `lease` ended; `false` if the lease had expired (or never was).
     pub fn release(&mut self, lease: u64) -> bool {
         self.held.remove(&lease).is_some()
+    }
+
+    /// The forward under `lease` ended at `now` (as [`Gate::release`]), and
+    /// how long it held the lease feeds the smoothed hold time.
+    pub fn finished(&mut self, lease: u64, now: u64) -> bool {
+        let Some(expires) = self.held.remove(&lease) else { return false };
+        let held = now.saturating_sub(expires.saturating_sub(self.lease_ms)).max(1);
+        self.hold_ms = Some(match self.hold_ms {
+            None => held,
+            Some(hold) => (hold * (HOLD_SMOOTHING - 1) + held).div_ceil(HOLD_SMOOTHING),
+        });
+        true
+    }
+
+    /// The smoothed time a forward holds its lease (ms), once a release told it.
+    pub fn hold_ms(&self) -> Option<u64> {
+        self.hold_ms
+    }
+
+    /// When room is likely at `now` for the waiter with `ahead` others before
+    /// it (unix ms): each lease held ends one hold time after its grant (not
+    /// before `now`, not after its expiry), each end starts the next in line,
+    /// and starts keep the rate's spacing. Before any release the hold time is
+    /// taken as the age of the oldest lease held (at least 1 s): a lower bound,
+    /// so the estimate errs early (a waiter back early waits in the gate).
+    pub fn estimate(&self, now: u64, ahead: usize) -> u64 {
+        let live: Vec<(u64, u64)> = self
+            .held
+            .values()
+            .filter(|expires| **expires > now)
+            .map(|expires| (expires.saturating_sub(self.lease_ms), *expires))
+            .collect();
+        let oldest = live.iter().map(|(start, _)| now.saturating_sub(*start)).max().unwrap_or(0);
+        let hold = self.hold_ms.unwrap_or(oldest.max(1_000)).max(1);
+        // When each of the `limit` places frees, soonest first.
+        let mut free: Vec<u64> =
+            live.iter().map(|(start, expires)| start.saturating_add(hold).clamp(now, *expires)).collect();
+        free.resize(self.limit as usize, now);
+        free.truncate(self.limit as usize);
+        let mut turn = now;
+        for _ in 0..=ahead.min(ESTIMATE_PLACES) {
+            free.sort_unstable();
+            turn = free[0];
+            free[0] = turn.saturating_add(hold);
+        }
+        let places = ahead.min(ESTIMATE_PLACES) as u64;
+        let spaced = self.next_start(now).saturating_add(self.spacing_ms.saturating_mul(places));
+        turn.max(spaced)
+    }
+
+    /// The rate's next start at `now` (`now` if the spacing has passed).
+    fn next_start(&self, now: u64) -> u64 {
+        self.last_start.map_or(now, |last| last.saturating_add(self.spacing_ms).max(now))
     }
 
     /// Leases held at `now` (expired ones not counted).
@@ -155,6 +222,42 @@ mod tests {
         let mut spaced = Gate::new(2, Some(10.0), 500);
         go(spaced.acquire(0));
         assert_eq!(spaced.acquire_hint(10), 100, "the rate's next start");
+    }
+
+    #[test]
+    fn a_waiter_is_told_its_turn_from_the_hold_time_and_its_place() {
+        // One at a time, each forward holding its lease 2 s.
+        let mut gate = Gate::new(1, None, 35_000);
+        let first = go(gate.acquire(0));
+        assert_eq!(gate.hold_ms(), None);
+        assert_eq!(gate.estimate(1_500, 0), 1_500, "before any release: the oldest lease's age");
+        assert_eq!(gate.estimate(1_500, 1), 3_000);
+        assert_eq!(gate.estimate(100, 0), 1_000, "at least 1 s");
+        assert!(gate.finished(first, 2_000));
+        assert_eq!(gate.hold_ms(), Some(2_000));
+        let second = go(gate.acquire(2_000));
+        // The lease in flight ends at 4 s; then one every 2 s per place.
+        assert_eq!(gate.estimate(3_000, 0), 4_000);
+        assert_eq!(gate.estimate(3_000, 4), 12_000);
+        assert_eq!(gate.estimate(5_000, 0), 5_000, "overdue: not before now");
+        // Smoothed: one quick release moves it a quarter of the way.
+        let mut quick = gate.clone();
+        assert!(!quick.finished(second + 1, 2_400), "an unknown lease teaches nothing");
+        assert!(quick.finished(second, 2_400));
+        assert_eq!(quick.hold_ms(), Some(1_600));
+        // Two at a time: places pair up.
+        let mut two = Gate::new(2, None, 35_000);
+        let lease = go(two.acquire(0));
+        two.finished(lease, 1_000);
+        assert_eq!(two.estimate(0, 0), 0, "room now");
+        go(two.acquire(0));
+        go(two.acquire(0));
+        assert_eq!([0, 1, 2, 3].map(|ahead| two.estimate(0, ahead)), [1_000, 1_000, 2_000, 2_000]);
+        // The rate's spacing is a floor per place.
+        let mut spaced = Gate::new(64, Some(2.0), 35_000);
+        go(spaced.acquire(0));
+        assert_eq!(spaced.estimate(0, 3), 2_000, "next start at 500 ms, then 500 ms per place");
+        assert!(gate.estimate(0, usize::MAX) < u64::MAX, "bounded work and no overflow");
     }
 
     #[test]

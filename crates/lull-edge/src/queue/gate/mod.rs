@@ -62,8 +62,6 @@ pub(crate) const LEASE_MARGIN_MS: u64 = 5_000;
 pub(crate) const STATUS_DEAD_LETTERS: usize = 10;
 /// The longest an `Acquire` is held open, whatever it asks.
 pub const MAX_HOLD_MS: u64 = 10_000;
-/// An `Acquire` that waited its time out is told to come back at most this much later.
-pub(crate) const WAIT_HINT_MS: u64 = 1_000;
 /// Bytes of message bodies a page of dead letters holds at most (at least one letter).
 pub const PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Dead letters one `POST …/queue/dead-letters/retry` replays at most; the answer says how many remain.

@@ -119,6 +119,11 @@ impl Waiters {
         self.queue.front().is_some_and(|(first, _)| *first == id)
     }
 
+    /// How many wait before waiter `id` (`None` if it is not queued).
+    pub(crate) fn position(&self, id: u64) -> Option<usize> {
+        self.queue.iter().position(|(waiter, _)| *waiter == id)
+    }
+
     /// Whether waiter `id` is still queued.
     pub(crate) fn contains(&self, id: u64) -> bool {
         self.queue.iter().any(|(waiter, _)| *waiter == id)
