@@ -7,7 +7,12 @@
 // document's key (a short-lived JWT: send, flush, cancel), which the demo's
 // server side mints (`GET /demo/token?key=`), as your backend would. What
 // only an admin may read or do (the key's status, timeline, replay; the
-// demo sink) goes through that server side too (`/demo/keys/…`, `/demo/sink…`).
+// demo sink) goes through that server side too (`/demo/keys/…`, `/demo/sink…`, `/demo/target`).
+//
+// The sink's answer switch makes it answer every delivery `429` with
+// `Retry-After` (the topic pauses: every key holds, then one probe goes) or
+// `410` (the target is disabled until resumed); the topic's target state is
+// polled with the rest.
 
 import { edge } from 'lull-web/edge';
 import { liveTimeline } from './timeline.js';
@@ -36,6 +41,7 @@ function describe(e) {
     case 'deliver': return `delivery of ${w}, attempt ${e.attempt}: ${e.ok ? 'ok' : 'failed'} (${e.outcome}) in ${e.ms} ms`;
     case 'retry': return `retry ${w} as attempt ${e.attempt} at ${clock(e.at)}`;
     case 'dead_letter': return `dead letter: ${w} after ${e.attempts} attempts`;
+    case 'held': return `${w} held by the target until ${clock(e.until)} (attempt ${e.attempt} kept)`;
     case 'queued': return `${w} queued behind a delivery (${e.count} event(s))`;
     case 'cancel': return `${w} dropped (${e.cause}, ${e.count} event(s))`;
     default: return `${e.lull} ${w}`.trim();
@@ -88,6 +94,8 @@ export function edgePanel() {
     status: undefined,
     lastError: undefined,
     switches: 0,
+    target: undefined,
+    answer: 'ok',
   };
   $('producer').textContent = producer;
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('doc');
@@ -137,9 +145,22 @@ export function edgePanel() {
     state.switches += 1; // a poll begun before this no longer tells the switch's state
     demo(on ? 'PUT' : 'DELETE', `/demo/sink/failing/${encodeURIComponent(state.key)}`).then(() => {
       $('fail').setAttribute('aria-pressed', String(on));
-      message(on ? 'The sink now refuses this document (503): watch the retries.' : 'The sink accepts this document again.');
+      message(on ? 'The sink now refuses this document (500): watch the retries.' : 'The sink accepts this document again.');
     }, failed('sink switch'));
   });
+  const answers = {
+    ok: ['DELETE', '/demo/sink/answer', 'The sink answers as usual again (a paused target goes on after its pause; a disabled one needs a resume).'],
+    throttle: ['PUT', '/demo/sink/answer/throttle', 'The sink answers 429 with Retry-After 5 s: the whole topic pauses, then one probe goes.'],
+    gone: ['PUT', '/demo/sink/answer/gone', 'The sink answers 410 Gone: the target is disabled; events are still accepted.'],
+  };
+  for (const [name, [method, path, said]] of Object.entries(answers)) {
+    $(`answer-${name}`).addEventListener('click', () => demo(method, path).then(() => {
+      state.answer = name;
+      for (const other of Object.keys(answers)) $(`answer-${other}`).setAttribute('aria-pressed', String(other === name));
+      message(said);
+    }, failed('sink answer')));
+  }
+  $('resume').addEventListener('click', () => demo('POST', '/demo/target/resume').then(() => message('The target is active again: held windows go out within a minute.'), failed('resume')));
   $('replay').addEventListener('click', () => demo('POST', `${keyPath()}/dead-letters/retry`).then(() => message('Dead letters replayed.'), failed('replay')));
 
   function renderStatus(s) {
@@ -197,19 +218,28 @@ export function edgePanel() {
     );
   }
 
+  function renderTarget({ target }) {
+    state.target = target;
+    const text = { active: 'active', disabled: 'disabled', paused: `paused until ${clock(target.until ?? 0)}` }[target.state] ?? target.state;
+    const last = target.last_answer ? `, last answer ${target.last_answer.status ?? target.last_answer.detail}` : '';
+    $('s-target').textContent = `${text}${last}`;
+  }
+
   async function poll() {
     const [key, switches] = [state.key, state.switches];
     try {
       const after = state.after === undefined ? '' : `?after=${state.after}`;
-      const [status, page, sink] = await Promise.all([
+      const [status, page, sink, target] = await Promise.all([
         demo('GET', keyPath(key)),
         demo('GET', `${keyPath(key)}/timeline${after}`),
         demo('GET', '/demo/sink'),
+        demo('GET', '/demo/target'),
       ]);
       if (key === state.key) {
         renderStatus(status);
         renderTimeline(page);
         renderSink(sink, switches);
+        renderTarget(target);
         state.lastError = undefined;
       }
     } catch (error) {
@@ -219,7 +249,7 @@ export function edgePanel() {
   }
   poll();
 
-  const row = { accept: 0, fire: 1, retry: 1, queued: 1, cancel: 1, deliver: 2, dead_letter: 2 };
+  const row = { accept: 0, fire: 1, retry: 1, queued: 1, cancel: 1, held: 1, deliver: 2, dead_letter: 2 };
   liveTimeline($('edge-timeline'), {
     rows: ['events', 'fires', 'deliveries'],
     span: 20_000,

@@ -393,7 +393,7 @@ describe("edge panel", () => {
     await typeWith(page, "draft", typingDelays(5));
     await page.click("#flush"); // hand it over now and fire the edge's window
     await page.waitForFunction(() => document.getElementById("s-dead").textContent === "1", null, { timeout: 30_000 });
-    const refused = (await sinkOf(key)).filter((r) => r.status === 503);
+    const refused = (await sinkOf(key)).filter((r) => r.status === 500);
     assert.deepEqual(refused.map((r) => Number(r.attempt)), [1, 2, 3], "three attempts, each refused");
     const timeline = await timelineOf(key);
     assert.equal(timeline.filter((e) => e.lull === "deliver" && !e.ok).length, 3);
@@ -417,6 +417,41 @@ describe("edge panel", () => {
     );
     // The refusals were the sink's answers to the worker, not the page's requests.
     assert.deepEqual(problems, []);
+  });
+
+  test("a throttled, then a disabled target: the panel shows the topic paused, then disabled; a resume delivers the held window", { timeout: 180_000 }, async () => {
+    const key = `doc-target-${Date.now()}`;
+    const { page, problems } = await demo.page({ path: `/#doc=${key}` });
+    try {
+      await page.click("#answer-throttle");
+      await page.waitForFunction(() => document.getElementById("answer-throttle").getAttribute("aria-pressed") === "true");
+      assert.equal((await demo.api("GET", "/sink")).json.answer, "throttle", "the switch reached the sink");
+      await page.locator("#editor").click();
+      await typeWith(page, "held", typingDelays(4));
+      await page.click("#flush");
+      await page.waitForFunction(() => /^paused until .*last answer 429/.test(document.getElementById("s-target").textContent), null, { timeout: 30_000 });
+      const topic = (await demo.api("GET", "/v1/topics/demo")).json;
+      assert.equal(topic.target.state, "paused", JSON.stringify(topic));
+      assert.ok(topic.target.until > topic.target.since, JSON.stringify(topic.target));
+      await page.locator("#edge").screenshot({ path: join(SHOTS, "edge-target-paused.png") });
+      // The receiver now says 410: the probe after the pause gets it, and the target is disabled.
+      await page.click("#answer-gone");
+      await page.waitForFunction(() => /^disabled, last answer 410/.test(document.getElementById("s-target").textContent), null, { timeout: 30_000 });
+      assert.equal(await text(page, "s-failures"), "0", "throttles and a 410 spend no attempt");
+      await page.locator("#edge").screenshot({ path: join(SHOTS, "edge-target-disabled.png") });
+      await page.click("#answer-ok");
+      await page.click("#resume");
+      await page.waitForFunction(() => /^active/.test(document.getElementById("s-target").textContent), null, { timeout: 10_000 });
+      const delivered = await until(async () => (await sinkOf(key)).find((r) => r.status === 200), 90_000, "the held window delivered after the resume");
+      assert.deepEqual(delivered.delivery.events.map((e) => e.text), ["held"]);
+      const tries = await sinkOf(key);
+      assert.ok(tries.some((r) => r.status === 429) && tries.some((r) => r.status === 410), JSON.stringify(tries.map((r) => r.status)));
+      assert.ok(tries.every((r) => Number(r.attempt) === 1), `every try was attempt 1: ${tries.map((r) => r.attempt)}`);
+      assert.deepEqual(problems, []);
+    } finally {
+      await demo.api("DELETE", "/sink/answer");
+      await demo.api("POST", "/v1/topics/demo/target:resume");
+    }
   });
 
   test("leaving the page hands over the edits it still held (fetch keepalive)", { timeout: 60_000 }, async () => {

@@ -11,7 +11,7 @@ let edge, rx, state, api;
 let down = true;
 
 before(async () => {
-  rx = await startReceiver(() => (down ? 503 : 200));
+  rx = await startReceiver(() => (down ? 500 : 200));
   state = stateDir();
   edge = await startEdge({
     persist: state.dir,

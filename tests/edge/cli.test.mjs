@@ -16,11 +16,11 @@ const BIN = process.env.LULL_BIN;
 if (!BIN) throw new Error("LULL_BIN must name the lull binary (cargo build -p lull-cli; cargo xtask test edge sets it)");
 
 let edge, rx, api, state, files;
-/** Keys the receiver refuses (503) while they are in here. */
+/** Keys the receiver refuses (500) while they are in here. */
 const failing = new Set();
 
 before(async () => {
-  rx = await startReceiver((d) => (failing.has(d.body.key) ? 503 : 200));
+  rx = await startReceiver((d) => (failing.has(d.body.key) ? 500 : 200));
   state = stateDir();
   files = mkdtempSync(join(tmpdir(), "lull-cli-test-"));
   edge = await startEdge({

@@ -46,7 +46,9 @@ const DEMO = [
   ["GET", "/demo/search?q=a"],
   ["GET", "/sink", TOKENS.admin],
   ["PUT", "/sink/failing/k", TOKENS.admin],
+  ["DELETE", "/sink/answer", TOKENS.admin],
   ["GET", "/demo/sink"],
+  ["GET", "/demo/target"],
 ];
 
 test("the demo answers a loopback host, on any port", async () => {

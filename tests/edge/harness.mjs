@@ -81,6 +81,8 @@ export function lullWorker(topics, build = demoBuild, vars = {}, consumers = {},
       "lull-deliveries": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, retryDelay: 1, deadLetterQueue: "lull-dead-letters", ...consumers["lull-deliveries"] },
       "lull-dead-letters": { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100, retryDelay: 60, deadLetterQueue: "lull-parked", ...consumers["lull-dead-letters"] },
     },
+    // As wrangler.toml declares it: the dataset data points go to (local workerd records nothing).
+    analyticsEngineDatasets: { LULL_METRICS: { dataset: "lull" } },
     // As wrangler.toml declares it: a key_prefix client token holder's events across keys.
     ratelimits: { LULL_CLIENT_RATE: { namespace_id: "1001", simple: { limit: clientRate, period: 60 } } },
     bindings: {
@@ -125,6 +127,18 @@ export function runtimeLog(lines) {
       lines.push({ at: Date.now(), message: String(message) });
     }
   })(LogLevel.DEBUG);
+}
+
+/** lull-edge with `topics` on a fresh state; `body(api, edge)` runs the test, then the edge stops and its state goes. */
+export async function withEdge(topics, body) {
+  const state = stateDir();
+  const edge = await startEdge({ topics, persist: state.dir });
+  try {
+    return await body(client(edge.url), edge);
+  } finally {
+    await edge.stop();
+    state.cleanup();
+  }
 }
 
 /**
@@ -207,8 +221,8 @@ export function verifyWebhook(secret, headers, body, toleranceSecs = 300) {
 
 /**
  * A target on 127.0.0.1: records every delivery (parsed body, raw body, headers,
- * time, signature check with `TOKENS.secret`) and answers with `respond(delivery)`: a status (default
- * 200), `{ status, delayMs }` to answer late, a promise of either (held until
+ * time, signature check with `TOKENS.secret`, the status it was answered) and answers with
+ * `respond(delivery)`: a status (default 200), `{ status, delayMs, headers }` to answer late or with headers, a promise of either (held until
  * the test settles it), or "hang" to never answer.
  */
 export async function startReceiver(respond = () => 200) {
@@ -238,8 +252,9 @@ export async function startReceiver(respond = () => 200) {
       Promise.resolve(answer).then((answer) => {
         if (answer === "hang") return; // the worker's delivery timeout ends it
         if (answer === "open body") return void res.writeHead(200, { "content-type": "text/plain" }).write("partial"); // never ended
-        const { status, delayMs = 0 } = typeof answer === "number" ? { status: answer } : answer;
-        setTimeout(() => res.writeHead(status, { "content-type": "text/plain" }).end("ok"), delayMs);
+        const { status, delayMs = 0, headers = {} } = typeof answer === "number" ? { status: answer } : answer;
+        delivery.status = status;
+        setTimeout(() => res.writeHead(status, { "content-type": "text/plain", ...headers }).end("ok"), delayMs);
       });
     });
   });

@@ -15,7 +15,7 @@ before(async () => {
   rx = await startReceiver((d) => {
     if (d.body.window % 2 === 0 && !failedOnce.has(d.idempotencyKey)) {
       failedOnce.add(d.idempotencyKey);
-      return 503;
+      return 500;
     }
     return 200;
   });

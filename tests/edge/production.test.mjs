@@ -18,13 +18,15 @@ const root = resolve(import.meta.dirname, "../..");
 const BUILDS = { production: join(root, "target/edge-production"), demo: join(root, "crates/lull-edge/build") };
 // Byte strings only the demo's code holds: the places' credit and the places parser's error.
 const MARKERS = ["GeoNames", "places data"];
-// What only the demo serves: its search, its data set, its sink and the sink's failing switch.
+// What only the demo serves: its search, its data set, its sink, the sink's switches and the page's target view.
 const DEMO_REQUESTS = [
   ["GET", "/demo/search?q=a"],
   ["GET", "/demo/places"],
   ["GET", "/sink"],
   ["POST", "/sink", { topic: "t", key: "k", window: 1, events: [] }],
   ["PUT", "/sink/failing/k"],
+  ["PUT", "/sink/answer/gone"],
+  ["GET", "/demo/target"],
 ];
 // The window stays open (60 s) past the test: nothing is delivered, the target is never called.
 const topics = { t: { target: "http://127.0.0.1:9/never", wait_ms: 60_000, payload: "all" } };

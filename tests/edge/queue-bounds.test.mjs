@@ -50,7 +50,7 @@ async function receiver(ms, status) {
 
 test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never deleted; replayed once each within the bound", { timeout: 240_000 }, async () => {
   let down = true;
-  const { rx, peak } = await receiver(30, () => (down ? 503 : 200));
+  const { rx, peak } = await receiver(30, () => (down ? 500 : 200));
   const PAD = 100_000;
   try {
     const topics = {
@@ -81,7 +81,7 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
       assert.deepEqual(listed.rows.map((r) => r.body.event.i).sort((a, b) => a - b), [...Array(60).keys()]);
       assert.ok(listed.rows.every((r) => r.body.event.pad === "x".repeat(PAD) && r.body.key === `k${r.body.event.i}`));
       assert.deepEqual(new Set(listed.rows.map((r) => r.idempotency_key)), new Set(failed.keys()), "the windows that failed");
-      assert.ok(listed.rows.every((r) => r.attempts === 4 && r.last_outcome === "503" && r.first_failed_at <= r.kept_at), JSON.stringify({ ...listed.rows[0], body: "…" }));
+      assert.ok(listed.rows.every((r) => r.attempts === 4 && r.last_outcome === "500" && r.first_failed_at <= r.kept_at), JSON.stringify({ ...listed.rows[0], body: "…" }));
       // Still all there after the dead-letter consumer had time to run (nothing deleted, nothing dropped).
       await new Promise((ok) => setTimeout(ok, 3_000));
       assert.equal((await allDeadLetters(api, "big")).count, 60);
@@ -115,7 +115,7 @@ test("receiver down: 60 windows of ~100 KB kept as rows, listed intact, never de
 });
 
 test("a full store: events answer 429 and store nothing; dead letters wait on their queue past its retries; discard makes room", { timeout: 180_000 }, async () => {
-  const { rx } = await receiver(5, () => 503);
+  const { rx } = await receiver(5, () => 500);
   try {
     const topics = {
       tight: { target: `${rx.url}/t`, wait_ms: 50, delivery: "queue", max_queue_dead_letters: 2, retry: { max_attempts: 1 } },
@@ -205,7 +205,7 @@ test("queue retries: Lull-Attempt grows 1, 2, 3 on each redelivery, under one id
 test("one page's failing windows fill half the dead-letter bound: its events get 429, backends' are still stored", { timeout: 180_000 }, async () => {
   // The page's first two keys fail (their windows become dead letters); every other window is delivered.
   const failing = new Set(["page/a", "page/b"]);
-  const { rx } = await receiver(5, (d) => (failing.has(d.body.key) ? 503 : 200));
+  const { rx } = await receiver(5, (d) => (failing.has(d.body.key) ? 500 : 200));
   const secret = "queue-bounds-client-secret-0123456789";
   try {
     const topics = {

@@ -59,7 +59,7 @@ test("a configuration that fails while messages are in flight: each is retried l
     // The target is down, and while the first forward is out the configuration breaks.
     flip ??= fetch(`${url}/__test/config?broken=1`).then((r) => r.text());
     assert.equal(await flip, "true");
-    return 503;
+    return 500;
   });
   const topics = {
     t: { target: `${receiver.url}/t`, wait_ms: 50, delivery: "queue", forward_concurrency: 4, ingest_token_env: TOKEN_VAR },
@@ -128,7 +128,7 @@ test("a configuration that fails while messages are in flight: each is retried l
 
 test("a renamed LULL_DEAD_LETTER_QUEUE: the consumer's dead letter is kept by what it carries, never forwarded again", { timeout: 120_000 }, async () => {
   const state = stateDir();
-  const receiver = await startReceiver(() => 503);
+  const receiver = await startReceiver(() => 500);
   const topics = { r: { target: `${receiver.url}/r`, wait_ms: 50, delivery: "queue", forward_max_attempts: 2 } };
   // The variable no longer names the queue its dead letters arrive on.
   const edge = await startEdge({ topics, persist: state.dir, vars: { LULL_DEAD_LETTER_QUEUE: "lull-dead-letters-renamed" } });

@@ -3,7 +3,7 @@
 // no more than `forward_concurrency` at a time (measured by the receiver).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { client, startEdge, startReceiver, stateDir, until } from "./harness.mjs";
+import { client, startEdge, startReceiver, stateDir, until, withEdge } from "./harness.mjs";
 
 /** A receiver answering after `ms`, measuring its own peak of requests in flight. */
 async function slowReceiver(ms, status = () => 200) {
@@ -81,18 +81,6 @@ test("a 2 s target behind six windows drains at its own pace: about 6 × 2 s, ga
     await receiver.close();
   }
 });
-
-/** lull-edge with `topics` and the slow receivers it needs; `body(api)` runs the test. */
-async function withEdge(topics, body) {
-  const state = stateDir();
-  const edge = await startEdge({ topics, persist: state.dir });
-  try {
-    return await body(client(edge.url), edge);
-  } finally {
-    await edge.stop();
-    state.cleanup();
-  }
-}
 
 test("forward_rate_per_s: the receiver's measured starts stay under the rate", { timeout: 120_000 }, async () => {
   const { receiver } = await slowReceiver(20);

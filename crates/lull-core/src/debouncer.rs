@@ -210,6 +210,21 @@ impl Debouncer {
         Ok(())
     }
 
+    /// The run of `window` did not reach its work (the driver held it back,
+    /// or the work's target said *not now*): it runs again at `until` as the
+    /// same attempt, spending none of the retries. A [`Action::RetryScheduled`]
+    /// names that attempt and time; the [`Fire`] at `until` carries the
+    /// attempt unchanged (and the run's first reason, for the first attempt).
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NotInFlight`] unless that run is in flight; nothing changes.
+    pub fn run_deferred(&mut self, window: WindowId, now: u64, until: u64) -> Result<(), RunError> {
+        self.check_run(window, now)?;
+        self.step(now, Order::OperationFirst, |lane, now, env| lane.deferred(now, until, env));
+        Ok(())
+    }
+
     fn check_run(&self, window: WindowId, now: u64) -> Result<(), RunError> {
         self.lane.check_in_flight(window, now.max(self.clock))
     }

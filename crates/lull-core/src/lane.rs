@@ -89,6 +89,10 @@ pub(crate) struct Lane {
     /// snapshots: the policy's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     run_terms: Option<RunTerms>,
+    /// The run waiting for its retry was deferred ([`Lane::deferred`]): it
+    /// runs again as the same attempt.
+    #[serde(default, skip_serializing_if = "core::ops::Not::not")]
+    deferred: bool,
 }
 
 /// What a run keeps of the policy it started under, whatever changes later.
@@ -120,6 +124,7 @@ impl Lane {
             dead: Vec::new(),
             stats: Stats::default(),
             run_terms: None,
+            deferred: false,
         }
     }
 
@@ -284,6 +289,7 @@ impl Lane {
     pub(crate) fn succeeded(&mut self, now: u64, env: &mut Env<'_>) {
         self.run = None;
         self.run_terms = None;
+        self.deferred = false;
         self.stats.succeeded += 1;
         self.start_next(now, env);
     }
@@ -291,6 +297,17 @@ impl Lane {
     /// The run of `window` failed. Call [`Lane::check_in_flight`] first.
     pub(crate) fn failed(&mut self, now: u64, env: &mut Env<'_>) {
         self.fail(now, env);
+    }
+
+    /// The run of `window` did not reach its work: the same attempt again at
+    /// `until` (not before `now`). Call [`Lane::check_in_flight`] first.
+    pub(crate) fn deferred(&mut self, now: u64, until: u64, env: &mut Env<'_>) {
+        let Some(run) = self.run.as_mut() else { return };
+        let at = until.max(now);
+        run.retry_at = Some(at);
+        run.timeout_at = None;
+        self.deferred = true;
+        env.emit(Action::RetryScheduled { window: run.window, attempt: run.attempt, at });
     }
 
     fn dead_letter_index(&self, window: WindowId) -> Result<usize, DeadLetterError> {
@@ -479,6 +496,7 @@ impl Lane {
 
     fn start(&mut self, window: WindowId, span: Span, reason: Reason, now: u64, env: &mut Env<'_>) {
         let supersedes = self.run.take().map(|r| r.window);
+        self.deferred = false;
         if supersedes.is_some() {
             self.stats.superseded += 1;
         }
@@ -518,12 +536,15 @@ impl Lane {
         let timeout = self.terms(env.policy).run_timeout;
         let Some(run) = self.run.as_mut() else { return };
         if run.retry_at.take().is_some() {
-            run.attempt += 1;
+            // A deferred run goes again as the attempt it was.
+            if !core::mem::take(&mut self.deferred) {
+                run.attempt += 1;
+            }
             run.fired_at = now;
             run.timeout_at = timeout.map(|t| now.saturating_add(t));
             let fire = Fire {
                 window: run.window,
-                reason: Reason::Retry,
+                reason: if run.attempt == 1 { run.reason } else { Reason::Retry },
                 attempt: run.attempt,
                 at: now,
                 span: run.span,
@@ -538,6 +559,7 @@ impl Lane {
     }
 
     fn fail(&mut self, now: u64, env: &mut Env<'_>) {
+        self.deferred = false;
         let retry = self.terms(env.policy).retry;
         let Some(run) = self.run.as_mut() else { return };
         self.stats.failures += 1;

@@ -365,6 +365,43 @@ fn retry_without_jitter_waits_exactly_the_ceiling_and_old_snapshots_mean_full_ji
 }
 
 #[test]
+fn a_deferred_run_goes_again_as_the_same_attempt_and_spends_no_retry() {
+    // Catches: a deferral counted as a failed attempt (attempt + 1, or a dead letter at max_attempts).
+    let mut engine = Debouncer::new(policy(retrying(2)), 1);
+    engine.event(0);
+    engine.handle_timeout(50);
+    let Some(Action::Fire(first)) = engine.poll_action() else { panic!("fires") };
+    let mut now = 50;
+    for _ in 0..5 {
+        engine.run_deferred(first.window, now, now + 1_000).unwrap();
+        assert_eq!(
+            engine.poll_action(),
+            Some(Action::RetryScheduled { window: first.window, attempt: 1, at: now + 1_000 }),
+            "the same attempt, at the time given"
+        );
+        assert_eq!(engine.run_deferred(first.window, now, now), Err(RunError::NotInFlight(first.window)));
+        now += 1_000;
+        engine.handle_timeout(now);
+        let Some(Action::Fire(again)) = engine.poll_action() else { panic!("fires again") };
+        assert_eq!((again.window, again.attempt, again.reason, again.at), (first.window, 1, first.reason, now));
+    }
+    // A real failure after deferrals is still attempt 1's: one retry left of max_attempts 2.
+    engine.run_failed(first.window, now).unwrap();
+    let Some(Action::RetryScheduled { attempt: 2, at, .. }) = engine.poll_action() else { panic!("a retry") };
+    engine.handle_timeout(at);
+    let Some(Action::Fire(retry)) = engine.poll_action() else { panic!("the retry fires") };
+    assert_eq!((retry.attempt, retry.reason), (2, Reason::Retry));
+    // Deferring the retry keeps its attempt and reason.
+    engine.run_deferred(retry.window, at, at + 10).unwrap();
+    engine.poll_action();
+    engine.handle_timeout(at + 10);
+    let Some(Action::Fire(again)) = engine.poll_action() else { panic!("fires again") };
+    assert_eq!((again.attempt, again.reason), (2, Reason::Retry));
+    engine.run_failed(again.window, at + 10).unwrap();
+    assert!(matches!(engine.poll_action(), Some(Action::DeadLettered(_))), "attempt 2 of 2 failed: a dead letter");
+}
+
+#[test]
 fn a_run_past_its_timeout_counts_as_failed() {
     let mut sim = Sim::new(PolicyConfig { run_timeout: Some(500), ..retrying(2) }, Runs::Manual);
     sim.event_at(0);

@@ -27,6 +27,8 @@ pub(crate) const DEMO_VAR: &str = "LULL_DEMO_SINK";
 pub const KEY_WINDOW_BINDING: &str = "KEY_WINDOW";
 /// The topics' gate objects' Durable Object binding (class `TopicGate`) in `wrangler.toml`.
 pub const TOPIC_GATE_BINDING: &str = "TOPIC_GATE";
+/// The Analytics Engine dataset binding data points go to, if bound (`crate::metrics`).
+pub const METRICS_BINDING: &str = "LULL_METRICS";
 /// The dead-letter queue's producer binding: a dead letter the gate cannot
 /// keep yet waits there (`wrangler.toml`; needed where a topic delivers by queue).
 pub const DEAD_LETTER_BINDING: &str = "LULL_DEAD_LETTERS";

@@ -110,7 +110,7 @@ pub enum ApiError {
     /// `401 bad_signature`: the demo sink got a delivery whose signature does
     /// not verify (the demo's only: a build without it never answers so).
     BadSignature(String),
-    /// `503 sink_failing`: the demo sink refuses this key's deliveries (its
+    /// `500 sink_failing`: the demo sink refuses this key's deliveries (its
     /// failing switch; the demo's only).
     SinkFailing,
     /// `503 config`: `GET /healthz` while the configuration is invalid (the reason).
@@ -166,7 +166,7 @@ impl ApiError {
             | ApiError::DeadLettersFull { .. } => 429,
             ApiError::Unavailable { .. } | ApiError::Unhealthy(_) => 503,
             ApiError::BadSignature(_) => 401,
-            ApiError::SinkFailing => 503,
+            ApiError::SinkFailing => 500,
             ApiError::Config(_) | ApiError::Internal(_) => 500,
         }
     }
@@ -337,7 +337,7 @@ mod tests {
             (ApiError::Config("LULL_TOPICS: no topic is configured".into()), 500, "config"),
             (ApiError::Internal("storage".into()), 500, "internal"),
             (ApiError::BadSignature("no webhook-id".into()), 401, "bad_signature"),
-            (ApiError::SinkFailing, 503, "sink_failing"),
+            (ApiError::SinkFailing, 500, "sink_failing"),
         ];
         for (error, status, code) in cases {
             assert_eq!((error.status(), error.code()), (status, code));

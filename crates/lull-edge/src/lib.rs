@@ -62,16 +62,20 @@ mod delivery;
 mod demo;
 mod error;
 mod http;
+pub mod isolate;
 mod key;
 pub mod limits;
 mod log;
+pub mod metrics;
 mod names;
 pub mod ports;
 mod queue;
+pub mod target;
 mod topic;
 
 pub use config::{
-    ConfigReport, DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR, KEY_WINDOW_BINDING, TOPIC_GATE_BINDING, check_config,
+    ConfigReport, DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR, KEY_WINDOW_BINDING, METRICS_BINDING, TOPIC_GATE_BINDING,
+    check_config,
 };
 /// How a receiver verifies a delivery (Standard Webhooks).
 pub use delivery::signing;
@@ -81,10 +85,10 @@ pub use key::{KeyCall, KeyObject, KeyReply, KeyRequest};
 pub use names::Key;
 pub use queue::consume::{Consumer, Settle};
 pub use queue::gate::{
-    Counter, DeadLetterRow, DeadTotals, Failing, GateAnswer, GateCall, GateObject, GateOp, GateState, GateStatus,
-    GateStore, Gates, Grant, NewDeadLetter, StatusLetter,
+    Counter, DeadLetterRow, DeadTotals, Failing, Forwarded, GateAnswer, GateCall, GateObject, GateOp, GateState,
+    GateStatus, GateStore, Gates, Grant, NewDeadLetter, StatusLetter, TargetStatus, TopicStatus,
 };
-pub use topic::{Topic, TopicError, Topics};
+pub use topic::{ForwardBound, Topic, TopicError, Topics};
 
 #[cfg(target_arch = "wasm32")]
 mod runtime;

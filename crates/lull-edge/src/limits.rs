@@ -31,7 +31,8 @@ pub use crate::key::{CHECKPOINT_ROWS, DEDUPE_SLOTS, DEFAULT_PAGE, MAX_PAGE, MAX_
 // A topic's settings: the largest value each may take (the whole table is `topic::RANGES`).
 pub use crate::topic::{
     MAX_BODY_BYTES, MAX_DEDUPE_WINDOW_MS, MAX_DELIVERY_TIMEOUT_MS, MAX_FORWARD_MAX_ATTEMPTS, MAX_FORWARD_RATE_PER_S,
-    MAX_PENDING_WINDOWS, MAX_QUEUE_DEAD_LETTER_BYTES, MAX_QUEUE_DEAD_LETTERS, MAX_WINDOW_BYTES, MAX_WINDOW_EVENTS,
+    MAX_PENDING_WINDOWS, MAX_QUEUE_DEAD_LETTER_BYTES, MAX_QUEUE_DEAD_LETTERS, MAX_TARGET_MS, MAX_WINDOW_BYTES,
+    MAX_WINDOW_EVENTS,
 };
 
 // Queue delivery: a message, an event in it, the gate's bound and hold, waits on the queue.

@@ -22,6 +22,7 @@ use std::future::Future;
 use lull_core::Seq;
 
 use crate::error::{ApiError, UNAVAILABLE_RETRY_SECS};
+pub use crate::metrics::Metrics;
 
 /// Storage (or the alarm) failed; nothing of the batch was applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -257,8 +258,9 @@ pub trait Store {
     fn erase(&self) -> impl Future<Output = Result<(), StoreError>>;
 }
 
-/// The runtime around the key: clock, alarm, randomness, logs.
-pub trait Host {
+/// The runtime around the key: clock, alarm, randomness, logs, and data
+/// points (the [`Metrics`] port).
+pub trait Host: Metrics {
     /// Unix time in ms.
     fn now(&self) -> u64;
     /// 64 random bits (retry jitter seeds, incarnation ids).
@@ -304,6 +306,22 @@ pub struct Outcome {
     pub ok: bool,
     /// The status code, `timeout`, or the network error.
     pub detail: String,
+    /// The HTTP status, if the target answered.
+    pub status: Option<u16>,
+    /// Its `Retry-After`, as ms from the answer, if it gave one.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl Outcome {
+    /// An attempt that got no answer from the target (or was not made): why.
+    pub fn failed(detail: impl Into<String>) -> Outcome {
+        Outcome { ok: false, detail: detail.into(), status: None, retry_after_ms: None }
+    }
+
+    /// A send that succeeded without an HTTP answer (a queue took the messages): what happened.
+    pub fn done(detail: impl Into<String>) -> Outcome {
+        Outcome { ok: true, detail: detail.into(), status: None, retry_after_ms: None }
+    }
 }
 
 /// The delivery call: never fails, the outcome says what happened.
@@ -319,8 +337,9 @@ pub trait QueueSend {
     fn send(&self, binding: &str, messages: &[String], delay_secs: u32) -> impl Future<Output = Result<(), String>>;
 }
 
-/// The queue consumer's clock, pause and log.
-pub trait Clock {
+/// The queue consumer's (and the topic object's) clock, pause, log, and data
+/// points (the [`Metrics`] port).
+pub trait Clock: Metrics {
     /// Unix time in ms.
     fn now(&self) -> u64;
     /// Wait `ms` milliseconds.

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::target::TargetTerms;
 use lull_core::{Adaptive, JitterMode, MAX_DURATION_MS, Overlap, Policy, PolicyConfig, PolicyError, Retry, Wait};
 use serde::Deserialize;
 
@@ -71,7 +72,7 @@ pub(crate) enum Floor {
 /// manual's settings table states. `wait_ms` and `max_wait_ms` are checked by
 /// `lull-core` ([`PolicyError`]) against the same bounds. (`forward_rate_per_s`,
 /// a fraction above 0, has its own check; `max_batch` is 1 or more.)
-pub(crate) const RANGES: [(&str, Floor, u64); 13] = [
+pub(crate) const RANGES: [(&str, Floor, u64); 16] = [
     ("wait_ms", Floor::Value(0), MAX_DURATION_MS),
     ("max_wait_ms", Floor::Setting("wait_ms"), MAX_DURATION_MS),
     ("max_body_bytes", Floor::Value(1), MAX_BODY_BYTES as u64),
@@ -85,7 +86,13 @@ pub(crate) const RANGES: [(&str, Floor, u64); 13] = [
     ("forward_max_attempts", Floor::Value(1), MAX_FORWARD_MAX_ATTEMPTS as u64),
     ("max_queue_dead_letters", Floor::Value(1), MAX_QUEUE_DEAD_LETTERS),
     ("max_queue_dead_letter_bytes", Floor::Value(MIN_QUEUE_DEAD_LETTER_BYTES), MAX_QUEUE_DEAD_LETTER_BYTES),
+    ("max_retry_after_ms", Floor::Value(1_000), MAX_TARGET_MS),
+    ("max_throttled_ms", Floor::Value(0), MAX_TARGET_MS),
+    ("disable_after_failing_ms", Floor::Value(60_000), MAX_TARGET_MS),
 ];
+
+/// The longest `max_retry_after_ms`, `max_throttled_ms` and `disable_after_failing_ms` (30 days).
+pub const MAX_TARGET_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
 /// `field`'s range in [`RANGES`] (a field not there takes any number, starting at none).
 fn range_of(field: &str) -> (Floor, u64) {
@@ -174,8 +181,11 @@ struct TopicConfig {
     retention_ms: u64,
     delivery: DeliveryKind,
     queue: Option<String>,
-    forward_concurrency: u32,
+    forward_concurrency: Option<u32>,
     forward_rate_per_s: Option<f64>,
+    max_retry_after_ms: u64,
+    max_throttled_ms: u64,
+    disable_after_failing_ms: u64,
     forward_max_attempts: u32,
     ingest_token_env: Option<String>,
     signing_secret_env: Option<String>,
@@ -223,10 +233,16 @@ impl Default for TopicConfig {
             delivery: DeliveryKind::Webhook,
             // `DEFAULT_QUEUE_BINDING` with `delivery = "queue"`.
             queue: None,
-            // One forward in flight per queue topic.
-            forward_concurrency: 1,
+            // One forward in flight per queue topic; no bound for a webhook topic.
+            forward_concurrency: None,
             // No rate bound.
             forward_rate_per_s: None,
+            // A target's throttle: its `Retry-After` honoured up to an hour; a
+            // window's tries throttled for an hour before they count; disabled
+            // after five days of failing answers only (as Svix).
+            max_retry_after_ms: TargetTerms::default().max_retry_after_ms,
+            max_throttled_ms: TargetTerms::default().max_throttled_ms,
+            disable_after_failing_ms: TargetTerms::default().disable_after_ms,
             // The fourth failed forward (across the copies sent back to wait) dead-letters a message.
             forward_max_attempts: DEFAULT_FORWARD_MAX_ATTEMPTS,
             // Only the global ingest tokens (and client tokens, where accepted) post events.
@@ -280,16 +296,24 @@ pub(crate) enum DeliveryKind {
 pub struct QueueDelivery {
     /// The producer binding's name in `wrangler.toml` (`queue`, default [`DEFAULT_QUEUE_BINDING`]).
     pub binding: String,
-    /// Forwards to the target in flight at most, across every batch and isolate (1..=64, default 1).
-    pub forward_concurrency: u32,
-    /// Forwards started per second at most, if set (0 < rate ≤ 1000).
-    pub forward_rate_per_s: Option<f64>,
     /// Failed forwards of a message, counted across the copies sent back to
     /// wait, after which the consumer sends it to the dead-letter queue (1..=100, default 4).
     pub forward_max_attempts: u32,
     /// The bounds of the dead letters its gate object keeps.
     pub dead_letters: DeadLetterBounds,
 }
+
+/// A topic's bound on forwards to its target (`forward_concurrency`,
+/// `forward_rate_per_s`), held by its object's gate across keys, batches and isolates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ForwardBound {
+    /// Forwards in flight at most (1..=64; a queue topic's default 1).
+    pub concurrency: u32,
+    /// Forwards started per second at most, if set (0 < rate ≤ 1000).
+    pub rate_per_s: Option<f64>,
+}
+
+impl Eq for ForwardBound {}
 
 /// How many dead letters a queue topic's gate object keeps, and how many
 /// bytes of them (`max_queue_dead_letters`, `max_queue_dead_letter_bytes`).
@@ -341,6 +365,12 @@ pub struct Topic {
     pub retention_ms: u64,
     /// `Some` when windows go through a queue (`delivery = "queue"`), `None` for webhooks.
     pub queue: Option<QueueDelivery>,
+    /// The bound on forwards to the target in flight and their rate, across
+    /// the topic's keys (or its queue consumer); `None`: no bound (a webhook
+    /// topic that sets neither `forward_concurrency` nor `forward_rate_per_s`).
+    pub forward: Option<ForwardBound>,
+    /// How the topic treats its target's throttles and failures.
+    pub target_terms: TargetTerms,
     /// The secret or var holding this topic's own ingest token(s), if any (`ingest_token_env`).
     pub ingest_token_env: Option<String>,
     /// The secret or var holding this topic's own signing secret(s), if any (`signing_secret_env`).
@@ -442,11 +472,28 @@ impl Topic {
         in_range("dedupe_window_ms", c.dedupe_window_ms, 0).map_err(fail)?;
         in_range("retention_ms", c.retention_ms, c.dedupe_window_ms).map_err(fail)?;
         in_range("max_pending_windows", c.max_pending_windows as u64, 0).map_err(fail)?;
+        in_range("max_retry_after_ms", c.max_retry_after_ms, 0).map_err(fail)?;
+        in_range("max_throttled_ms", c.max_throttled_ms, 0).map_err(fail)?;
+        in_range("disable_after_failing_ms", c.disable_after_failing_ms, 0).map_err(fail)?;
+        let target_terms = TargetTerms {
+            max_retry_after_ms: c.max_retry_after_ms,
+            max_throttled_ms: c.max_throttled_ms,
+            disable_after_ms: c.disable_after_failing_ms,
+        };
+        // The bound on forwards in flight and their rate: any topic's; a queue topic's is 1 unless set.
+        if let Some(limit) = c.forward_concurrency {
+            in_range("forward_concurrency", limit.into(), 0).map_err(fail)?;
+        }
+        if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
+            return Err(fail(Problem::Queue(QueueProblem::Rate)));
+        }
+        let forward = match (c.delivery, c.forward_concurrency, c.forward_rate_per_s) {
+            (DeliveryKind::Webhook, None, None) => None,
+            (_, limit, rate_per_s) => Some(ForwardBound { concurrency: limit.unwrap_or(1), rate_per_s }),
+        };
         let queue = match c.delivery {
             DeliveryKind::Webhook
                 if c.queue.is_some()
-                    || c.forward_rate_per_s.is_some()
-                    || c.forward_concurrency != 1
                     || c.forward_max_attempts != DEFAULT_FORWARD_MAX_ATTEMPTS
                     || c.max_queue_dead_letters != DEFAULT_MAX_QUEUE_DEAD_LETTERS
                     || c.max_queue_dead_letter_bytes != DEFAULT_MAX_QUEUE_DEAD_LETTER_BYTES =>
@@ -459,10 +506,6 @@ impl Topic {
                 if binding.is_empty() || !binding.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
                     return Err(fail(Problem::Queue(QueueProblem::Binding(binding))));
                 }
-                in_range("forward_concurrency", c.forward_concurrency.into(), 0).map_err(fail)?;
-                if c.forward_rate_per_s.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_FORWARD_RATE_PER_S)) {
-                    return Err(fail(Problem::Queue(QueueProblem::Rate)));
-                }
                 in_range("forward_max_attempts", c.forward_max_attempts.into(), 0).map_err(fail)?;
                 if c.max_body_bytes > MAX_QUEUE_EVENT_BYTES {
                     return Err(fail(Problem::Queue(QueueProblem::BodyLimit)));
@@ -472,8 +515,6 @@ impl Topic {
                 in_range("max_queue_dead_letter_bytes", bytes, 0).map_err(fail)?;
                 Some(QueueDelivery {
                     binding,
-                    forward_concurrency: c.forward_concurrency,
-                    forward_rate_per_s: c.forward_rate_per_s,
                     forward_max_attempts: c.forward_max_attempts,
                     dead_letters: DeadLetterBounds { count: c.max_queue_dead_letters, bytes },
                 })
@@ -517,6 +558,8 @@ impl Topic {
             dedupe_window_ms: c.dedupe_window_ms,
             retention_ms: c.retention_ms,
             queue,
+            forward,
+            target_terms,
             ingest_token_env: c.ingest_token_env,
             signing_secret_env: c.signing_secret_env,
             client_tokens: c.client_tokens || c.client_token_secret_env.is_some(),
@@ -570,7 +613,7 @@ pub enum Problem {
 /// What is wrong with a topic's queue delivery settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QueueProblem {
-    /// `queue`, `forward_concurrency` or `forward_rate_per_s` on a webhook topic.
+    /// A queue topic's setting (`queue`, `forward_max_attempts`, dead-letter bounds) on a webhook topic.
     NotQueueDelivery,
     /// `queue` is not a binding's name (`A-Z a-z 0-9 _`).
     Binding(String),
@@ -584,8 +627,8 @@ impl fmt::Display for QueueProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QueueProblem::NotQueueDelivery => f.write_str(
-                "queue, forward_concurrency, forward_rate_per_s, forward_max_attempts, max_queue_dead_letters \
-                 and max_queue_dead_letter_bytes need delivery = \"queue\"",
+                "queue, forward_max_attempts, max_queue_dead_letters and max_queue_dead_letter_bytes need \
+                 delivery = \"queue\"",
             ),
             QueueProblem::Binding(b) => write!(f, "queue must name a binding (A-Z a-z 0-9 _), not {b:?}"),
             QueueProblem::Rate => {
@@ -860,8 +903,21 @@ mod tests {
                 .contains("max_attempts")
         );
         assert!(
-            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "forward_concurrency": 2}}"#)
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "forward_max_attempts": 2}}"#)
                 .contains("need delivery = \"queue\"")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "forward_concurrency": 65}}"#)
+                .contains("forward_concurrency must be 1..=64, not 65"),
+            "a webhook topic's bound is checked as a queue topic's"
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "max_retry_after_ms": 999}}"#)
+                .contains("max_retry_after_ms must be 1000..=2592000000 (30 days), not 999")
+        );
+        assert!(
+            refused(r#"{"t": {"target": "https://a", "wait_ms": 1, "disable_after_failing_ms": 1000}}"#)
+                .contains("disable_after_failing_ms")
         );
         let queue =
             |extra: &str| format!(r#"{{"t": {{"target": "https://a", "wait_ms": 1, "delivery": "queue"{extra}}}}}"#);
@@ -937,22 +993,31 @@ mod tests {
                 "plain": {"target": "https://a/y", "wait_ms": 1, "delivery": "queue", "queue": "OTHER"}}"#,
         )
         .unwrap();
+        assert_eq!(topics.get("slow").unwrap().forward, Some(ForwardBound { concurrency: 4, rate_per_s: Some(2.5) }));
+        assert_eq!(topics.get("plain").unwrap().forward, Some(ForwardBound { concurrency: 1, rate_per_s: None }));
         let slow = topics.get("slow").unwrap().queue.clone().unwrap();
         assert_eq!(
             slow,
             QueueDelivery {
                 binding: DEFAULT_QUEUE_BINDING.into(),
-                forward_concurrency: 4,
-                forward_rate_per_s: Some(2.5),
                 forward_max_attempts: 6,
                 dead_letters: DeadLetterBounds { count: 3, bytes: 128_000 },
             }
         );
         let plain = topics.get("plain").unwrap().queue.clone().unwrap();
-        assert_eq!((plain.binding.as_str(), plain.forward_concurrency, plain.forward_rate_per_s), ("OTHER", 1, None));
+        assert_eq!(plain.binding, "OTHER");
         assert_eq!(plain.forward_max_attempts, DEFAULT_FORWARD_MAX_ATTEMPTS);
         assert_eq!(plain.dead_letters, DeadLetterBounds { count: 10_000, bytes: 256 * 1024 * 1024 }, "the defaults");
-        let hook = Topics::parse(r#"{"h": {"target": "https://a", "wait_ms": 1}}"#).unwrap();
-        assert_eq!(hook.get("h").unwrap().queue, None);
+        let hook = Topics::parse(
+            r#"{"h": {"target": "https://a", "wait_ms": 1}, "bound": {"target": "https://a", "wait_ms": 1, "forward_concurrency": 4},
+                "rated": {"target": "https://a", "wait_ms": 1, "forward_rate_per_s": 2, "max_retry_after_ms": 5000}}"#,
+        )
+        .unwrap();
+        assert_eq!((hook.get("h").unwrap().queue.as_ref(), hook.get("h").unwrap().forward), (None, None), "no bound");
+        assert_eq!(hook.get("h").unwrap().target_terms, TargetTerms::default());
+        assert_eq!(hook.get("bound").unwrap().forward, Some(ForwardBound { concurrency: 4, rate_per_s: None }));
+        let rated = hook.get("rated").unwrap();
+        assert_eq!(rated.forward, Some(ForwardBound { concurrency: 1, rate_per_s: Some(2.0) }));
+        assert_eq!(rated.target_terms.max_retry_after_ms, 5_000);
     }
 }

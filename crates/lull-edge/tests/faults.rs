@@ -40,9 +40,9 @@ fn a_failed_attempt_logs_one_line_with_its_window_and_fires_and_successes_log_no
     pair.step(&Op::Event);
     pair.step(&Op::Event);
     pair.step(&Op::Alarm); // quiet period: the window fires, the delivery starts
-    pair.step(&Op::Answer(false));
+    pair.step(&Op::Answer(Answer::Fail));
     pair.step(&Op::Alarm); // the retry
-    pair.step(&Op::Answer(true));
+    pair.step(&Op::Answer(Answer::Ok));
     let lines: Vec<serde_json::Value> =
         pair.world.borrow().logs.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(!lines.iter().any(|l| l["lull"] == "fire"), "a fire is kept in the timeline only: {lines:?}");
@@ -134,7 +134,7 @@ fn the_bound_refuses_events_with_429_and_stores_nothing() {
     for _ in 0..40 {
         pair.step(&Op::Event);
         pair.step(&Op::Alarm);
-        pair.step(&Op::Answer(false));
+        pair.step(&Op::Answer(Answer::Fail));
     }
     let status = pair.status().unwrap();
     let pending = status["queued_count"].as_u64().unwrap() + status["dead_letter_count"].as_u64().unwrap();
@@ -238,7 +238,7 @@ fn an_alarm_whose_work_and_re_arm_both_fail_is_retried_by_the_runtime() {
     pair.step(&Op::AlarmOutage(2));
     let before = pair.world.borrow().logs.len();
     pair.step(&Op::Alarm); // `step` asserts that the event still has an alarm
-    pair.step(&Op::Answer(true));
+    pair.step(&Op::Answer(Answer::Ok));
     let w = pair.world.borrow();
     assert!(w.logs[before..].iter().any(|l| l.contains(r#""rearm":false"#)), "{:?}", &w.logs[before..]);
     assert_eq!(w.alarm, Some(w.now.get() + 2_000), "the failed handler is the runtime's to retry");
@@ -420,12 +420,12 @@ fn a_window_sealed_by_the_next_event_is_queued_once_after_a_reload() {
         Event,
         Event,
         Reconfigure(3),
-        Answer(false),
+        Answer(support::Answer::Fail),
         Advance(2),
         Event,
         Crash,
         Alarm,
-        Answer(false),
+        Answer(support::Answer::Fail),
         Cancel,
     ];
     run(&ops);
@@ -450,7 +450,7 @@ fn last_windows_delivered_one_after_another_reuse_their_rows() {
             }
         }
         pair.step(&Op::Alarm); // the full window fires
-        pair.step(&Op::Answer(true));
+        pair.step(&Op::Answer(Answer::Ok));
     }
     let received = &pair.world.borrow().received;
     let last: Vec<_> = received.iter().map(|(_, _, b)| b["event"]["n"].as_u64().unwrap()).collect();
@@ -481,7 +481,7 @@ fn a_window_switched_from_last_to_all_carries_what_it_kept_and_loses_nothing_aft
         pair.post(format!(r#"{{"n":{n}}}"#), None);
         if n % 5 == 4 {
             pair.step(&Op::Alarm);
-            pair.step(&Op::Answer(true));
+            pair.step(&Op::Answer(Answer::Ok));
         }
     }
     let received = &pair.world.borrow().received;
@@ -506,7 +506,7 @@ fn a_batch_refused_midway_stores_none_of_its_events() {
     let mut pair = Pair::with_topics(topics);
     pair.step(&Op::Event); // a full window: fires
     pair.step(&Op::Alarm);
-    pair.step(&Op::Answer(false)); // its retry is a minute away
+    pair.step(&Op::Answer(Answer::Fail)); // its retry is a minute away
     let (rows, written) = (pair.world.borrow().events.len(), pair.world.borrow().rows_written);
     let events = vec![(r#"{"n":1}"#.to_string(), None), (r#"{"n":2}"#.to_string(), None)];
     let refused =
@@ -690,4 +690,186 @@ fn a_flush_or_cancel_that_changes_nothing_stores_nothing() {
     let written = pair.world.borrow().rows_written;
     pair.request(KeyRequest::Cancel).unwrap().unwrap();
     assert!(pair.world.borrow().rows_written > written, "a cancel that drops a window is stored");
+}
+
+/// The topic's target, as the key meets it: a throttle holds the window
+/// (its attempt unspent) until the receiver's time, then the key's try is the
+/// probe; a healthy target costs no request per delivery.
+mod target {
+    use super::*;
+    use lull_edge::target::{RESUME_SPREAD_MS, TARGET_STALE_MS, TargetState};
+
+    fn attempts(pair: &Pair) -> Vec<u32> {
+        pair.world.borrow().received.iter().map(|(_, a, _)| *a).collect()
+    }
+
+    /// The key's requests of its topic's object about the target (its metric hand-overs aside).
+    fn calls(pair: &Pair) -> Vec<(&'static str, u64)> {
+        pair.world.borrow().topic_calls.iter().filter(|(op, _)| **op != "tally").map(|(op, n)| (*op, *n)).collect()
+    }
+
+    #[test]
+    fn a_throttle_holds_the_window_unspent_until_the_receivers_time_then_it_goes_as_the_probe() {
+        let mut pair = Pair::new();
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        let sent = pair.world.borrow().now.get();
+        pair.step(&Op::Answer(Answer::Throttle(Some(5_000))));
+        let until = sent + 5_000;
+        assert_eq!(pair.world.borrow().target.state, TargetState::Paused { until }, "the topic is paused, not the key");
+        let alarm = pair.world.borrow().alarm.unwrap();
+        assert!((until..until + RESUME_SPREAD_MS).contains(&alarm), "armed for the pause's end, spread: {alarm}");
+        let status = pair.status().unwrap();
+        assert_eq!(status["stats"]["failures"], 0, "a throttle is no failure: {status}");
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Ok));
+        assert_eq!(attempts(&pair), [1, 1], "the same attempt again, after the pause");
+        assert_eq!(pair.world.borrow().received_at[1], alarm);
+        assert_eq!(pair.world.borrow().target.state, TargetState::Active, "the probe delivered: active again");
+        // The state fetched for the first delivery, and again after the pause (the copy was stale).
+        assert_eq!(calls(&pair), [("acquire", 1), ("release", 1), ("report", 1), ("target", 2)]);
+        pair.drain();
+        pair.check();
+    }
+
+    #[test]
+    fn throttled_past_max_throttled_ms_the_tries_count() {
+        let topics = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 50,
+            "max_throttled_ms": 0, "retry": {"max_attempts": 2, "base_ms": 20, "cap_ms": 40}}}"#;
+        let mut pair = Pair::with_topics(topics);
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Throttle(Some(1_000))));
+        // Its retry waits for the pause to end (held), then goes as the probe.
+        while attempts(&pair).len() < 2 {
+            pair.step(&Op::Alarm);
+        }
+        pair.step(&Op::Answer(Answer::Throttle(Some(1_000))));
+        assert_eq!(attempts(&pair), [1, 2], "each throttled try counted");
+        let status = pair.status().unwrap();
+        assert_eq!(status["dead_letter_count"], 1, "max_attempts 2: a dead letter, as failures make: {status}");
+    }
+
+    #[test]
+    fn gone_disables_the_target_and_a_resume_delivers_the_held_window_first() {
+        let mut pair = Pair::new();
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Gone));
+        assert_eq!(pair.world.borrow().target.state, TargetState::Disabled);
+        // Events are still accepted while it is disabled.
+        pair.step(&Op::Event);
+        pair.step(&Op::Advance(100));
+        pair.step(&Op::Event);
+        // Woken while disabled, the key holds again (its copy of the state says so: no request).
+        pair.step(&Op::Alarm);
+        assert_eq!(attempts(&pair), [1], "nothing delivered while disabled");
+        pair.step(&Op::Resume);
+        pair.step(&Op::Advance(TARGET_STALE_MS));
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Ok));
+        let first_after = pair.world.borrow().received[1].clone();
+        assert_eq!((first_after.1, &first_after.2["window"]), (1, &1.into()), "the window that got the 410 goes first");
+        pair.drain();
+        pair.check();
+        assert_eq!(pair.status().unwrap()["stats"]["failures"], 0);
+    }
+
+    #[test]
+    fn a_crash_while_paused_loses_nothing() {
+        let mut pair = Pair::new();
+        for _ in 0..3 {
+            pair.step(&Op::Event);
+        }
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Throttle(None)));
+        pair.step(&Op::Crash);
+        pair.step(&Op::Event);
+        pair.step(&Op::Crash);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Throttle(Some(2_000))));
+        pair.step(&Op::Crash);
+        pair.drain();
+        pair.check();
+        assert!(attempts(&pair).iter().all(|a| *a == 1), "no throttle spent an attempt: {:?}", attempts(&pair));
+    }
+
+    #[test]
+    fn a_healthy_target_costs_no_request_per_delivery() {
+        let topics =
+            r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 10, "max_batch": 1}}"#;
+        let mut pair = Pair::with_topics(topics);
+        for _ in 0..20 {
+            pair.step(&Op::Event);
+            pair.step(&Op::Alarm);
+            pair.step(&Op::Answer(Answer::Ok));
+        }
+        assert_eq!(attempts(&pair).len(), 20);
+        let elapsed = pair.world.borrow().now.get() - 1_000_000;
+        let fetches = pair.world.borrow().topic_calls.get("target").copied().unwrap_or(0);
+        assert_eq!(calls(&pair), [("target", fetches)], "only the state's copy is refreshed");
+        assert!(fetches <= elapsed / TARGET_STALE_MS + 1, "{fetches} fetches over {elapsed} ms");
+        let tallies = pair.world.borrow().topic_calls.get("tally").copied().unwrap_or(0);
+        assert!(
+            tallies <= elapsed / lull_edge::metrics::TALLY_FLUSH_MS + 1,
+            "{tallies} metric hand-overs over {elapsed} ms"
+        );
+    }
+}
+
+/// What a key counts: data points once committed, and the isolate's sums
+/// handed to the topic's object at most once a period.
+mod metrics {
+    use super::*;
+    use lull_edge::metrics::{TALLY_FLUSH_MS, What};
+
+    #[test]
+    fn a_key_counts_events_fires_attempts_and_dead_letters_and_hands_the_sums_over_once_a_period() {
+        let mut pair = Pair::new();
+        pair.step(&Op::Event);
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Fail));
+        // The first hand-over went with the first alarm; the rest wait for the period.
+        let first = pair.world.borrow().totals.clone();
+        assert_eq!(first.get("events_accepted_total"), Some(&2));
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Fail)); // max_attempts 2: a dead letter
+        assert_eq!(pair.world.borrow().totals, first, "within the period: nothing handed over");
+        pair.step(&Op::Advance(TALLY_FLUSH_MS));
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Ok));
+        let totals = pair.world.borrow().totals.clone();
+        let total = |s: &str| totals.get(s).copied().unwrap_or(0);
+        assert_eq!(total("events_accepted_total"), 3);
+        assert_eq!(total("windows_fired_total|quiet"), 2, "a retry is no new fire");
+        assert_eq!((total("delivery_attempts_total|5xx"), total("dead_letters_total")), (2, 1));
+        // The last attempt's point is written; its count waits for the next hand-over.
+        let points = pair.world.borrow().points.clone();
+        let attempts: Vec<&str> =
+            points.iter().filter(|p| p.what == What::Attempt).map(|p| p.outcome.as_str()).collect();
+        assert_eq!(attempts, ["5xx", "5xx", "2xx"]);
+        assert!(points.iter().all(|p| p.topic == "t"));
+        let calls = pair.world.borrow().topic_calls.get("tally").copied();
+        assert_eq!(calls, Some(2), "one hand-over per period, not one per delivery");
+    }
+
+    #[test]
+    fn a_refused_event_is_counted_by_its_code_and_a_failed_commit_counts_no_fire() {
+        let topics = r#"{"t": {"target": "http://127.0.0.1:9/hook", "allow_http": true, "wait_ms": 60000,
+            "max_pending_windows": 2, "max_batch": 1}}"#;
+        let mut pair = Pair::with_topics(topics);
+        pair.step(&Op::Event); // a full window: it fires
+        pair.step(&Op::CommitFault(Fault::Fail));
+        pair.step(&Op::Event); // its write fails: refused `unavailable`, nothing fired
+        pair.step(&Op::Event); // a second window: it fires, and waits behind the first
+        pair.step(&Op::Event); // past the pending bound: `too_many_pending`
+        let points = pair.world.borrow().points.clone();
+        let events: Vec<(&str, f64)> =
+            points.iter().filter(|p| p.what == What::Events).map(|p| (p.outcome.as_str(), p.count)).collect();
+        assert_eq!(events, [("accepted", 1.0), ("unavailable", 1.0), ("accepted", 1.0), ("too_many_pending", 1.0)]);
+        let fires = points.iter().filter(|p| p.what == What::Fire).count();
+        assert_eq!(fires, 1, "the queued window fires later; the failed commit's fire never happened");
+    }
 }

@@ -90,7 +90,11 @@ fn key_op(request: &KeyRequest) -> Op {
 fn gate_op(gate: &GateOp) -> Option<Op> {
     match gate {
         GateOp::Acquire { .. } | GateOp::Release { .. } | GateOp::Count { .. } | GateOp::DeadLetter { .. } => None,
-        GateOp::Room => None,
+        GateOp::Room | GateOp::Report { .. } | GateOp::Target | GateOp::Tally { .. } => None,
+        // One topic's part of `GET /v1/metrics` (the route asks every topic's object).
+        GateOp::Metrics => None,
+        GateOp::Topic => Some(op("GET", "/v1/topics/{topic}")),
+        GateOp::Resume => Some(op("POST", "/v1/topics/{topic}/target:resume")),
         GateOp::Status => Some(op("GET", QUEUE)),
         GateOp::DeadLetters { .. } => Some(op("GET", format!("{QUEUE}/dead-letters"))),
         GateOp::Replay { .. } => Some(op("POST", format!("{QUEUE}/dead-letters/{{id}}/retry"))),
@@ -103,10 +107,14 @@ fn gate_op(gate: &GateOp) -> Option<Op> {
 fn route_ops(route: &Route) -> Vec<Op> {
     match route {
         Route::Health => vec![op("GET", "/healthz")],
+        Route::Metrics => vec![op("GET", "/v1/metrics")],
         Route::Preflight => paths().into_iter().map(|path| op("OPTIONS", path)).collect(),
         Route::Demo(_) => Vec::new(),
         Route::MintClientToken { .. } => vec![op("POST", "/v1/topics/{topic}/client-tokens")],
         Route::Batch { .. } => vec![op("POST", BATCH)],
+        Route::Topic { op, .. } => {
+            vec![gate_op(op).unwrap_or_else(|| panic!("{op:?} is a call of the keys', not a route"))]
+        }
         Route::Queue { op, .. } => {
             vec![gate_op(op).unwrap_or_else(|| panic!("{op:?} is a call of the consumer's, not a route"))]
         }
@@ -148,6 +156,9 @@ fn every_gate_op() -> Vec<GateOp> {
         GateOp::Replay { id: 7 },
         GateOp::ReplayAll,
         GateOp::Discard { id: 7 },
+        GateOp::Target,
+        GateOp::Resume,
+        GateOp::Topic,
     ]
 }
 
@@ -157,12 +168,18 @@ fn every_route() -> Vec<Route> {
     let key = Key::new("k".into()).unwrap();
     let mut routes = vec![
         Route::Health,
+        Route::Metrics,
         Route::Preflight,
         Route::MintClientToken { topic: topic() },
         Route::Batch { topic: topic() },
     ];
+    let topic_ops = [GateOp::Topic, GateOp::Resume];
+    routes.extend(topic_ops.clone().map(|op| Route::Topic { topic: topic(), op }));
     routes.extend(
-        every_gate_op().into_iter().filter(|op| gate_op(op).is_some()).map(|op| Route::Queue { topic: topic(), op }),
+        every_gate_op()
+            .into_iter()
+            .filter(|op| gate_op(op).is_some() && !topic_ops.contains(op))
+            .map(|op| Route::Queue { topic: topic(), op }),
     );
     routes.extend(
         every_key_request()

@@ -26,6 +26,7 @@ use std::rc::Rc;
 use std::task::Poll;
 
 use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_HOLD_MS, MAX_WAITS};
+use lull_edge::target::TargetView;
 use lull_edge::{Counter, GateAnswer, GateOp, Grant, Settle, StatusLetter, Topics};
 use proptest::prelude::*;
 
@@ -197,7 +198,7 @@ fn a_dead_letter_says_when_it_first_failed_its_attempts_and_last_outcome() {
     assert_eq!(binding, DEAD);
     assert_eq!(all_at_once(&parts, std::slice::from_ref(&letter), true), [Settle::Ack]);
     let row = world.rows.borrow().values().next().unwrap().clone();
-    assert_eq!((row.attempts, row.first_failed_at, row.outcome.as_str()), (4, 10_000, "503"));
+    assert_eq!((row.attempts, row.first_failed_at, row.outcome.as_str()), (4, 10_000, "500"));
     assert!(world.failing.borrow().is_empty(), "the failing record moved into the row");
 }
 
@@ -340,10 +341,13 @@ fn the_status_shows_in_flight_bound_counters_requests_and_the_oldest_dead_letter
     all_at_once(&parts, &(0..2).map(|i| text(Kind::Poison, i)).collect::<Vec<_>>(), true);
     let Ok(GateAnswer::Grant(Grant::Go { lease, .. })) = parts.admin(GateOp::Acquire { wait_ms: 0 }) else { panic!() };
     parts.admin(GateOp::Acquire { wait_ms: 0 }).unwrap();
-    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released { released: true }));
     assert_eq!(
         parts.admin(GateOp::Release { lease, outcome: None }),
-        Ok(GateAnswer::Released { released: false }),
+        Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) })
+    );
+    assert_eq!(
+        parts.admin(GateOp::Release { lease, outcome: None }),
+        Ok(GateAnswer::Released { released: false, target: Some(TargetView::default()) }),
         "once"
     );
     let Ok(GateAnswer::Status(status)) = parts.admin(GateOp::Status) else { panic!() };
@@ -467,15 +471,24 @@ fn a_waiter_whose_time_runs_out_while_its_lease_is_stored_still_gets_it() {
     world.now.set(1_000 + GATE_WAIT_BUDGET_MS);
     assert!(poll(w.as_mut()).is_pending(), "its time is out, but a lease is being stored for it");
     world.hold_saves.set(false);
-    assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
+    assert_eq!(
+        poll(release.as_mut()),
+        Poll::Ready(Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) }))
+    );
     let Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { lease, .. }))) = poll(w.as_mut()) else {
         panic!("w got no lease")
     };
     assert_eq!(stored_in_flight(&world), 2, "b and w's lease, nothing else");
     // Its release hands the room on to x at once.
-    assert_eq!(parts.admin(GateOp::Release { lease, outcome: None }), Ok(GateAnswer::Released { released: true }));
+    assert_eq!(
+        parts.admin(GateOp::Release { lease, outcome: None }),
+        Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) })
+    );
     assert!(matches!(poll(x.as_mut()), Poll::Ready(Ok(GateAnswer::Grant(Grant::Go { .. })))));
-    assert_eq!(parts.admin(GateOp::Release { lease: b, outcome: None }), Ok(GateAnswer::Released { released: true }));
+    assert_eq!(
+        parts.admin(GateOp::Release { lease: b, outcome: None }),
+        Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) })
+    );
 }
 
 #[test]
@@ -491,10 +504,16 @@ fn a_lease_stored_for_a_waiter_that_left_goes_to_the_next_one() {
         if !taken {
             drop(w); // gone while its lease is stored
             world.hold_saves.set(false);
-            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
+            assert_eq!(
+                poll(release.as_mut()),
+                Poll::Ready(Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) }))
+            );
         } else {
             world.hold_saves.set(false);
-            assert_eq!(poll(release.as_mut()), Poll::Ready(Ok(GateAnswer::Released { released: true })));
+            assert_eq!(
+                poll(release.as_mut()),
+                Poll::Ready(Ok(GateAnswer::Released { released: true, target: Some(TargetView::default()) }))
+            );
             assert!(poll(x.as_mut()).is_pending(), "x looked again: no room");
             drop(w); // gone with its lease handed, not taken
         }
@@ -544,7 +563,7 @@ fn failed_forwards_interleaved_with_waits_still_reach_the_dead_letter_queue() {
     let letter: serde_json::Value = serde_json::from_str(&letter).unwrap();
     assert_eq!(
         (letter["failed"].as_u64(), letter["attempt"].as_u64(), letter["outcome"].as_str()),
-        (Some(4), Some(4), Some("503"))
+        (Some(4), Some(4), Some("500"))
     );
     let attempts: Vec<u32> = world.started.borrow().iter().map(|(_, a, _)| *a).collect();
     assert_eq!(attempts, [1, 2, 3, 4], "forward_max_attempts (4) forwards, no more");
@@ -552,7 +571,7 @@ fn failed_forwards_interleaved_with_waits_still_reach_the_dead_letter_queue() {
     let sent = world.sent.borrow().last().cloned().unwrap().1;
     assert_eq!(all_at_once(&parts, &[sent], true), [Settle::Ack]);
     let row = world.rows.borrow().values().next().cloned().unwrap();
-    assert_eq!((row.attempts, row.outcome.as_str()), (4, "503"));
+    assert_eq!((row.attempts, row.outcome.as_str()), (4, "500"));
 }
 
 #[test]
@@ -580,4 +599,143 @@ fn a_gate_that_never_answers_dead_letters_a_message_after_its_waits() {
     }
     assert_eq!(world.sent.borrow().len(), MAX_WAITS as usize + 1);
     assert!(world.started.borrow().is_empty());
+}
+
+/// The topic's target, as its object keeps it (the same object for a queue
+/// topic's consumer and a webhook topic's keys).
+mod target {
+    use super::*;
+    use lull_edge::GateAnswer::{Grant as Granted, Released, Targeted, Topic};
+    use lull_edge::target::{DISABLED_RECHECK_MS, PROBE_RECHECK_MS, TargetState};
+    use lull_edge::{Forwarded, Grant::Go, Grant::Wait};
+
+    fn answer(status: u16, retry_after_ms: Option<u64>) -> Forwarded {
+        Forwarded {
+            idempotency_key: "q/k/x.1".into(),
+            attempt: 1,
+            ok: (200..300).contains(&status),
+            detail: status.to_string(),
+            status: Some(status),
+            retry_after_ms,
+        }
+    }
+
+    fn lease(parts: &Parts) -> u64 {
+        match parts.admin(GateOp::Acquire { wait_ms: 0 }) {
+            Ok(Granted(Go { lease, .. })) => lease,
+            other => panic!("no lease: {other:?}"),
+        }
+    }
+
+    fn logged(world: &World, event: &str) -> usize {
+        world.logs.borrow().iter().filter(|l| l.contains(&format!(r#""lull":"{event}""#))).count()
+    }
+
+    #[test]
+    fn a_throttle_pauses_every_lease_then_one_probe_goes_and_its_delivery_resumes_the_topic() {
+        let world: Shared = Rc::default();
+        world.now.set(10_000);
+        let parts = Parts::new(&world);
+        let first = lease(&parts);
+        let Ok(Released { released: true, target: Some(view) }) =
+            parts.admin(GateOp::Release { lease: first, outcome: Some(answer(429, Some(5_000))) })
+        else {
+            panic!("released")
+        };
+        assert_eq!(view.state, TargetState::Paused { until: 15_000 });
+        // Room for two, yet none goes while paused: each is told the pause's end.
+        assert_eq!(parts.admin(GateOp::Acquire { wait_ms: 0 }), Ok(Granted(Wait { retry_at: 15_000 })));
+        world.now.set(15_000);
+        let probe = lease(&parts);
+        assert_eq!(
+            parts.admin(GateOp::Acquire { wait_ms: 0 }),
+            Ok(Granted(Wait { retry_at: 15_000 + PROBE_RECHECK_MS })),
+            "the others wait for the probe's answer"
+        );
+        let Ok(Released { target: Some(view), .. }) =
+            parts.admin(GateOp::Release { lease: probe, outcome: Some(answer(200, None)) })
+        else {
+            panic!("released")
+        };
+        assert_eq!(view.state, TargetState::Active);
+        lease(&parts);
+        lease(&parts);
+        assert_eq!((logged(&world, "target_paused"), logged(&world, "target_resumed")), (1, 1), "one line each");
+        assert_eq!(logged(&world, "target_probe"), 1);
+    }
+
+    #[test]
+    fn gone_disables_until_an_operator_resumes_and_the_topics_status_says_so() {
+        let world: Shared = Rc::default();
+        world.now.set(10_000);
+        let parts = Parts::new(&world);
+        let Ok(Targeted { target }) = parts.admin(GateOp::Report { outcome: answer(410, None) }) else { panic!() };
+        assert_eq!(target.state, TargetState::Disabled);
+        world.now.set(20_000);
+        assert_eq!(
+            parts.admin(GateOp::Acquire { wait_ms: 0 }),
+            Ok(Granted(Wait { retry_at: 20_000 + DISABLED_RECHECK_MS }))
+        );
+        let Ok(Topic(status)) = parts.admin(GateOp::Topic) else { panic!() };
+        let shown = serde_json::to_value(&status).unwrap();
+        assert_eq!(shown["target"]["state"], "disabled");
+        assert_eq!(shown["target"]["since"], 10_000);
+        assert_eq!(
+            (&shown["target"]["last_answer"]["status"], &shown["target"]["last_answer"]["at"]),
+            (&410.into(), &10_000.into())
+        );
+        assert_eq!((&shown["forward_concurrency"], &shown["in_flight"]), (&2.into(), &0.into()));
+        assert_eq!(
+            parts
+                .admin(GateOp::Resume)
+                .map(|a| matches!(a, Targeted { target } if target.state == TargetState::Active)),
+            Ok(true)
+        );
+        lease(&parts);
+        let Ok(Topic(status)) = parts.admin(GateOp::Topic) else { panic!() };
+        assert_eq!((status.target.state, status.target.since), (TargetState::Active, 20_000));
+        assert_eq!(world.gate.borrow().as_ref().unwrap().target.state, TargetState::Active, "stored");
+        assert_eq!((logged(&world, "target_disabled"), logged(&world, "target_resumed")), (1, 1));
+    }
+
+    #[test]
+    fn a_pause_reaches_the_waiters_held_for_a_lease() {
+        let world: Shared = Rc::default();
+        world.now.set(0);
+        let parts = Parts::new(&world);
+        let (a, _b) = (lease(&parts), lease(&parts));
+        let object = parts.gates.object.borrow().clone();
+        let topics = parts.topics.clone();
+        let mut waiter =
+            Box::pin(async move { object.call("q", topics.get("q"), GateOp::Acquire { wait_ms: 2_000 }).await });
+        assert!(poll(waiter.as_mut()).is_pending(), "held for room");
+        parts.admin(GateOp::Release { lease: a, outcome: Some(answer(503, None)) }).unwrap();
+        assert_eq!(
+            poll(waiter.as_mut()),
+            Poll::Ready(Ok(Granted(Wait { retry_at: 1_000 }))),
+            "told the pause, not the room"
+        );
+    }
+
+    #[test]
+    fn a_throttled_forward_spends_no_try_it_waits_on_its_queue_with_its_attempt() {
+        let world: Shared = Rc::default();
+        world.now.set(0);
+        let parts = Parts::new(&world);
+        let consumer = parts.consumer();
+        let message = text(Kind::Good, 0);
+        let mut handled = Box::pin(consumer.handle("a", &message, 3, false));
+        assert!(poll(handled.as_mut()).is_pending(), "forwarding");
+        world.throttle_next.set(Some(Some(30_000)));
+        world.answers.borrow_mut()[0] = Some(false);
+        assert_eq!(poll(handled.as_mut()), Poll::Ready(Settle::Ack), "sent back to wait, then acked: no retry");
+        let sent = world.sent.borrow().clone();
+        assert_eq!(sent.len(), 1);
+        let copy: serde_json::Value = serde_json::from_str(&sent[0].1).unwrap();
+        // Its third delivery: the two before count as failed forwards; this throttle does not.
+        assert_eq!((copy["attempt"].as_u64(), copy["failed"].as_u64()), (Some(3), Some(2)), "the attempt it had");
+        assert!((26..=33).contains(&sent[0].2), "back about when the pause ends: {} s", sent[0].2);
+        let counters = world.gate.borrow().clone().unwrap().counters;
+        assert_eq!((counters.get("requeued"), counters.get("acked")), (Some(&1), None));
+    }
 }

@@ -20,17 +20,43 @@ pub enum DemoRoute {
         post: bool,
     },
     /// `PUT /sink/failing/{key}` (`on`) or `DELETE` (off), admin: the demo
-    /// receiver refuses (`503`) or accepts deliveries of that key again.
+    /// receiver refuses (`500`) or accepts deliveries of that key again.
     SinkFailing {
         /// The key whose deliveries to refuse.
         key: Key,
         /// `true` for `PUT`.
         on: bool,
     },
+    /// `PUT /sink/answer/{throttle|gone}` or `DELETE /sink/answer`, admin: the
+    /// demo receiver answers every delivery `429` (with `Retry-After`) or `410`,
+    /// or as usual again.
+    SinkAnswer(Option<SinkAnswer>),
     /// `GET /demo/search`, `/demo/searches`, `/demo/places`: the search box's endpoints.
     Page(Page),
     /// `/demo/token`, `/demo/keys/…`, `/demo/sink…`: the demo page's server side.
     Panel(PanelRoute),
+}
+
+/// How the demo receiver answers every delivery, whatever its key (its answer switch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkAnswer {
+    /// `429 Too Many Requests` with `Retry-After` ([`SINK_RETRY_AFTER_S`]): the topic pauses.
+    Throttle,
+    /// `410 Gone`: the topic's target is disabled until resumed.
+    Gone,
+}
+
+/// The `Retry-After` (s) of the demo receiver's `429`.
+pub(crate) const SINK_RETRY_AFTER_S: u64 = 5;
+
+impl SinkAnswer {
+    fn parse(mode: &str) -> Result<SinkAnswer, ApiError> {
+        match mode {
+            "throttle" => Ok(SinkAnswer::Throttle),
+            "gone" => Ok(SinkAnswer::Gone),
+            _ => Err(ApiError::NotFound(format!("sink answer {mode:?} (throttle, gone)"))),
+        }
+    }
 }
 
 /// The demo page's search endpoints.
@@ -71,6 +97,14 @@ pub enum PanelRoute {
         /// `true` for `PUT`.
         on: bool,
     },
+    /// `PUT /demo/sink/answer/{throttle|gone}`, `DELETE /demo/sink/answer`: the sink's answer switch.
+    SinkAnswer(Option<SinkAnswer>),
+    /// `GET /demo/target` (the `demo` topic's status, as `GET /v1/topics/demo`)
+    /// or `POST /demo/target/resume` (as `POST /v1/topics/demo/target:resume`).
+    Target {
+        /// `true` for the resume.
+        resume: bool,
+    },
 }
 
 impl DemoRoute {
@@ -79,7 +113,7 @@ impl DemoRoute {
     /// endpoints (the panel checks its change header) need no credential.
     pub fn needs_admin(&self) -> bool {
         match self {
-            DemoRoute::Sink { post: false } | DemoRoute::SinkFailing { .. } => true,
+            DemoRoute::Sink { post: false } | DemoRoute::SinkFailing { .. } | DemoRoute::SinkAnswer(_) => true,
             DemoRoute::Sink { post: true } | DemoRoute::Page(_) | DemoRoute::Panel(_) => false,
         }
     }
@@ -98,6 +132,10 @@ pub(crate) fn route(method: &str, path: &str) -> Option<Result<DemoRoute, ApiErr
         ["sink", "failing", k] => {
             allow("PUT, DELETE").and_then(|()| Ok(DemoRoute::SinkFailing { key: key(k)?, on: method == "PUT" }))
         }
+        ["sink", "answer"] => allow("DELETE").map(|()| DemoRoute::SinkAnswer(None)),
+        ["sink", "answer", mode] => {
+            allow("PUT").and_then(|()| Ok(DemoRoute::SinkAnswer(Some(SinkAnswer::parse(mode)?))))
+        }
         ["demo", page @ ("search" | "searches" | "places")] => allow("GET").map(|()| {
             DemoRoute::Page(match *page {
                 "search" => Page::Search,
@@ -109,6 +147,12 @@ pub(crate) fn route(method: &str, path: &str) -> Option<Result<DemoRoute, ApiErr
         ["demo", "sink"] => allow("GET").map(|()| DemoRoute::Panel(PanelRoute::Sink)),
         ["demo", "sink", "failing", k] => allow("PUT, DELETE")
             .and_then(|()| Ok(DemoRoute::Panel(PanelRoute::SinkFailing { key: key(k)?, on: method == "PUT" }))),
+        ["demo", "sink", "answer"] => allow("DELETE").map(|()| DemoRoute::Panel(PanelRoute::SinkAnswer(None))),
+        ["demo", "sink", "answer", mode] => {
+            allow("PUT").and_then(|()| Ok(DemoRoute::Panel(PanelRoute::SinkAnswer(Some(SinkAnswer::parse(mode)?)))))
+        }
+        ["demo", "target"] => allow("GET").map(|()| DemoRoute::Panel(PanelRoute::Target { resume: false })),
+        ["demo", "target", "resume"] => allow("POST").map(|()| DemoRoute::Panel(PanelRoute::Target { resume: true })),
         ["demo", "keys", k, rest @ ..] => {
             let (request, allowed) = match rest {
                 [] => (KeyRequest::Status, "GET"),
@@ -168,6 +212,12 @@ mod tests {
         assert_eq!(code("POST", "/demo/search"), "method_not_allowed");
         assert_eq!(code("GET", "/sink/failing/d"), "method_not_allowed");
         assert_eq!(code("PUT", "/sink/failing/%FF"), "invalid_key");
+        assert_eq!(parsed("PUT", "/sink/answer/throttle"), DemoRoute::SinkAnswer(Some(SinkAnswer::Throttle)));
+        assert_eq!(parsed("PUT", "/sink/answer/gone"), DemoRoute::SinkAnswer(Some(SinkAnswer::Gone)));
+        assert_eq!(parsed("DELETE", "/sink/answer"), DemoRoute::SinkAnswer(None));
+        assert_eq!(code("PUT", "/sink/answer/teapot"), "not_found");
+        assert_eq!(code("GET", "/sink/answer/gone"), "method_not_allowed");
+        assert_eq!(code("PUT", "/sink/answer"), "method_not_allowed");
         for other in ["/demo/other", "/healthz", "/v1/topics/t/keys/k", "/", "/sinks"] {
             assert_eq!(route("GET", other), None, "{other} is not the demo's");
         }
@@ -177,6 +227,8 @@ mod tests {
     fn only_the_sinks_list_and_switch_need_a_credential_an_admins() {
         assert!(parsed("GET", "/sink").needs_admin());
         assert!(parsed("PUT", "/sink/failing/d").needs_admin());
+        assert!(parsed("PUT", "/sink/answer/gone").needs_admin());
+        assert!(parsed("DELETE", "/sink/answer").needs_admin());
         for (method, path) in
             [("POST", "/sink"), ("GET", "/demo/search"), ("GET", "/demo/token"), ("PUT", "/demo/sink/failing/d")]
         {
@@ -195,6 +247,12 @@ mod tests {
         assert_eq!(panel("GET", "/demo/sink"), PanelRoute::Sink);
         assert_eq!(panel("PUT", "/demo/sink/failing/doc%201"), PanelRoute::SinkFailing { key: key("doc 1"), on: true });
         assert_eq!(panel("DELETE", "/demo/sink/failing/d"), PanelRoute::SinkFailing { key: key("d"), on: false });
+        assert_eq!(panel("PUT", "/demo/sink/answer/throttle"), PanelRoute::SinkAnswer(Some(SinkAnswer::Throttle)));
+        assert_eq!(panel("DELETE", "/demo/sink/answer"), PanelRoute::SinkAnswer(None));
+        assert_eq!(panel("GET", "/demo/target"), PanelRoute::Target { resume: false });
+        assert_eq!(panel("POST", "/demo/target/resume"), PanelRoute::Target { resume: true });
+        assert_eq!(code("POST", "/demo/target"), "method_not_allowed");
+        assert_eq!(code("GET", "/demo/target/resume"), "method_not_allowed");
         assert_eq!(
             panel("GET", "/demo/keys/doc%2F1"),
             PanelRoute::Key { key: key("doc/1"), request: KeyRequest::Status }

@@ -110,6 +110,8 @@ pub(crate) enum Action<'c> {
     Batch(BatchPlan<'c>),
     /// One of the demo's routes, for the demo to serve (`crate::demo::serve`).
     Demo(DemoRoute),
+    /// Every topic's counters, for `GET /v1/metrics`.
+    Metrics,
 }
 
 /// How a request's events enter their topic.
@@ -244,6 +246,7 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
         Route::Health => return Err(ApiError::Internal("health is answered before any plan".into())),
         Route::Preflight => Action::Preflight,
         Route::Demo(demo) => Action::Demo(demo),
+        Route::Metrics => Action::Metrics,
         Route::MintClientToken { topic } => {
             let topic = topic_of(setup.topics, topic)?;
             if !topic.client_tokens {
@@ -251,6 +254,7 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
             }
             Action::Mint { topic, body_limit: SMALL_BODY_BYTES }
         }
+        Route::Topic { topic, op } => Action::Gate { topic: topic_of(setup.topics, topic)?, op, forget_room: false },
         Route::Queue { topic, op } => {
             let topic = queue_of(setup.topics, topic)?;
             let op = with_queue_page(op, asked.query)?;
@@ -299,8 +303,9 @@ fn requires(route: &Route, now_s: u64) -> Option<(Access, Target<'_>)> {
         }
         // The queue routes and the demo sink's have always checked a client
         // token at time 0 (so it is refused as unauthorized, not forbidden): kept so.
-        Route::Queue { topic, .. } => Some((Access::Admin, on(topic, 0))),
+        Route::Queue { topic, .. } | Route::Topic { topic, .. } => Some((Access::Admin, on(topic, 0))),
         Route::Demo(demo) => demo.needs_admin().then_some((Access::Admin, Target::default())),
+        Route::Metrics => Some((Access::Admin, Target::default())),
     }
 }
 
@@ -448,6 +453,7 @@ mod tests {
                 Action::Mint { .. } => "mint",
                 Action::Batch(_) => "batch",
                 Action::Demo(_) => "demo",
+                Action::Metrics => "metrics",
             },
             Err(e) => e.code(),
         }
@@ -489,6 +495,9 @@ mod tests {
             ("POST", format!("{queue}/dead-letters/7/retry"), admin, ["gate", f, f, u, u, u]),
             ("POST", format!("{queue}/dead-letters/retry"), admin, ["gate", f, f, u, u, u]),
             ("DELETE", format!("{queue}/dead-letters/7"), admin, ["gate", f, f, u, u, u]),
+            ("GET", "/v1/topics/orders".into(), admin, ["gate", f, f, u, u, u]),
+            ("POST", "/v1/topics/orders/target:resume".into(), admin, ["gate", f, f, u, u, u]),
+            ("GET", "/v1/metrics".into(), admin, ["metrics", f, f, u, u, u]),
             ("OPTIONS", format!("{key}/events"), None, ["preflight"; 6]),
         ];
         for (method, path, access, want) in rows {

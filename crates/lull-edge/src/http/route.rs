@@ -106,6 +106,18 @@ pub enum Route {
         /// What to ask its gate object.
         op: GateOp,
     },
+    /// `GET /v1/metrics` (admin): every topic's counters and target state in
+    /// Prometheus' text format (`crate::metrics`).
+    Metrics,
+    /// An operation of any topic's object on its target (admin): `GET
+    /// /v1/topics/{topic}` ([`GateOp::Topic`]: the target's state, the bound,
+    /// the leases), `POST /v1/topics/{topic}/target:resume` ([`GateOp::Resume`]).
+    Topic {
+        /// The topic name (checked for shape).
+        topic: String,
+        /// What to ask its object.
+        op: GateOp,
+    },
     /// An operation on one key of one topic.
     Key {
         /// The topic name (checked for shape, not yet for existence).
@@ -132,12 +144,21 @@ impl Route {
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match parts.as_slice() {
             ["healthz"] => ApiError::check_method(method, "GET").map(|()| Route::Health),
+            ["v1", "metrics"] => ApiError::check_method(method, "GET").map(|()| Route::Metrics),
             ["v1", "topics", topic, "client-tokens"] => {
                 ApiError::check_method(method, "POST")?;
                 if !is_topic_name(topic) {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 Ok(Route::MintClientToken { topic: (*topic).to_string() })
+            }
+            ["v1", "topics", topic, rest @ ..] if matches!(rest, [] | ["target:resume"]) => {
+                let (op, allowed) = if rest.is_empty() { (GateOp::Topic, "GET") } else { (GateOp::Resume, "POST") };
+                ApiError::check_method(method, allowed)?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::Topic { topic: (*topic).to_string(), op })
             }
             ["v1", "topics", topic, "events:batch"] => {
                 ApiError::check_method(method, "POST")?;
@@ -298,6 +319,21 @@ mod tests {
             panic!()
         };
         assert_eq!((topic.as_str(), key.as_str()), ("t", "a/b c"));
+    }
+
+    #[test]
+    fn a_topics_target_routes_are_typed_operations_of_its_object() {
+        assert_eq!(Route::parse("GET", "/v1/topics/t"), Ok(Route::Topic { topic: "t".into(), op: GateOp::Topic }));
+        assert_eq!(Route::parse("GET", "/v1/metrics"), Ok(Route::Metrics));
+        assert_eq!(Route::parse("POST", "/v1/metrics").unwrap_err().code(), "method_not_allowed");
+        assert_eq!(
+            Route::parse("POST", "/v1/topics/t/target:resume"),
+            Ok(Route::Topic { topic: "t".into(), op: GateOp::Resume })
+        );
+        assert_eq!(Route::parse("POST", "/v1/topics/t").unwrap_err().code(), "method_not_allowed");
+        assert_eq!(Route::parse("GET", "/v1/topics/t/target:resume").unwrap_err().code(), "method_not_allowed");
+        assert_eq!(Route::parse("POST", "/v1/topics/t/target:pause").unwrap_err().code(), "not_found");
+        assert_eq!(Route::parse("GET", "/v1/topics/b@d").unwrap_err().code(), "unknown_topic");
     }
 
     #[test]

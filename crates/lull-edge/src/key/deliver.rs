@@ -13,14 +13,18 @@ use lull_core::Fire;
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use super::admit::Pass;
 use super::memory::{Job, Loaded};
-use super::state::LastDelivery;
+use super::state::{Counted, Effect, LastDelivery};
 use super::{ALARM_RETRY, KeyObject, json_error};
 use crate::delivery::body::{Delivery, Payload, idempotency_key};
 use crate::delivery::queue_message;
 use crate::error::ApiError;
 use crate::log::Fact;
+use crate::metrics::{What, outcome_class};
 use crate::ports::{Bodies, Host, Outbound, Outcome, Outgoing, Store, ToQueue};
+use crate::queue::gate::{Forwarded, GateOp, Gates};
+use crate::target::Verdict;
 use crate::topic::{MAX_WINDOW_BYTES, PayloadMode, Topic, Topics};
 
 impl Loaded {
@@ -93,7 +97,7 @@ impl Loaded {
     }
 }
 
-impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
+impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
     /// The alarm went off: deliver what is due, then re-arm. When the work
     /// fails, the key arms its own retry with a capped backoff
     /// ([`alarm_failed`](Self::alarm_failed)) and the error is returned, so the
@@ -165,12 +169,46 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         if let Some(topic) = topic {
             self.follow(topic).await?;
         }
+        // A webhook topic's target decides when its deliveries go (a queue topic's consumer asks for itself).
+        let webhook = topic.filter(|t| t.queue.is_none());
         loop {
-            // Take the next due fire and mark its delivery begun (the alarm running now guards it).
-            let job = self
+            // Serve the deadlines passed; the next due fire, not begun yet.
+            let due = self
                 .op(|l, batch, now| {
                     let effects = l.ks.timeout(now);
                     l.apply(effects, batch)?;
+                    let (due, effects) = l.ks.due();
+                    l.apply(effects, batch)?;
+                    if !batch.writes.is_empty() || !batch.logs.is_empty() {
+                        l.snapshot(batch)?;
+                    }
+                    if due.is_some() {
+                        // The alarm running now stands for the due fire: none is armed for it.
+                        l.armed = Some(now);
+                    }
+                    Ok(due.map(|fire| (fire, l.key.as_str().to_string())))
+                })
+                .await?;
+            let Some((due, key)) = due else { break };
+            let pass = match webhook {
+                Some(topic) => self.pass(topic, &key).await,
+                None => Pass::Go { lease: None, view: None },
+            };
+            if let Pass::Hold { until } = pass {
+                // Held by the target (paused, disabled, a probe out, or no room): the same attempt goes then.
+                self.op(|l, batch, now| {
+                    l.armed = None; // the alarm that woke us is spent: arm the time it goes
+                    let effects = l.ks.hold(&due, now, until).map_err(|e| ApiError::Internal(e.to_string()))?;
+                    l.apply(effects, batch)?;
+                    l.snapshot(batch)
+                })
+                .await?;
+                continue;
+            }
+            // Take the next due fire and mark its delivery begun (the alarm running now guards it).
+            let job = self
+                .op(|l, batch, _| {
+                    l.armed = None; // the alarm that woke us is spent when this handler ends
                     let (fire, effects) = l.ks.begin_delivery();
                     l.apply(effects, batch)?;
                     let Some(fire) = fire else {
@@ -183,12 +221,47 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     l.snapshot(batch)?;
                     Ok(Some(job))
                 })
-                .await?;
-            let Some(job) = job else { break };
-            let outcome = match job.out {
-                Ok(out) => self.outbound.send(out).await,
-                Err(why) => Outcome { ok: false, detail: why },
+                .await;
+            let job = match job {
+                Ok(Some(job)) => job,
+                Ok(None) | Err(_) => {
+                    // A lease taken for nothing goes back (best effort: else it expires).
+                    if let (Some(topic), Pass::Go { lease: Some(lease), .. }) = (webhook, pass) {
+                        let _ = self.gates.ask(&topic.name, GateOp::Release { lease, outcome: None }).await;
+                    }
+                    job?;
+                    break;
+                }
             };
+            let started = self.host.now();
+            let (outcome, again) = match job.out {
+                Ok(out) => {
+                    let (idempotency_key, attempt) = (out.idempotency_key.clone(), out.attempt);
+                    let outcome = self.outbound.send(out).await;
+                    let again = match webhook {
+                        Some(topic) => {
+                            let told = self.tell(topic, pass, Forwarded::of(&idempotency_key, attempt, &outcome)).await;
+                            let held = Verdict::of(&outcome).is_held();
+                            held.then(|| (self.again_at(topic, &key, told, &outcome), topic.target_terms))
+                        }
+                        None => None,
+                    };
+                    (outcome, again)
+                }
+                Err(why) => {
+                    if let (Some(topic), Pass::Go { lease: Some(lease), .. }) = (webhook, pass) {
+                        let _ = self.gates.ask(&topic.name, GateOp::Release { lease, outcome: None }).await;
+                    }
+                    (Outcome::failed(why), None)
+                }
+            };
+            // A webhook topic's attempt is counted (a queue topic's forwards are its consumer's).
+            let counted = webhook.map(|_| Counted {
+                what: What::Attempt,
+                outcome: outcome_class(&outcome),
+                reason: "",
+                latency_ms: self.host.now().saturating_sub(started),
+            });
             self.op(|l, batch, now| {
                 let fire = job.fire;
                 let last = LastDelivery {
@@ -198,11 +271,20 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     ok: outcome.ok,
                     outcome: outcome.detail,
                 };
-                let effects = l.ks.delivered(&fire, last).map_err(|e| ApiError::Internal(e.to_string()))?;
+                // A throttle (or a 410) spends no attempt, within the topic's `max_throttled_ms`.
+                let effects = match again {
+                    Some((until, terms)) => l.ks.throttled(&fire, last, until, terms.max_throttled_ms),
+                    None => l.ks.delivered(&fire, last),
+                }
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
                 l.apply(effects, batch)?;
+                l.apply(counted.into_iter().map(Effect::Count).collect(), batch)?;
                 l.snapshot(batch)
             })
             .await?;
+        }
+        if let Some(topic) = topic {
+            self.hand_over(&topic.name).await;
         }
         Ok(())
     }

@@ -16,9 +16,10 @@ use crate::error::ApiError;
 use crate::log::Fact;
 use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, Host, Outbound, Store};
+use crate::queue::gate::Gates;
 use crate::topic::{DEFAULT_RETENTION_MS, Topic};
 
-impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
+impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
     /// Load the key once per object lifetime. A key never written starts fresh
     /// from `new`; without it, there is nothing to load and `false` is returned.
     pub(super) async fn load(&self, new: Option<(&Topic, &Key)>) -> Result<bool, ApiError> {

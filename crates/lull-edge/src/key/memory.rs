@@ -15,6 +15,7 @@ use super::{CHECKPOINT_ROWS, DEDUPE_SLOTS, FULL_RETRY_SECS, MAX_PAGE, STATUS_FEW
 
 use crate::error::ApiError;
 use crate::log::Fact;
+use crate::metrics::Point;
 use crate::names::{Key, key_label};
 use crate::ports::{DedupeRow, EventRow, Outgoing, WindowRow, Write};
 use crate::topic::{PayloadMode, Topic};
@@ -66,6 +67,8 @@ pub(super) struct Batch {
     /// Events accepted, in seq order, to be written as rows ([`Loaded::store_events`]).
     pub(super) events: Vec<(Seq, String)>,
     pub(super) logs: Vec<Fact>,
+    /// Data points, written (and counted) once the batch is committed.
+    pub(super) points: Vec<Point>,
     /// The facts as lines, with the key's topic and key, and whether the log gets each ([`Fact::logged`]).
     pub(super) lines: Vec<(String, bool)>,
     pub(super) accepting: bool,
@@ -114,6 +117,7 @@ impl Loaded {
         for effect in effects {
             match effect {
                 Effect::Log(line) => batch.logs.push(line),
+                Effect::Count(counted) => batch.points.push(counted.point(&self.topic)),
                 Effect::Queued(q) => {
                     let json = serde_json::to_string(&q).map_err(json_error)?;
                     self.backlog_row(q.window.0, false, json, batch);

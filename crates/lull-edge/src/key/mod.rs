@@ -32,6 +32,7 @@
 //! - No `RefCell` borrow is held across an `await` (state is touched only in
 //!   `KeyObject::with`, whose closure cannot await).
 
+mod admit;
 mod deliver;
 mod load;
 mod memory;
@@ -42,14 +43,18 @@ pub(crate) mod state;
 pub(crate) mod timeline;
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use lull_core::Retry;
 
 use crate::error::ApiError;
+use crate::isolate::Isolate;
 use crate::key::state::Effect;
 use crate::key::timeline::{TIMELINE_KEEP, Timeline};
+use crate::metrics::{Point, What};
 use crate::names::Key;
 use crate::ports::{Host, Outbound, Store};
+use crate::queue::gate::Gates;
 use crate::topic::Topic;
 use memory::{Batch, Loaded};
 use per_minute::{PerMinute, Taken};
@@ -78,11 +83,15 @@ pub const MAX_ROW_BYTES: usize = 1024 * 1024;
 /// snapshot frees them: bounds a never-quiet window's rows, and what a load replays.
 pub const CHECKPOINT_ROWS: usize = 64;
 
-/// One key's logic over its storage, host and outbound call.
-pub struct KeyObject<S, H, O> {
+/// One key's logic over its storage, host, outbound call and its topic's object.
+pub struct KeyObject<S, H, O, G> {
     store: S,
     host: H,
     outbound: O,
+    /// The topic's object: its target's state and its bound on deliveries.
+    gates: G,
+    /// What the isolate's objects share: target states, metric sums.
+    isolate: Rc<Isolate>,
     loaded: RefCell<Option<Loaded>>,
     alarm_failures: Cell<u32>,
     /// What the key committed lately; kept across a reload, lost when the object stops.
@@ -95,17 +104,23 @@ fn json_error(e: serde_json::Error) -> ApiError {
     ApiError::Internal(e.to_string())
 }
 
-impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
-    /// A key over its storage, host and outbound call; nothing is read until the first call.
-    pub fn new(store: S, host: H, outbound: O) -> Self {
+impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
+    /// A key over its storage, host, outbound call and topic's object, with
+    /// what its isolate shares; nothing is read until the first call.
+    pub fn new(store: S, host: H, outbound: O, gates: G, isolate: Rc<Isolate>) -> Self {
         let timeline = RefCell::new(Timeline::new(host.now()));
         let (loaded, alarm_failures, per_minute) = (RefCell::new(None), Cell::new(0), RefCell::default());
-        KeyObject { store, host, outbound, loaded, alarm_failures, timeline, per_minute }
+        KeyObject { store, host, outbound, gates, isolate, loaded, alarm_failures, timeline, per_minute }
     }
 
     /// The storage (for tests and the shell).
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The host (for the shell: its per-invocation state).
+    pub fn host(&self) -> &H {
+        &self.host
     }
 
     /// Run `f` on the loaded state. The closure cannot await, so no borrow outlives it.
@@ -170,6 +185,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
             return Err(e.into());
         }
         if batch.writes.is_empty() {
+            self.counted(batch.points);
             return Ok(());
         }
         match self.store.commit(batch.writes) {
@@ -182,6 +198,7 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
                     Ok(())
                 });
                 self.committed(batch.lines);
+                self.counted(batch.points);
                 Ok(())
             }
             Err(e) => {
@@ -193,6 +210,23 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
 
     /// Keep what a committed operation did in the timeline, and log what the
     /// log gets ([`Fact::logged`](crate::log::Fact::logged)).
+    /// `n` events of `topic` answered `reply`: counted accepted, or refused by its code.
+    fn count_events(&self, topic: &str, n: u32, reply: &Result<KeyReply, ApiError>) {
+        let outcome = match reply {
+            Ok(_) => "accepted",
+            Err(e) => e.code(),
+        };
+        self.counted(vec![Point { count: f64::from(n), ..Point::new(topic, What::Events, outcome) }]);
+    }
+
+    /// Write the data points of a committed batch, and count them in the isolate's sums.
+    fn counted(&self, points: Vec<Point>) {
+        for point in points {
+            self.isolate.tally.add(&point);
+            self.host.point(point);
+        }
+    }
+
     fn committed(&self, lines: Vec<(String, bool)>) {
         let at = self.host.now();
         let mut timeline = self.timeline.borrow_mut();
@@ -216,26 +250,39 @@ impl<S: Store, H: Host, O: Outbound> KeyObject<S, H, O> {
         self.follow(topic).await?;
         match request {
             KeyRequest::Event { body, idempotency_key, events_per_minute, holder } => {
-                let taken = self.take_minute(events_per_minute, holder.as_deref(), 1)?;
-                let reply = self.op(|l, batch, now| l.accept(topic, body, idempotency_key, now, batch)).await;
-                self.settle_minute(taken, &reply);
+                let taken = self.take_minute(events_per_minute, holder.as_deref(), 1);
+                let reply = match taken {
+                    Ok(taken) => {
+                        let reply = self.op(|l, batch, now| l.accept(topic, body, idempotency_key, now, batch)).await;
+                        self.settle_minute(taken, &reply);
+                        reply
+                    }
+                    Err(e) => Err(e),
+                };
+                self.count_events(&topic.name, 1, &reply);
                 reply
             }
             KeyRequest::Events { events, events_per_minute, holder } => {
                 // The share's whole count first: all of it fits the holder's minute, or none is taken.
                 let count = u32::try_from(events.len()).unwrap_or(u32::MAX);
-                let taken = self.take_minute(events_per_minute, holder.as_deref(), count)?;
-                // One transaction for the key's events; if one is refused, none is stored.
-                let reply = self
-                    .op(|l, batch, now| {
-                        let mut accepted = Vec::with_capacity(events.len());
-                        for (body, producer_key) in events {
-                            accepted.push(l.accept(topic, body, producer_key, now, batch)?.body);
-                        }
-                        Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
-                    })
-                    .await;
-                self.settle_minute(taken, &reply);
+                let reply = match self.take_minute(events_per_minute, holder.as_deref(), count) {
+                    Ok(taken) => {
+                        // One transaction for the key's events; if one is refused, none is stored.
+                        let reply = self
+                            .op(|l, batch, now| {
+                                let mut accepted = Vec::with_capacity(events.len());
+                                for (body, producer_key) in events {
+                                    accepted.push(l.accept(topic, body, producer_key, now, batch)?.body);
+                                }
+                                Ok(KeyReply { status: 202, body: serde_json::json!({ "accepted": accepted }) })
+                            })
+                            .await;
+                        self.settle_minute(taken, &reply);
+                        reply
+                    }
+                    Err(e) => Err(e),
+                };
+                self.count_events(&topic.name, count, &reply);
                 reply
             }
             KeyRequest::Status => {

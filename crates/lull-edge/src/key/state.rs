@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::log::Fact;
+use crate::metrics::{Point, What};
 use crate::topic::{PayloadMode, Topic};
 
 /// What a key's windows keep beyond the engine's policy, from its topic:
@@ -80,9 +81,35 @@ pub(crate) enum Effect {
     Finished(Span),
     /// Log one fact (the key's object adds its topic and key).
     Log(Fact),
+    /// Count one thing (a data point, and the isolate's sums), once committed.
+    Count(Counted),
     /// The state changed in a way replaying event rows would not redo (a
     /// deadline was served): the snapshot must be written with the operation.
     Unreplayable,
+}
+
+/// Something a key counts: a window fired, a delivery attempt, a dead letter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Counted {
+    /// What.
+    pub what: What,
+    /// How it went (an attempt's class).
+    pub outcome: &'static str,
+    /// Why (a fire's reason).
+    pub reason: &'static str,
+    /// How long it took (ms): an attempt's.
+    pub latency_ms: u64,
+}
+
+impl Counted {
+    /// One of `what`, as `topic`'s data point.
+    pub(crate) fn point(&self, topic: &str) -> Point {
+        Point {
+            reason: self.reason.to_string(),
+            latency_ms: self.latency_ms as f64,
+            ..Point::new(topic, self.what, self.outcome)
+        }
+    }
 }
 
 /// The snapshot's schema version: 2 keeps the backlog in rows of its own
@@ -117,6 +144,13 @@ pub(crate) struct KeyState {
     /// The open window and the bytes of its events so far.
     #[serde(default)]
     open_bytes: Option<(WindowId, u64)>,
+    /// The run whose tries the target has throttled, and since when (unix
+    /// ms): past the topic's `max_throttled_ms`, a throttled try counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    throttled_since: Option<(WindowId, u64)>,
+    /// The last window counted as fired (a deferred run fires again: not counted twice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    counted_fire: Option<WindowId>,
 }
 
 /// The stored snapshot: the key's names and state.
@@ -163,6 +197,8 @@ impl KeyState {
             last_delivery: None,
             io: Io::default(),
             touched_at: 0,
+            throttled_since: None,
+            counted_fire: None,
         }
     }
 
@@ -314,8 +350,7 @@ impl KeyState {
     pub(crate) fn begin_delivery(&mut self) -> (Option<Fire>, Vec<Effect>) {
         let mut effects = Vec::new();
         while let Some(fire) = self.outbox.pop_front() {
-            let run = self.engine.run();
-            if run.is_some_and(|r| r.window == fire.window && r.attempt == fire.attempt && r.retry_at.is_none()) {
+            if self.is_current(&fire) {
                 self.started = Some((fire.window, fire.attempt));
                 return (Some(fire), effects);
             }
@@ -324,10 +359,77 @@ impl KeyState {
         (None, effects)
     }
 
+    /// Whether the engine still has `fire` in flight (else it is stale, never sent).
+    fn is_current(&self, fire: &Fire) -> bool {
+        let run = self.engine.run();
+        run.is_some_and(|r| r.window == fire.window && r.attempt == fire.attempt && r.retry_at.is_none())
+    }
+
+    /// The next fire the alarm would deliver, if one is due (not taken); the
+    /// stale ones before it are dropped, never sent (as [`KeyState::begin_delivery`] does).
+    pub(crate) fn due(&mut self) -> (Option<Fire>, Vec<Effect>) {
+        let mut effects = Vec::new();
+        while let Some(fire) = self.outbox.front().copied() {
+            if self.is_current(&fire) {
+                return (Some(fire), effects);
+            }
+            self.outbox.pop_front();
+            emit(&mut effects, "stale_fire", json!({"window": fire.window, "attempt": fire.attempt}));
+        }
+        (None, effects)
+    }
+
+    /// The target holds deliveries until `until`: `fire` (the next due, not
+    /// begun) goes then, as the same attempt.
+    pub(crate) fn hold(&mut self, fire: &Fire, now: u64, until: u64) -> Result<Vec<Effect>, RunError> {
+        self.engine.run_deferred(fire.window, now, until)?;
+        self.outbox.retain(|f| !(f.window == fire.window && f.attempt == fire.attempt));
+        let mut effects = Vec::new();
+        emit(&mut effects, "held", json!({"window": fire.window, "attempt": fire.attempt, "until": until}));
+        self.drain(&mut effects);
+        Ok(effects)
+    }
+
+    /// The target throttled the delivery of `fire` (`outcome`): it goes again
+    /// at `until` as the same attempt, unless its tries have been throttled
+    /// for `max_throttled_ms` already: then this one counts as failed.
+    pub(crate) fn throttled(
+        &mut self,
+        fire: &Fire,
+        outcome: LastDelivery,
+        until: u64,
+        max_throttled_ms: u64,
+    ) -> Result<Vec<Effect>, RunError> {
+        let now = outcome.at;
+        let since = match self.throttled_since {
+            Some((window, since)) if window == fire.window => since,
+            _ => now,
+        };
+        if now.saturating_sub(since) >= max_throttled_ms {
+            return self.delivered(fire, outcome);
+        }
+        self.engine.run_deferred(fire.window, now, until)?;
+        self.started = None;
+        self.throttled_since = Some((fire.window, since));
+        let mut fact = fired("deliver", fire);
+        fact.fields.extend([
+            ("ok".into(), false.into()),
+            ("outcome".into(), outcome.outcome.as_str().into()),
+            ("at".into(), now.into()),
+            ("ms".into(), now.saturating_sub(fire.at).into()),
+            ("throttled_until".into(), until.into()),
+        ]);
+        let mut effects = vec![Effect::Log(fact)];
+        self.last_delivery = Some(outcome);
+        self.drain(&mut effects);
+        Ok(effects)
+    }
+
     /// The delivery of `fire` ended at `outcome.at`.
     pub(crate) fn delivered(&mut self, fire: &Fire, outcome: LastDelivery) -> Result<Vec<Effect>, RunError> {
         let now = outcome.at;
         self.started = None;
+        self.throttled_since = None;
         let mut fact = fired("deliver", fire);
         fact.fields.extend([
             ("ok".into(), outcome.ok.into()),
@@ -450,6 +552,11 @@ impl KeyState {
         while let Some(action) = self.engine.poll_action() {
             match action {
                 Action::Fire(fire) => {
+                    if fire.reason != Reason::Retry && self.counted_fire != Some(fire.window) {
+                        self.counted_fire = Some(fire.window);
+                        let reason = fire.reason.as_str();
+                        effects.push(Effect::Count(Counted { what: What::Fire, outcome: "", reason, latency_ms: 0 }));
+                    }
                     effects.push(Effect::Log(fired("fire", &fire)));
                     effects.push(Effect::Left(fire.window));
                     self.outbox.push_back(fire);
@@ -490,6 +597,12 @@ impl KeyState {
                                "reason": dead.reason}),
                     );
                     effects.push(Effect::DeadLettered(dead));
+                    effects.push(Effect::Count(Counted {
+                        what: What::DeadLetter,
+                        outcome: "",
+                        reason: "",
+                        latency_ms: 0,
+                    }));
                 }
             }
         }

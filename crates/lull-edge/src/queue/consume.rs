@@ -54,9 +54,11 @@ use serde_json::json;
 
 use crate::delivery::queue_message::QueueMessage;
 use crate::log::Fact;
+use crate::metrics::{Point, What, outcome_class};
 use crate::names::idempotency_label;
 use crate::ports::{Clock, Outbound, Outcome, Outgoing, QueueSend};
 use crate::queue::gate::{Counter, Forwarded, GateAnswer, GateOp, Gates, Grant};
+use crate::target::TargetState;
 use crate::topic::{DEFAULT_FORWARD_MAX_ATTEMPTS, Topic, Topics};
 
 /// Why a message waits when the gate answered, but with no room.
@@ -221,14 +223,7 @@ pub(crate) const WAIT_SPREAD_PERCENT: u64 = 10;
 /// same message and wait (a redelivered batch decides alike), different
 /// across messages (their returns do not bunch).
 pub(crate) fn spread_of(idempotency_key: &str, waits: u32) -> u64 {
-    // FNV-1a over the key and the count, then SplitMix64's finaliser.
-    let mut h = idempotency_key
-        .bytes()
-        .chain(waits.to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^ (h >> 31)
+    crate::target::stable_hash(idempotency_key.bytes().chain(waits.to_le_bytes()))
 }
 
 /// What a forward's outcome means.
@@ -403,13 +398,32 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             timeout_ms: topic.delivery_timeout_ms,
             queue: None,
         };
+        let started = self.clock.now();
         let outcome = self.outbound.send(out).await;
-        let forwarded =
-            Forwarded { idempotency_key: key.to_string(), attempt, ok: outcome.ok, detail: outcome.detail.clone() };
+        let latency_ms = self.clock.now().saturating_sub(started) as f64;
+        self.clock.point(Point { latency_ms, ..Point::new(name, What::Attempt, outcome_class(&outcome)) });
+        let forwarded = Forwarded::of(key, attempt, &outcome);
+        let mut target = None;
         for _ in 0..RELEASE_TRIES {
             let release = GateOp::Release { lease, outcome: Some(forwarded.clone()) };
-            if self.gates.ask(name, release).await.is_ok() {
+            if let Ok(answer) = self.gates.ask(name, release).await {
+                if let GateAnswer::Released { target: view, .. } = answer {
+                    target = view;
+                }
                 break;
+            }
+        }
+        // A throttle (or a 410) spends no try: the message waits, as for room, until the target's time.
+        if forwarded.verdict().is_held() {
+            let now = self.clock.now();
+            let until = match target.map(|t| t.state) {
+                Some(TargetState::Paused { until }) => until,
+                _ => now.saturating_add(u64::from(WAIT_CAP_SECS) * 1000),
+            };
+            if let AfterGrant::Requeue { delay_secs } =
+                after_grant(Ok(Grant::Wait { retry_at: until }), now, 0, spread_of(key, message.waits))
+            {
+                return self.requeue(binding, &message.waiting(attempts), delay_secs, &outcome.detail).await;
             }
         }
         let event = if outcome.ok { "queue_ack" } else { "queue_retry" };
@@ -601,8 +615,8 @@ mod tests {
 
     #[test]
     fn outcomes_settle_the_message() {
-        let ok = Outcome { ok: true, detail: "200".into() };
-        let refused = Outcome { ok: false, detail: "503".into() };
+        let ok = Outcome { ok: true, detail: "200".into(), status: Some(200), retry_after_ms: None };
+        let refused = Outcome { ok: false, detail: "500".into(), status: Some(500), retry_after_ms: None };
         assert_eq!(after_forward(&ok, 3, 4), AfterForward::Ack);
         assert_eq!(after_forward(&refused, 0, 4), AfterForward::Retry);
         assert_eq!(after_forward(&refused, 2, 4), AfterForward::Retry);

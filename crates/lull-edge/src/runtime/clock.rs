@@ -1,15 +1,27 @@
 //! [`WorkersClock`]: the queue side's [`Clock`] (the consumer's and the gate
-//! object's) over `Date.now()`, workers-rs' timer and the console.
+//! object's) over `Date.now()`, workers-rs' timer, the console and
+//! Analytics Engine ([`Points`]).
 
 use std::time::Duration;
 
 use worker::{Delay, console_log};
 
 use super::http::now_ms;
+use super::points::Points;
+use crate::metrics::{Metrics, Point};
 use crate::ports::Clock;
 
-/// [`Clock`] over `Date.now()`, a timer and the console.
-pub(super) struct WorkersClock;
+/// [`Clock`] over `Date.now()`, a timer, the console and data points.
+pub(super) struct WorkersClock {
+    /// Where data points go.
+    pub points: Points,
+}
+
+impl Metrics for WorkersClock {
+    fn point(&self, point: Point) {
+        self.points.point(point);
+    }
+}
 
 impl Clock for WorkersClock {
     fn now(&self) -> u64 {

@@ -22,6 +22,7 @@ use super::clock::WorkersClock;
 use super::config;
 use super::gate_client::GateClient;
 use super::outbound::{Fetcher, Queues};
+use super::points::Points;
 use super::sys::MessageAttempts;
 use crate::config::{DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR};
 use crate::log::Fact;
@@ -82,10 +83,10 @@ async fn consume(batch: MessageBatchSys, env: Env) {
     let dead_letters = env.var(DEAD_LETTER_QUEUE_VAR).map(|v| v.to_string()).unwrap_or_default();
     let dead_letter = !dead_letters.is_empty() && queue_name == dead_letters;
     let consumer = Consumer {
-        gates: GateClient { env: &env },
+        gates: GateClient { env: env.clone() },
         queue: Queues { env: env.clone() },
         outbound: Fetcher { env: env.clone() },
-        clock: WorkersClock,
+        clock: WorkersClock { points: Points::new(env.clone()) },
         topics: &config.topics,
         dead_letters: DEAD_LETTER_BINDING,
     };

@@ -12,12 +12,12 @@ use crate::http::{ApiError, ObjectAnswer};
 use crate::queue::gate::{GateAnswer, GateCall, GateOp, Gates};
 
 /// [`Gates`] over the `TopicGate` namespace.
-pub(super) struct GateClient<'a> {
+pub(super) struct GateClient {
     /// The worker's environment (the binding).
-    pub env: &'a Env,
+    pub env: Env,
 }
 
-impl GateClient<'_> {
+impl GateClient {
     /// Ask `topic`'s gate object for `op`: its answer's status, JSON text (as
     /// written: unparsed) and `Retry-After` (on a refusal).
     pub(super) async fn call(&self, topic: &str, op: GateOp) -> Result<ObjectAnswer, ApiError> {
@@ -29,7 +29,7 @@ impl GateClient<'_> {
     }
 }
 
-impl Gates for GateClient<'_> {
+impl Gates for GateClient {
     async fn ask(&self, topic: &str, op: GateOp) -> Result<GateAnswer, String> {
         let name = op.name();
         let ObjectAnswer { status, body, .. } =

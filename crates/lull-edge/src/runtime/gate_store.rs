@@ -8,15 +8,28 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use worker::{SqlStorage, SqlStorageValue, State};
 
 use super::sys::StateExt;
 use crate::ports::StoreError;
 use crate::queue::gate::{DeadLetterRow, DeadTotals, Failing, Gate, GateState, GateStore, NewDeadLetter};
+use crate::target::Target;
 
 /// Where the gate and its counters are stored (see `STORAGE.md`).
 const GATE_KEY: &str = "gate";
+/// Where the topic's target state is stored, written with the gate.
+const TARGET_KEY: &str = "target";
+/// Where the topic's counters are stored, written with the gate.
+const METRICS_KEY: &str = "metrics";
+
+/// The gate's values as one `put` writes them (the fields named as the keys above).
+#[derive(Serialize)]
+struct StoredGate<'a> {
+    gate: (&'a Gate, &'a BTreeMap<String, u64>),
+    target: &'a Target,
+    metrics: &'a BTreeMap<String, u64>,
+}
 /// Where the first releases kept the dead letters (one list; migrated to rows, then deleted).
 const LEGACY_DEAD_KEY: &str = "dead";
 
@@ -163,13 +176,22 @@ impl SqlGateStore {
 
 impl GateStore for SqlGateStore {
     async fn load(&self) -> Result<Option<GateState>, StoreError> {
-        let stored: Option<(Gate, BTreeMap<String, u64>)> =
-            self.state.storage().get(GATE_KEY).await.map_err(store_error)?;
-        Ok(stored.map(|(gate, counters)| GateState { gate, counters }))
+        let storage = self.state.storage();
+        let stored: Option<(Gate, BTreeMap<String, u64>)> = storage.get(GATE_KEY).await.map_err(store_error)?;
+        let target: Option<Target> = storage.get(TARGET_KEY).await.map_err(store_error)?;
+        let metrics: Option<BTreeMap<String, u64>> = storage.get(METRICS_KEY).await.map_err(store_error)?;
+        Ok(stored.map(|(gate, counters)| GateState {
+            gate,
+            counters,
+            target: target.unwrap_or_default(),
+            metrics: metrics.unwrap_or_default(),
+        }))
     }
 
     async fn save(&self, state: &GateState) -> Result<(), StoreError> {
-        self.state.storage().put(GATE_KEY, (&state.gate, &state.counters)).await.map_err(store_error)
+        // Both in one put: all or nothing.
+        let all = StoredGate { gate: (&state.gate, &state.counters), target: &state.target, metrics: &state.metrics };
+        self.state.storage().put_multiple(all).await.map_err(store_error)
     }
 
     async fn legacy_dead_letters(&self) -> Result<Option<Vec<String>>, StoreError> {

@@ -10,30 +10,48 @@
 //! so no `Request`, `Response` or `Headers` is made for a call.
 
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::DurableObjectState;
 use worker::{Env, ScheduledTime, State, console_log};
 
 use super::config;
+use super::gate_client::GateClient;
 use super::http::{self, now_ms};
 use super::outbound::Fetcher;
+use super::points::Points;
 use super::store::SqlStore;
 use super::sys::StateExt;
 use crate::error::ApiError;
+use crate::isolate::Isolate;
 use crate::key::{KeyCall, KeyObject};
+use crate::metrics::{Metrics, Point};
 use crate::ports::{Host, StoreError};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
 #[wasm_bindgen]
 pub struct KeyWindow {
     env: Env,
-    key: KeyObject<SqlStore, WorkersHost, Fetcher>,
+    key: KeyObject<SqlStore, WorkersHost, Fetcher, GateClient>,
 }
 
-/// [`Host`] over the object's alarm, `Date.now()`, `Math.random()` and the console.
+thread_local! {
+    /// What the key objects of this isolate share: target states, metric sums.
+    pub(super) static ISOLATE: Rc<Isolate> = Rc::default();
+}
+
+/// [`Host`] over the object's alarm, `Date.now()`, `Math.random()`, the
+/// console and Analytics Engine ([`Points`]).
 pub(super) struct WorkersHost {
     state: State,
+    points: Points,
+}
+
+impl Metrics for WorkersHost {
+    fn point(&self, point: Point) {
+        self.points.point(point);
+    }
 }
 
 impl Host for WorkersHost {
@@ -73,9 +91,11 @@ impl KeyWindow {
     pub fn new(state: DurableObjectState, env: Env) -> KeyWindow {
         let state = State::from(state);
         let store = SqlStore::new(state.handle());
-        let host = WorkersHost { state };
+        let host = WorkersHost { state, points: Points::new(env.clone()) };
         let fetcher = Fetcher { env: env.clone() };
-        KeyWindow { key: KeyObject::new(store, host, fetcher), env }
+        let gates = GateClient { env: env.clone() };
+        let isolate = ISOLATE.with(Rc::clone);
+        KeyWindow { key: KeyObject::new(store, host, fetcher, gates, isolate), env }
     }
 
     /// A call from the router: a [`KeyCall`] as text ([`KeyCall::to_wire`]),
@@ -83,11 +103,13 @@ impl KeyWindow {
     /// future is asserted unwind-safe, as `#[durable_object]`'s are: under
     /// `panic = "unwind"` wasm-bindgen asks it of an exported future.)
     pub async fn call(&self, wire: String) -> JsValue {
+        self.key.host().points.begin();
         AssertUnwindSafe(async move { http::answer_to_router(self.serve(wire).await) }).await
     }
 
     /// The key's alarm: a window due, a retry, a deadline or its collection.
     pub async fn alarm(&self) -> Result<JsValue, JsValue> {
+        self.key.host().points.begin();
         AssertUnwindSafe(async move {
             let done = match config::load(&self.env) {
                 Ok(config) => self.key.alarm(&config.topics).await,

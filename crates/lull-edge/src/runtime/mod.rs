@@ -28,6 +28,7 @@ pub(crate) mod http;
 pub(crate) mod key_client;
 mod key_window;
 mod outbound;
+mod points;
 pub(crate) mod router;
 mod store;
 mod sys;

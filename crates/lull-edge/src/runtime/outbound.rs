@@ -16,6 +16,7 @@ use super::sys::{clear_timeout, set_timeout};
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing::{self, Secret};
 use crate::ports::{Outbound, Outcome, Outgoing, QueueSend, ToQueue};
+use crate::target::retry_after_ms;
 
 /// [`Outbound`] over `fetch`, signing with the topic's secrets.
 pub(super) struct Fetcher {
@@ -33,7 +34,7 @@ impl Outbound for Fetcher {
                 let secrets = config.signing.for_topic(&out.topic);
                 send(out, secrets).await
             }
-            Err(e) => Outcome { ok: false, detail: format!("config: {}", e.message()) },
+            Err(e) => Outcome::failed(format!("config: {}", e.message())),
         }
     }
 }
@@ -43,8 +44,8 @@ impl Outbound for Fetcher {
 async fn enqueue(env: &Env, send: ToQueue) -> Outcome {
     let sent = Queues { env: env.clone() }.send(&send.binding, &send.messages, 0).await;
     match sent {
-        Ok(()) => Outcome { ok: true, detail: format!("queued {} message(s)", send.messages.len()) },
-        Err(why) => Outcome { ok: false, detail: why },
+        Ok(()) => Outcome::done(format!("queued {} message(s)", send.messages.len())),
+        Err(why) => Outcome::failed(why),
     }
 }
 
@@ -60,17 +61,17 @@ const MAX_LOCATION: usize = 256;
 pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
     let deadline = match Deadline::start(out.timeout_ms) {
         Ok(deadline) => deadline,
-        Err(e) => return Outcome { ok: false, detail: format!("timer: {}", thrown_text(&e)) },
+        Err(e) => return Outcome::failed(format!("timer: {}", thrown_text(&e))),
     };
     let sending = match fetch(&out, secrets, &deadline.signal()) {
         Ok(sending) => sending,
-        Err(e) => return Outcome { ok: false, detail: format!("request: {}", thrown_text(&e)) },
+        Err(e) => return Outcome::failed(format!("request: {}", thrown_text(&e))),
     };
     let response: Response = match JsFuture::from(sending).await {
         Ok(response) => response.unchecked_into(),
         // Told by the signal, not by the error's shape.
-        Err(_) if deadline.passed() => return Outcome { ok: false, detail: "timeout".into() },
-        Err(e) => return Outcome { ok: false, detail: format!("network: {}", thrown_text(&e)) },
+        Err(_) if deadline.passed() => return Outcome::failed("timeout"),
+        Err(e) => return Outcome::failed(format!("network: {}", thrown_text(&e))),
     };
     deadline.release();
     answered(&response)
@@ -126,17 +127,18 @@ impl Drop for Deadline {
     }
 }
 
-/// What an answer means: a 2xx delivered; a 3xx is a redirect not followed.
+/// What an answer means: a 2xx delivered; a 3xx is a redirect not followed;
+/// its `Retry-After`, if any, read against the clock now.
 fn answered(response: &Response) -> Outcome {
     let status = response.status();
-    if !(300..400).contains(&status) {
-        return Outcome { ok: (200..300).contains(&status), detail: status.to_string() };
-    }
-    let detail = match response.headers().get("location").ok().flatten() {
-        Some(location) => format!("{status} redirect to {}", clip(&location, MAX_LOCATION)),
-        None => format!("{status} redirect without a Location"),
+    let header = |name: &str| response.headers().get(name).ok().flatten();
+    let retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v, super::http::now_ms()));
+    let detail = match (status, header("location")) {
+        (300..=399, Some(location)) => format!("{status} redirect to {}", clip(&location, MAX_LOCATION)),
+        (300..=399, None) => format!("{status} redirect without a Location"),
+        _ => status.to_string(),
     };
-    Outcome { ok: false, detail }
+    Outcome { ok: (200..300).contains(&status), detail, status: Some(status), retry_after_ms }
 }
 
 /// `text` cut to at most `max` bytes (on a character boundary), `…` marking a cut.

@@ -18,15 +18,18 @@ use super::demo;
 use super::gate_client::GateClient;
 use super::http::{self, Incoming, Reply};
 use super::key_client::KeyClient;
+use super::points::Points;
 use crate::error::ApiError;
 use crate::http::batch;
 use crate::http::client_token::{CLIENT_RATE_BINDING, MintRequest};
 use crate::http::plan::{Action, Asked, BatchPlan, EventPlan, Setup, plan};
 use crate::http::route::Route;
 use crate::key::KeyCall;
+use crate::key::KeyRequest;
+use crate::metrics::{self, Metrics, Point, Tally, What};
 use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::{Room, RoomCache};
-use crate::topic::Topic;
+use crate::topic::{Topic, Topics};
 
 /// `Retry-After` of a spent budget across keys (seconds): the binding's period at most.
 const BUDGET_RETRY_SECS: u64 = 60;
@@ -34,6 +37,8 @@ const BUDGET_RETRY_SECS: u64 = 60;
 thread_local! {
     /// Which queue topics' dead letters are full, as this isolate last heard (`queue::room`).
     static ROOM: RefCell<RoomCache> = RefCell::new(RoomCache::default());
+    /// What the router counted in this isolate (refused events), not yet handed to the topics' objects.
+    static TALLY: Tally = Tally::default();
 }
 
 /// `429 dead_letters_full` if `topic`'s dead letters are at their bound (at
@@ -45,7 +50,7 @@ async fn refuse_when_full(env: &Env, topic: &Topic, client: bool) -> Result<(), 
         Some(room) => room,
         None => {
             // A gate that cannot answer refuses nothing.
-            let answer = GateClient { env }.ask(&topic.name, GateOp::Room).await;
+            let answer = GateClient { env: env.clone() }.ask(&topic.name, GateOp::Room).await;
             let room = match answer {
                 Ok(GateAnswer::Room { full, clients_full }) => Room { full, clients_full },
                 _ => Room::default(),
@@ -126,30 +131,104 @@ async fn handle(
         host: Some(req.host()),
     };
     let setup = Setup { tokens: &config.tokens, topics: &config.topics, demo: config.demo_sink };
-    match plan(route, &asked, &setup)?.action {
+    let counted = route.clone();
+    let result = serve(&req, env, ctx, origin, route, &asked, &setup, &config).await;
+    if let Err(error) = &result {
+        count_refusal(env, ctx, &config.topics, &counted, error);
+    }
+    result
+}
+
+/// Carry out `route`'s plan.
+#[allow(clippy::too_many_arguments)] // the request's parts, as `handle` has them
+async fn serve(
+    req: &Incoming,
+    env: &Env,
+    ctx: &Context,
+    origin: Option<&str>,
+    route: Route,
+    asked: &Asked<'_>,
+    setup: &Setup<'_>,
+    config: &config::Config,
+) -> Result<Reply, ApiError> {
+    match plan(route, asked, setup)?.action {
         Action::Preflight => {
             let headers = config.cors.preflight(origin)?;
             let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
             http::reply(204, None, &headers)
         }
         Action::Key(call) => forward(env, call).await,
-        Action::Event(event) => accept_event(&req, env, ctx, event).await,
+        Action::Event(event) => accept_event(req, env, ctx, event).await,
         Action::Gate { topic, op, forget_room } => {
             if forget_room {
                 ROOM.with_borrow_mut(|room| room.forget(&topic.name));
             }
             // The gate object's text, unparsed: bodies reach the caller byte for byte.
-            http::pass_on(&GateClient { env }.call(&topic.name, op).await?)
+            http::pass_on(&GateClient { env: env.clone() }.call(&topic.name, op).await?)
         }
         Action::Mint { topic, body_limit } => {
-            let asked = MintRequest::parse(&body_within(&req, body_limit).await?)?;
+            let now_s = asked.now_s;
+            let asked = MintRequest::parse(&body_within(req, body_limit).await?)?;
             let claims = asked.claims(&topic.name, now_s)?;
             let token = config.tokens.client_secrets(&topic.name)?.mint(&claims)?;
             http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
         }
-        Action::Batch(batch) => accept_batch(&req, env, ctx, batch).await,
-        Action::Demo(route) => demo::serve(&req, env, &config, route).await,
+        Action::Batch(batch) => accept_batch(req, env, ctx, batch).await,
+        Action::Demo(route) => demo::serve(req, env, config, route).await,
+        Action::Metrics => metrics_text(env, &config.topics).await,
     }
+}
+
+/// `GET /v1/metrics`: every topic's counters and target state, asked of the
+/// topics' objects at once, in Prometheus' text format. `503` if one cannot answer.
+async fn metrics_text(env: &Env, topics: &Topics) -> Result<Reply, ApiError> {
+    let gates = GateClient { env: env.clone() };
+    let asked = futures::future::join_all(topics.iter().map(|topic| {
+        let gates = &gates;
+        async move { (topic.name.clone(), gates.ask(&topic.name, GateOp::Metrics).await) }
+    }))
+    .await;
+    let mut all = Vec::with_capacity(asked.len());
+    for (name, answer) in asked {
+        match answer {
+            Ok(GateAnswer::Totals { totals, state }) => all.push((name, totals, state)),
+            Ok(_) => return Err(ApiError::Internal(format!("topic {name:?}: an answer of another shape"))),
+            Err(why) => {
+                return Err(ApiError::Unavailable { why, retry_after_secs: crate::error::UNAVAILABLE_RETRY_SECS });
+            }
+        }
+    }
+    http::reply(200, Some(&metrics::prometheus(&all)), &[("content-type", metrics::CONTENT_TYPE)])
+}
+
+/// A refusal the router made of `route`'s events (a configured topic's):
+/// counted (data point and isolate sums), the sums handed to the topic's
+/// object once due, after the answer (`waitUntil`).
+fn count_refusal(env: &Env, ctx: &Context, topics: &Topics, route: &Route, error: &ApiError) {
+    let (topic, n) = match route {
+        Route::Key { topic, request: KeyRequest::Event { .. }, .. } => (topic, 1.0),
+        Route::Batch { topic } => (topic, 1.0),
+        _ => return,
+    };
+    if topics.get(topic).is_none() {
+        return; // an unknown topic's name is the caller's, not a series
+    }
+    let point = Point { count: n, ..Point::new(topic, What::Events, error.code()) };
+    TALLY.with(|tally| tally.add(&point));
+    Points::new(env.clone()).point(point);
+    hand_over(env, ctx, topic);
+}
+
+/// Hand this isolate's sums for `topic` to its object, once due, after the answer.
+fn hand_over(env: &Env, ctx: &Context, topic: &str) {
+    let Some(counts) = TALLY.with(|tally| tally.due(topic, http::now_ms())) else { return };
+    let (env, topic) = (env.clone(), topic.to_string());
+    ctx.wait_until(async move {
+        let gates = GateClient { env };
+        if gates.ask(&topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
+            TALLY.with(|tally| tally.give_back(&topic, counts));
+        }
+    });
 }
 
 /// Carry out `event`: room, body, then its key's object (alone or coalesced).

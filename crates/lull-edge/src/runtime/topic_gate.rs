@@ -17,6 +17,7 @@ use super::config;
 use super::gate_store::SqlGateStore;
 use super::http;
 use super::outbound::Queues;
+use super::points::Points;
 use crate::http::ApiError;
 use crate::queue::gate::{GateCall, GateObject};
 
@@ -45,13 +46,15 @@ impl TopicGate {
     #[wasm_bindgen(constructor)]
     pub fn new(state: DurableObjectState, env: Env) -> TopicGate {
         let queues = Queues { env: env.clone() };
-        TopicGate { env, gate: GateObject::new(SqlGateStore::new(State::from(state)), queues, WorkersClock) }
+        let clock = WorkersClock { points: Points::new(env.clone()) };
+        TopicGate { env, gate: GateObject::new(SqlGateStore::new(State::from(state)), queues, clock) }
     }
 
     /// A call from the router or the queue consumer: a [`GateCall`]'s JSON,
     /// answered as [`http::answer_to_router`] (its future asserted unwind-safe,
     /// as the key object's are).
     pub async fn call(&self, wire: String) -> JsValue {
+        self.gate.clock().points.begin();
         AssertUnwindSafe(async move { http::answer_to_router(self.serve(wire).await) }).await
     }
 }

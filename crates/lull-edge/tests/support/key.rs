@@ -30,10 +30,12 @@ use std::task::{Context, Poll, Waker};
 
 use lull_core::Seq;
 use lull_edge::limits::MAX_ROW_EVENTS;
+use lull_edge::metrics::{Metrics, Point};
 use lull_edge::ports::{
     Bodies, Host, Outbound, Outcome, Outgoing, RowFormat, RowRead, Store, StoreError, Stored, Write,
 };
-use lull_edge::{ApiError, Key, KeyObject, KeyReply, KeyRequest, Topics};
+use lull_edge::target::{Admission, DISABLED_RECHECK_MS, Target, TargetState, TargetTerms};
+use lull_edge::{ApiError, GateAnswer, GateOp, Gates, Grant, Key, KeyObject, KeyReply, KeyRequest, Topics};
 use proptest::prelude::*;
 
 /// What the next storage write (or alarm) does.
@@ -83,6 +85,51 @@ pub(crate) struct World {
     /// Events that named a row to reuse that was gone (a row freed twice).
     pub(crate) reuse_misses: u64,
     pub(crate) logs: Vec<String>,
+    /// The topic's object as the fake keeps it: the target's state (lull's own logic), leases granted.
+    pub(crate) target: Target,
+    leases: u64,
+    /// Requests the key made of its topic's object, by operation.
+    pub(crate) topic_calls: BTreeMap<&'static str, u64>,
+    /// The next request to the topic's object fails.
+    topic_fault: bool,
+    /// When a request to the topic's object failed: a key that cannot hear the
+    /// target's state delivers as if it were active (a topic with no bound).
+    blind_at: Vec<u64>,
+    /// When each delivery reached the receiver (as `received`).
+    pub(crate) received_at: Vec<u64>,
+    /// How deliveries were answered: (index in `received`, answer).
+    pub(crate) answered: Vec<(usize, Answer)>,
+    /// The pauses the target's state went through: (from, until).
+    pub(crate) pauses: Vec<(u64, u64)>,
+    /// The data points the key wrote.
+    pub(crate) points: Vec<Point>,
+    /// The counters the topic's object was handed.
+    pub(crate) totals: BTreeMap<String, u64>,
+}
+
+/// How the receiver answers a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// 200.
+    Ok,
+    /// 500.
+    Fail,
+    /// 429, with `Retry-After` (ms) or without.
+    Throttle(Option<u64>),
+    /// 410.
+    Gone,
+}
+
+impl Answer {
+    fn outcome(self) -> Outcome {
+        let (status, retry_after_ms) = match self {
+            Answer::Ok => (200, None),
+            Answer::Fail => (500, None),
+            Answer::Throttle(ms) => (429, ms),
+            Answer::Gone => (410, None),
+        };
+        Outcome { ok: status == 200, detail: status.to_string(), status: Some(status), retry_after_ms }
+    }
 }
 
 /// An event row: when its events were accepted, how many, and their bodies as `RowFormat` packs them.
@@ -107,6 +154,55 @@ pub(crate) type Shared = Rc<RefCell<World>>;
 struct FakeStore(Shared);
 struct FakeHost(Shared);
 struct FakeOutbound(Shared);
+/// The topic's object: its target's state kept by lull's own [`Target`] logic, a lease per grant.
+struct FakeTopic(Shared);
+
+impl Gates for FakeTopic {
+    async fn ask(&self, _topic: &str, op: GateOp) -> Result<GateAnswer, String> {
+        let mut w = self.0.borrow_mut();
+        *w.topic_calls.entry(op.name()).or_default() += 1;
+        let now = w.now.get();
+        if std::mem::take(&mut w.topic_fault) {
+            w.blind_at.push(now);
+            return Err("topic object: injected failure".into());
+        }
+        let terms = TargetTerms::default();
+        let before = w.target.state;
+        let answer = match op {
+            GateOp::Target => GateAnswer::Targeted { target: w.target.view() },
+            GateOp::Report { outcome } => {
+                w.target.answered(now, outcome.verdict(), outcome.status, &outcome.detail, &terms);
+                GateAnswer::Targeted { target: w.target.view() }
+            }
+            GateOp::Acquire { .. } => match w.target.admit(now, 15_000) {
+                Admission::Go | Admission::Probe => {
+                    w.leases += 1;
+                    GateAnswer::Grant(Grant::Go { lease: w.leases, expires_at: now + 15_000 })
+                }
+                Admission::Hold { until } => {
+                    GateAnswer::Grant(Grant::Wait { retry_at: until.unwrap_or(now + DISABLED_RECHECK_MS) })
+                }
+            },
+            GateOp::Release { outcome, .. } => {
+                if let Some(f) = outcome {
+                    w.target.answered(now, f.verdict(), f.status, &f.detail, &terms);
+                }
+                GateAnswer::Released { released: true, target: Some(w.target.view()) }
+            }
+            GateOp::Tally { counts } => {
+                lull_edge::metrics::add_up(&mut w.totals, &counts);
+                GateAnswer::Counted { ok: true }
+            }
+            other => return Err(format!("the key asked its topic's object {other:?}")),
+        };
+        if let TargetState::Paused { until } = w.target.state
+            && before != w.target.state
+        {
+            w.pauses.push((now, until));
+        }
+        Ok(answer)
+    }
+}
 
 impl Store for FakeStore {
     fn load(&self) -> Result<Stored, StoreError> {
@@ -238,6 +334,12 @@ impl Store for FakeStore {
     }
 }
 
+impl Metrics for FakeHost {
+    fn point(&self, point: Point) {
+        self.0.borrow_mut().points.push(point);
+    }
+}
+
 impl Host for FakeHost {
     fn now(&self) -> u64 {
         self.0.borrow().now.get()
@@ -304,12 +406,16 @@ impl Future for Pending {
 impl Outbound for FakeOutbound {
     fn send(&self, out: Outgoing) -> impl Future<Output = Outcome> {
         let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
-        self.0.borrow_mut().received.push((out.idempotency_key, out.attempt, body));
+        let mut w = self.0.borrow_mut();
+        let now = w.now.get();
+        w.received_at.push(now);
+        w.received.push((out.idempotency_key, out.attempt, body));
+        drop(w);
         Pending(self.0.clone())
     }
 }
 
-type Object = KeyObject<FakeStore, FakeHost, FakeOutbound>;
+type Object = KeyObject<FakeStore, FakeHost, FakeOutbound, FakeTopic>;
 type AlarmRun = Pin<Box<dyn Future<Output = Result<(), ApiError>>>>;
 
 /// Like the Workers runtime: a failed alarm handler that set no new alarm is
@@ -341,7 +447,11 @@ pub(crate) enum Op {
     /// The armed alarm goes off (the clock moves to it).
     Alarm,
     /// The delivery in flight gets an answer.
-    Answer(bool),
+    Answer(Answer),
+    /// The next request to the topic's object fails.
+    TopicFault,
+    /// An operator resumes the topic's target.
+    Resume,
     Flush,
     Cancel,
     ReplayAll,
@@ -365,7 +475,15 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         2 => (2..5usize).prop_map(Op::Events),
         4 => (1..120u64).prop_map(Op::Advance),
         4 => Just(Op::Alarm),
-        4 => any::<bool>().prop_map(Op::Answer),
+        4 => prop_oneof![
+            3 => Just(Answer::Ok),
+            2 => Just(Answer::Fail),
+            1 => prop::option::of(0..200u64).prop_map(Answer::Throttle),
+            1 => Just(Answer::Gone),
+        ]
+        .prop_map(Op::Answer),
+        1 => Just(Op::TopicFault),
+        1 => Just(Op::Resume),
         1 => Just(Op::Flush),
         1 => Just(Op::Cancel),
         1 => Just(Op::ReplayAll),
@@ -431,7 +549,10 @@ impl Pair {
     }
 
     fn object(world: &Shared) -> Object {
-        KeyObject::new(FakeStore(world.clone()), FakeHost(world.clone()), FakeOutbound(world.clone()))
+        // A new object runs in a new isolate: its copy of target states starts empty.
+        let (store, host, outbound, topic) =
+            (FakeStore(world.clone()), FakeHost(world.clone()), FakeOutbound(world.clone()), FakeTopic(world.clone()));
+        KeyObject::new(store, host, outbound, topic, Rc::default())
     }
 
     /// If the object died during the last step, start a new one on the same storage.
@@ -646,13 +767,17 @@ impl Pair {
                 let done = poll(fut.as_mut());
                 self.alarm_step(fut, done);
             }
-            Op::Answer(ok) => {
+            Op::Answer(answer) => {
                 let Some(mut fut) = self.alarm.take() else { return };
                 {
                     let mut w = self.world.borrow_mut();
-                    w.answer = Some(Outcome { ok: *ok, detail: if *ok { "200" } else { "500" }.into() });
-                    if *ok && let Some((key, _, _)) = w.received.last().cloned() {
-                        w.succeeded.insert(key);
+                    w.answer = Some(answer.outcome());
+                    if let Some((key, _, _)) = w.received.last().cloned() {
+                        if *answer == Answer::Ok {
+                            w.succeeded.insert(key);
+                        }
+                        let index = w.received.len() - 1;
+                        w.answered.push((index, *answer));
                     }
                 }
                 let done = poll(fut.as_mut());
@@ -700,6 +825,18 @@ impl Pair {
                 }
             }
             Op::Status => drop(self.status()),
+            Op::TopicFault => self.world.borrow_mut().topic_fault = true,
+            Op::Resume => {
+                let mut w = self.world.borrow_mut();
+                let now = w.now.get();
+                // A pause an operator ends, ends now.
+                if let TargetState::Paused { until } = w.target.state
+                    && let Some(pause) = w.pauses.last_mut().filter(|p| p.1 == until)
+                {
+                    pause.1 = now.min(until);
+                }
+                w.target.resume(now);
+            }
             Op::Crash => {
                 self.world.borrow_mut().crashed = true;
                 self.after_step();
@@ -722,11 +859,16 @@ impl Pair {
             w.commit_fault = None;
             w.alarm_fault = None;
             w.alarm_outage = 0;
+            w.topic_fault = false;
         }
         for _ in 0..10_000 {
             if self.alarm.is_some() {
-                self.step(&Op::Answer(true));
+                self.step(&Op::Answer(Answer::Ok));
                 continue;
+            }
+            if self.world.borrow().target.state == TargetState::Disabled {
+                // An operator resumes a disabled target; its held windows go.
+                self.step(&Op::Resume);
             }
             self.assert_work_has_an_alarm(&Op::Status);
             let status = self.status().expect("no faults now");
@@ -793,6 +935,47 @@ impl Pair {
                 (false, None) => {
                     panic!("event {id} (seq {seq:?}) got a 202 and was never delivered")
                 }
+            }
+        }
+        // No delivery reached the receiver during a pause (the key itself was told of each).
+        for (at, (key, attempt, _)) in w.received_at.iter().zip(&w.received) {
+            if w.blind_at.contains(at) {
+                continue;
+            }
+            for (from, until) in &w.pauses {
+                assert!(
+                    !(from < at && at < until),
+                    "{key} attempt {attempt} sent at {at}, inside the pause {from}..{until}"
+                );
+            }
+        }
+        // A throttled (or gone) try spends no attempt: once the key recorded it
+        // (its log line, between that try and the next), the window's next try is the same attempt.
+        let lines = |keep: fn(&serde_json::Value) -> bool| -> Vec<(u64, u64, u64)> {
+            w.logs
+                .iter()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter(|line| line["lull"] == "deliver" && keep(line))
+                .map(|l| (l["window"].as_u64().unwrap(), l["attempt"].as_u64().unwrap(), l["at"].as_u64().unwrap()))
+                .collect()
+        };
+        let throttles = lines(|l| !l["throttled_until"].is_null());
+        // A try begun and cut short before it was sent counts as failed (found at load): it is not throttled.
+        let interrupted = lines(|l| l["outcome"] == "interrupted");
+        for (i, answer) in &w.answered {
+            let (key, attempt, body) = &w.received[*i];
+            let Some((j, (_, next, _))) = w.received.iter().enumerate().skip(i + 1).find(|(_, (k, _, _))| k == key)
+            else {
+                continue;
+            };
+            let (sent, next_sent) = (w.received_at[*i], w.received_at[j]);
+            let window = body["window"].as_u64().unwrap();
+            let recorded = throttles
+                .iter()
+                .any(|(wi, a, at)| *wi == window && *a == u64::from(*attempt) && (sent..next_sent).contains(at))
+                && !interrupted.iter().any(|(wi, _, at)| *wi == window && (sent..=next_sent).contains(at));
+            if matches!(answer, Answer::Throttle(_) | Answer::Gone) && recorded {
+                assert_eq!(next, attempt, "{key}: the try after a throttle of attempt {attempt}");
             }
         }
         assert!(w.largest_snapshot < 4_096, "a snapshot of {} bytes: it grows", w.largest_snapshot);

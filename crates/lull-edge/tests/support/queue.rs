@@ -21,6 +21,7 @@
 //! row per key; no lull message deleted by the queue; every message ended
 //! delivered, kept or discarded; copies keep their body.
 
+use lull_edge::metrics::{Metrics, Point};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -91,6 +92,8 @@ pub(crate) struct World {
     pub(crate) started: RefCell<Vec<(String, u32, usize)>>,
     in_flight: Cell<usize>,
     pub(crate) answers: RefCell<Vec<Option<bool>>>,
+    /// The next refused forward is a `429` instead of a `500`, with this `Retry-After` (ms), if any.
+    pub(crate) throttle_next: Cell<Option<Option<u64>>>,
     pub(crate) poison: RefCell<BTreeSet<String>>,
     /// Idempotency keys the receiver answered 2xx.
     succeeded: RefCell<BTreeSet<String>>,
@@ -107,7 +110,9 @@ pub(crate) struct World {
     pub(crate) hold_saves: Cell<bool>,
     /// Calls the gate object got, by operation.
     pub(crate) gate_calls: RefCell<BTreeMap<&'static str, u64>>,
-    logs: RefCell<Vec<String>>,
+    pub(crate) logs: RefCell<Vec<String>>,
+    /// The data points the consumer and the gate object wrote.
+    pub(crate) points: RefCell<Vec<Point>>,
 }
 
 pub(crate) type Shared = Rc<World>;
@@ -277,6 +282,18 @@ impl Future for Sleep {
 #[derive(Clone)]
 pub(crate) struct FakeClock(Shared);
 
+impl Metrics for FakeClock {
+    fn point(&self, point: Point) {
+        self.0.points.borrow_mut().push(point);
+    }
+}
+
+impl Metrics for &FakeClock {
+    fn point(&self, point: Point) {
+        (*self).point(point);
+    }
+}
+
 impl Clock for FakeClock {
     fn now(&self) -> u64 {
         self.0.now.get()
@@ -389,7 +406,10 @@ impl Future for Forward {
                 self.world.succeeded_by.borrow_mut().insert(by);
             }
         }
-        Poll::Ready(Outcome { ok, detail: if ok { "200" } else { "503" }.into() })
+        if !ok && let Some(retry_after_ms) = self.world.throttle_next.take() {
+            return Poll::Ready(Outcome { ok: false, detail: "429".into(), status: Some(429), retry_after_ms });
+        }
+        Poll::Ready(if ok { Outcome::done("200") } else { Outcome::failed("500") })
     }
 }
 

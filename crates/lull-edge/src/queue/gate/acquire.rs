@@ -10,11 +10,16 @@ use std::rc::Rc;
 use futures::future::select;
 
 use super::wait::{Handed, Slot};
-use super::{FAILING_KEEP_MS, GateObject, MAX_HOLD_MS, not_loaded};
+use serde_json::json;
+
+use super::{FAILING_KEEP_MS, GateObject, LEASE_MARGIN_MS, MAX_HOLD_MS, not_loaded};
 use crate::http::ApiError;
+use crate::log::Fact;
+use crate::metrics::{add_up, outcome_class};
 use crate::ports::{Clock, QueueSend};
 use crate::queue::gate::{Counter, Failing, Forwarded, GateAnswer, GateState, GateStore, Grant};
-use crate::topic::{QueueDelivery, Topic};
+use crate::target::{Admission, DISABLED_RECHECK_MS};
+use crate::topic::Topic;
 
 /// A waiter leaving (its lease taken, its time out, or its request dropped):
 /// out of the queue, and a lease handed but never taken goes back.
@@ -41,28 +46,39 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     /// A lease now, or after waiting (first come, first served) at most
     /// `wait_ms` — or, asked to wait at all, up to [`MAX_HOLD_MS`] when its
     /// turn is likely by then ([`Gate::estimate`](super::Gate::estimate)). A
-    /// waiter that leaves is told when its turn is likely.
-    pub(super) async fn acquire(
-        &self,
-        topic: &Topic,
-        queue: &QueueDelivery,
-        wait_ms: u64,
-    ) -> Result<GateAnswer, ApiError> {
+    /// waiter that leaves is told when its turn is likely. While the target is
+    /// paused or disabled none is granted: each is told when to ask again
+    /// (after a pause, the first lease is the probe; the others wait for its answer).
+    pub(super) async fn acquire(&self, name: &str, topic: &Topic, wait_ms: u64) -> Result<GateAnswer, ApiError> {
         let arrived = self.clock.now();
         let mut deadline = arrived.saturating_add(wait_ms.min(MAX_HOLD_MS));
         // A waiter (one that asked to wait at all) whose turn is likely within this stays for it.
         let longest = if wait_ms > 0 { arrived.saturating_add(MAX_HOLD_MS) } else { deadline };
+        let lease_ms = topic.delivery_timeout_ms + LEASE_MARGIN_MS;
         let mut leave = Leave { object: self, me: None };
         loop {
-            self.load(topic, queue).await?;
+            self.load(topic).await?;
             let now = self.clock.now();
+            // The target first: nothing goes while it is held.
+            let held = self.state.borrow().as_ref().and_then(|s| s.target.held_until(now));
+            if let Some(until) = held {
+                drop(leave);
+                let retry_at = until.unwrap_or(now.saturating_add(DISABLED_RECHECK_MS));
+                return Ok(GateAnswer::Grant(Grant::Wait { retry_at }));
+            }
             // Only the first waiter (or a newcomer when none waits) may take room.
             let mine = match &leave.me {
                 Some((id, _)) => self.waiters.borrow().is_first(*id),
                 None => self.waiters.borrow().is_empty(),
             };
             let grant = match self.state.borrow_mut().as_mut() {
-                Some(state) if mine => state.gate.acquire(now),
+                Some(state) if mine => {
+                    let grant = state.gate.acquire(now);
+                    if matches!(grant, Grant::Go { .. }) && state.target.admit(now, lease_ms) == Admission::Probe {
+                        self.clock.log(&Fact::new("target_probe", json!({"topic": name})).line(&[]));
+                    }
+                    grant
+                }
                 Some(state) => Grant::Wait { retry_at: state.gate.acquire_hint(now) },
                 None => return Err(not_loaded()),
             };
@@ -123,33 +139,45 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     }
 
     /// The forward under `lease` ended (and how, if it was forwarded): the
-    /// lease goes, its outcome is counted, and the room goes to the first
-    /// waiters, stored before the answer.
+    /// lease goes, its outcome is counted (a queue topic's) and told to the
+    /// target's state, and the room goes to the first waiters — unless the
+    /// target is now held: then each looks again (and is told to wait) —
+    /// stored before the answer.
     pub(super) async fn release(
         &self,
+        name: &str,
         topic: &Topic,
-        queue: &QueueDelivery,
         lease: u64,
         outcome: Option<Forwarded>,
     ) -> Result<GateAnswer, ApiError> {
-        self.load(topic, queue).await?;
+        self.load(topic).await?;
         let now = self.clock.now();
-        let (released, handed, failing) = {
+        let (released, handed, failing, change, view) = {
             let mut guard = self.state.borrow_mut();
-            let Some(GateState { gate, counters }) = guard.as_mut() else { return Err(not_loaded()) };
+            let Some(GateState { gate, counters, target, metrics }) = guard.as_mut() else { return Err(not_loaded()) };
             // A forward that ended teaches the gate how long forwards hold their lease.
             let released = if outcome.is_some() { gate.finished(lease, now) } else { gate.release(lease) };
             // Counted and recorded only by the release that applied: a
             // retried one (its answer lost) finds the lease gone.
             let outcome = outcome.filter(|_| released);
-            if let Some(outcome) = &outcome {
+            let change = outcome
+                .as_ref()
+                .and_then(|f| target.answered(now, f.verdict(), f.status, &f.detail, &topic.target_terms));
+            super::target::count_pause(metrics, change.as_ref());
+            if let Some(outcome) = outcome.as_ref().filter(|_| topic.queue.is_some()) {
                 let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
                 *counters.entry(counter.as_str().to_string()).or_default() += 1;
+                // A queue topic's forwards are counted here (a webhook key counts its own attempts).
+                let class = outcome_class(&outcome.as_outcome());
+                add_up(metrics, &[(format!("delivery_attempts_total|{class}"), 1)].into());
             }
-            // The room goes to the first waiters, in order.
+            // The room goes to the first waiters, in order, while the target takes deliveries.
             let mut handed = Vec::new();
             let mut waiters = self.waiters.borrow_mut();
-            while !waiters.is_empty() {
+            if target.held_until(now).is_some() {
+                waiters.wake_all();
+            }
+            while target.held_until(now).is_none() && !waiters.is_empty() {
                 let grant = gate.acquire(now);
                 if matches!(grant, Grant::Wait { .. }) {
                     break;
@@ -158,15 +186,17 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                     handed.push((slot, grant));
                 }
             }
-            (released, handed, outcome)
+            let failing = outcome.filter(|_| topic.queue.is_some());
+            (released, handed, failing, change, target.view())
         };
         self.commit(handed).await?;
+        self.told(name, change);
         if let Some(f) = failing {
             // Only what a dead letter will say of it: a lost record loses no message.
             let failed = (!f.ok).then_some(Failing { first_failed_at: now, attempt: f.attempt, outcome: f.detail });
             let stale = now.saturating_sub(FAILING_KEEP_MS);
             let _ = self.store.record_forward(&f.idempotency_key, failed.as_ref(), stale);
         }
-        Ok(GateAnswer::Released { released })
+        Ok(GateAnswer::Released { released, target: Some(view) })
     }
 }

@@ -40,6 +40,7 @@ pub(crate) mod lease;
 pub(crate) mod op;
 mod status;
 pub(crate) mod store;
+mod target;
 pub(crate) mod wait;
 
 use std::cell::{Cell, RefCell};
@@ -48,11 +49,12 @@ use std::rc::Rc;
 
 use crate::http::ApiError;
 use crate::ports::{Clock, QueueSend};
+use crate::target::Target;
 use crate::topic::{QueueDelivery, Topic};
 pub(crate) use lease::Gate;
 pub use lease::{Grant, MAX_LIMIT};
-pub(crate) use op::Forwarded;
-pub use op::{Counter, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter};
+pub use op::Forwarded;
+pub use op::{Counter, GateAnswer, GateCall, GateOp, GateStatus, Gates, StatusLetter, TargetStatus, TopicStatus};
 pub use store::{DeadLetterRow, DeadTotals, Failing, GateState, GateStore, NewDeadLetter};
 use wait::{Handed, Slot, Waiters};
 
@@ -92,6 +94,11 @@ pub struct GateObject<S, Q, C> {
 
 fn not_loaded() -> ApiError {
     ApiError::Internal("gate not loaded".into())
+}
+
+/// A configured topic, or `404`.
+fn topic_of<'t>(name: &str, topic: Option<&'t Topic>) -> Result<&'t Topic, ApiError> {
+    topic.ok_or_else(|| ApiError::UnknownTopic(name.to_string()))
 }
 
 /// A queue topic's settings, or `404`.
@@ -152,6 +159,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         }
     }
 
+    /// The clock (for the shell: its per-invocation state).
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
     /// Serve `op` for the topic called `name`, configured as `topic` (if it still is).
     pub async fn call(&self, name: &str, topic: Option<&Topic>, op: GateOp) -> Result<GateAnswer, ApiError> {
         if op != GateOp::Status {
@@ -160,17 +172,17 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         // Dead letters are kept within the bounds of the topic as configured now, or the defaults.
         let bounds = topic.and_then(|t| t.queue.as_ref()).map(|q| q.dead_letters).unwrap_or_default();
         match op {
-            GateOp::Acquire { wait_ms } => {
-                let (topic, queue) = queue_of(name, topic)?;
-                self.acquire(topic, queue, wait_ms).await
-            }
-            GateOp::Release { lease, outcome } => {
-                let (topic, queue) = queue_of(name, topic)?;
-                self.release(topic, queue, lease, outcome).await
-            }
+            GateOp::Acquire { wait_ms } => self.acquire(name, topic_of(name, topic)?, wait_ms).await,
+            GateOp::Release { lease, outcome } => self.release(name, topic_of(name, topic)?, lease, outcome).await,
+            GateOp::Report { outcome } => self.report(name, topic_of(name, topic)?, outcome).await,
+            GateOp::Target => self.target(topic_of(name, topic)?).await,
+            GateOp::Resume => self.resume(name, topic_of(name, topic)?).await,
+            GateOp::Topic => self.topic_status(name, topic_of(name, topic)?).await,
+            GateOp::Tally { counts } => self.tally(topic_of(name, topic)?, counts).await,
+            GateOp::Metrics => self.totals(topic_of(name, topic)?).await,
             GateOp::Count { counter } => {
-                let (topic, queue) = queue_of(name, topic)?;
-                self.count(topic, queue, counter).await
+                let (topic, _) = queue_of(name, topic)?;
+                self.count(topic, counter).await
             }
             GateOp::Status => {
                 let (topic, queue) = queue_of(name, topic)?;
@@ -191,16 +203,21 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         }
     }
 
-    /// The stored gate (or a fresh one), brought to the topic's current bound.
-    async fn load(&self, topic: &Topic, queue: &QueueDelivery) -> Result<(), ApiError> {
-        let (limit, rate) = (queue.forward_concurrency, queue.forward_rate_per_s);
+    /// The stored gate (or a fresh one), brought to the topic's current bound
+    /// (a topic with none: [`MAX_LIMIT`] leases, no rate — only probes take them).
+    async fn load(&self, topic: &Topic) -> Result<(), ApiError> {
+        let (limit, rate) = topic.forward.map_or((MAX_LIMIT, None), |f| (f.concurrency, f.rate_per_s));
         let lease_ms = topic.delivery_timeout_ms + LEASE_MARGIN_MS;
         if self.state.borrow().is_none() {
             let stored = self.store.load().await?;
             // Another call may have loaded it while this one awaited.
             if self.state.borrow().is_none() {
-                let loaded = stored
-                    .unwrap_or_else(|| GateState { gate: Gate::new(limit, rate, lease_ms), counters: BTreeMap::new() });
+                let loaded = stored.unwrap_or_else(|| GateState {
+                    gate: Gate::new(limit, rate, lease_ms),
+                    counters: BTreeMap::new(),
+                    target: Target::default(),
+                    metrics: BTreeMap::new(),
+                });
                 *self.state.borrow_mut() = Some(loaded);
             }
         }

@@ -14,7 +14,9 @@ use std::future::Future;
 use serde::{Deserialize, Serialize};
 
 use crate::http::ApiError;
+use crate::ports::Outcome;
 use crate::queue::gate::lease::Grant;
+use crate::target::{LastAnswer, Target, TargetState, TargetView, Verdict};
 
 /// A counter of the topic's consumer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +57,36 @@ pub struct Forwarded {
     pub ok: bool,
     /// The status code, `timeout`, or the network error.
     pub detail: String,
+    /// The HTTP status, if the target answered (absent from the first releases' calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Its `Retry-After`, as ms from the answer, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+impl Forwarded {
+    /// How the delivery of `idempotency_key`'s attempt `attempt` ended, as `outcome` says.
+    pub fn of(idempotency_key: &str, attempt: u32, outcome: &Outcome) -> Forwarded {
+        Forwarded {
+            idempotency_key: idempotency_key.to_string(),
+            attempt,
+            ok: outcome.ok,
+            detail: outcome.detail.clone(),
+            status: outcome.status,
+            retry_after_ms: outcome.retry_after_ms,
+        }
+    }
+
+    /// The outcome it tells of.
+    pub fn as_outcome(&self) -> Outcome {
+        Outcome { ok: self.ok, detail: self.detail.clone(), status: self.status, retry_after_ms: self.retry_after_ms }
+    }
+
+    /// What it says of the target.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::of(&self.as_outcome())
+    }
 }
 
 /// What the consumer (or the router) asks a topic's gate object.
@@ -108,6 +140,26 @@ pub enum GateOp {
         /// The row's id.
         id: u64,
     },
+    /// A delivery made without a lease (a topic with no bound, its target
+    /// active as the key last heard) ended in trouble, or after trouble: the
+    /// target's state learns from it.
+    Report {
+        /// How it ended.
+        outcome: Forwarded,
+    },
+    /// The target's state, for a key's copy ([`crate::target::TargetCache`]).
+    Target,
+    /// Start a paused or disabled target again (an operator's).
+    Resume,
+    /// The topic's status: its target, bound, leases and requests served.
+    Topic,
+    /// An isolate's sums for the topic's counters (`crate::metrics::Tally`), to add.
+    Tally {
+        /// Series → how many.
+        counts: BTreeMap<String, u64>,
+    },
+    /// The topic's counters and target state, for `GET /v1/metrics`.
+    Metrics,
 }
 
 impl GateOp {
@@ -124,6 +176,12 @@ impl GateOp {
             GateOp::Replay { .. } => "replay",
             GateOp::ReplayAll => "replay_all",
             GateOp::Discard { .. } => "discard",
+            GateOp::Report { .. } => "report",
+            GateOp::Target => "target",
+            GateOp::Resume => "resume",
+            GateOp::Topic => "topic",
+            GateOp::Tally { .. } => "tally",
+            GateOp::Metrics => "metrics",
         }
     }
 
@@ -139,7 +197,13 @@ impl GateOp {
             | GateOp::Room
             | GateOp::Status
             | GateOp::Replay { .. }
-            | GateOp::ReplayAll => true,
+            | GateOp::ReplayAll
+            | GateOp::Report { .. }
+            | GateOp::Target
+            | GateOp::Resume
+            | GateOp::Topic
+            | GateOp::Tally { .. }
+            | GateOp::Metrics => true,
         }
     }
 
@@ -154,7 +218,13 @@ impl GateOp {
             | GateOp::DeadLetter { .. }
             | GateOp::Room
             | GateOp::Status
-            | GateOp::DeadLetters { .. } => false,
+            | GateOp::DeadLetters { .. }
+            | GateOp::Report { .. }
+            | GateOp::Target
+            | GateOp::Resume
+            | GateOp::Topic
+            | GateOp::Tally { .. }
+            | GateOp::Metrics => false,
         }
     }
 }
@@ -191,10 +261,13 @@ impl GateCall {
 pub enum GateAnswer {
     /// To [`GateOp::Acquire`]: `{"expires_at", "go": lease}` or `{"wait_until": ms}`.
     Grant(Grant),
-    /// To [`GateOp::Release`]: `{"released": bool}`.
+    /// To [`GateOp::Release`]: `{"released": bool, "target"}`.
     Released {
         /// `false`: the lease had expired (or was released already).
         released: bool,
+        /// The target's state after it (absent from the first releases' answers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<TargetView>,
     },
     /// To [`GateOp::Count`]: `{"ok": true}`.
     Counted {
@@ -231,6 +304,21 @@ pub enum GateAnswer {
     },
     /// To [`GateOp::Status`]: the status as the API shows it.
     Status(GateStatus),
+    /// To [`GateOp::Topic`]: the status as the API shows it (before
+    /// [`GateAnswer::Targeted`]: its `target` would read as a view).
+    Topic(TopicStatus),
+    /// To [`GateOp::Metrics`]: `{"totals", "state"}` (before [`GateAnswer::Targeted`]).
+    Totals {
+        /// Series → total.
+        totals: BTreeMap<String, u64>,
+        /// The target's state.
+        state: TargetState,
+    },
+    /// To [`GateOp::Report`], [`GateOp::Target`] and [`GateOp::Resume`]: `{"target"}`.
+    Targeted {
+        /// The target's state.
+        target: TargetView,
+    },
     /// To [`GateOp::DeadLetters`]: the page as JSON text, written once by the
     /// gate object (by serde, `dead_letters.rs`) and passed on unparsed, so
     /// bodies reach the caller byte for byte (a number of any size or
@@ -271,6 +359,56 @@ impl GateAnswer {
             GateOp::DeadLetters { .. } => matches!(self, GateAnswer::Page(_)),
             GateOp::Replay { .. } | GateOp::ReplayAll => matches!(self, GateAnswer::Replayed { .. }),
             GateOp::Discard { .. } => matches!(self, GateAnswer::Discarded { .. }),
+            GateOp::Report { .. } | GateOp::Target | GateOp::Resume => matches!(self, GateAnswer::Targeted { .. }),
+            GateOp::Topic => matches!(self, GateAnswer::Topic(_)),
+            GateOp::Tally { .. } => matches!(self, GateAnswer::Counted { .. }),
+            GateOp::Metrics => matches!(self, GateAnswer::Totals { .. }),
+        }
+    }
+}
+
+/// A topic's target, bound, leases and requests served: the answer to
+/// [`GateOp::Topic`], passed on as `GET /v1/topics/{topic}`'s body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopicStatus {
+    /// The topic.
+    pub topic: String,
+    /// Its target: `state` (`active`, `paused` with `until`, `disabled`), `since`, `last_answer`.
+    pub target: TargetStatus,
+    /// Its bound on forwards in flight (`null`: none).
+    pub forward_concurrency: Option<u32>,
+    /// Its bound on forwards started per second, if any.
+    pub forward_rate_per_s: Option<f64>,
+    /// Leases held now.
+    pub in_flight: usize,
+    /// Requests held open waiting for a lease.
+    pub waiting: usize,
+    /// Requests its object served since it started, by operation (status excluded).
+    pub requests: BTreeMap<String, u64>,
+}
+
+/// A target's state as the topic's status shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetStatus {
+    /// `active`, `paused` (with `until`, unix ms) or `disabled`.
+    #[serde(flatten)]
+    pub state: TargetState,
+    /// Since when (unix ms; 0: since the topic began).
+    pub since: u64,
+    /// Its last answer lull was told of (trouble, and the first delivery after it): status and time.
+    pub last_answer: Option<LastAnswer>,
+    /// Failing (no delivery) since this time, if it is (unix ms).
+    pub failing_since: Option<u64>,
+}
+
+impl TargetStatus {
+    /// The status of `target`.
+    pub fn of(target: &Target) -> TargetStatus {
+        TargetStatus {
+            state: target.state,
+            since: target.since,
+            last_answer: target.last_answer.clone(),
+            failing_since: target.failing_since,
         }
     }
 }
@@ -336,7 +474,14 @@ mod tests {
     #[test]
     fn calls_and_answers_cross_byte_for_byte_as_the_first_releases_wrote_them() {
         let message = r#"{"topic":"q","idempotency_key":"q/k/x.1","attempt":3,"body":{"n":"é\u0000"}}"#.to_string();
-        let forwarded = Forwarded { idempotency_key: "q/k/x.1".into(), attempt: 2, ok: false, detail: "503".into() };
+        let forwarded = Forwarded {
+            idempotency_key: "q/k/x.1".into(),
+            attempt: 2,
+            ok: false,
+            detail: "503".into(),
+            status: None,
+            retry_after_ms: None,
+        };
         let calls = [
             (GateOp::Acquire { wait_ms: 2_000 }, r#"{"topic":"q","op":{"op":"acquire","wait_ms":2000}}"#),
             (
@@ -401,7 +546,7 @@ mod tests {
             (GateOp::Acquire { wait_ms: 0 }, GateAnswer::Grant(Grant::Wait { retry_at: 50 }), r#"{"wait_until":50}"#),
             (
                 GateOp::Release { lease: 4, outcome: None },
-                GateAnswer::Released { released: false },
+                GateAnswer::Released { released: false, target: None },
                 r#"{"released":false}"#,
             ),
             (GateOp::Count { counter: Counter::Acked }, GateAnswer::Counted { ok: true }, r#"{"ok":true}"#),

@@ -11,13 +11,8 @@ use crate::topic::{QueueDelivery, Topic};
 
 impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
     /// Count one of the consumer's outcomes, stored before the answer.
-    pub(super) async fn count(
-        &self,
-        topic: &Topic,
-        queue: &QueueDelivery,
-        counter: Counter,
-    ) -> Result<GateAnswer, ApiError> {
-        self.load(topic, queue).await?;
+    pub(super) async fn count(&self, topic: &Topic, counter: Counter) -> Result<GateAnswer, ApiError> {
+        self.load(topic).await?;
         {
             let mut guard = self.state.borrow_mut();
             let Some(GateState { counters, .. }) = guard.as_mut() else { return Err(not_loaded()) };
@@ -34,10 +29,10 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
         topic: &Topic,
         queue: &QueueDelivery,
     ) -> Result<GateAnswer, ApiError> {
-        self.load(topic, queue).await?;
+        self.load(topic).await?;
         let now = self.clock.now();
         let (in_flight, counters) = match self.state.borrow().as_ref() {
-            Some(GateState { gate, counters }) => (gate.in_flight(now), counters.clone()),
+            Some(GateState { gate, counters, .. }) => (gate.in_flight(now), counters.clone()),
             None => return Err(not_loaded()),
         };
         let waiting = self.waiters.borrow().len();
@@ -60,8 +55,8 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 })
                 .collect(),
             dead_letters_full: is_full(totals.count, totals.bytes, bounds),
-            forward_concurrency: queue.forward_concurrency,
-            forward_rate_per_s: queue.forward_rate_per_s,
+            forward_concurrency: topic.forward.map_or(1, |f| f.concurrency),
+            forward_rate_per_s: topic.forward.and_then(|f| f.rate_per_s),
             in_flight,
             max_queue_dead_letter_bytes: bounds.bytes,
             max_queue_dead_letters: bounds.count,

@@ -11,14 +11,19 @@ use std::future::Future;
 
 use crate::ports::StoreError;
 use crate::queue::gate::lease::Gate;
+use crate::target::Target;
 
-/// What the gate object stores after each change: the gate and its counters.
+/// What the gate object stores after each change: the gate, its counters and the target's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateState {
     /// The topic's bound and the leases held.
     pub gate: Gate,
     /// The consumer's counters, by [`Counter::as_str`](crate::queue::gate::Counter::as_str).
     pub counters: BTreeMap<String, u64>,
+    /// The topic's target: active, paused or disabled (absent before it existed: active).
+    pub target: Target,
+    /// The topic's counters for `GET /v1/metrics` (series → total, `crate::metrics`).
+    pub metrics: BTreeMap<String, u64>,
 }
 
 /// A dead-lettered queue message to keep (one row).

@@ -23,6 +23,7 @@ pub(crate) async fn serve(req: &Incoming, env: &Env, config: &Config, route: Dem
         DemoRoute::Sink { post: false } => sink::listed_reply(),
         DemoRoute::Sink { post: true } => sink::receive(req, config).await,
         DemoRoute::SinkFailing { key, on } => sink::failing(&key, on),
+        DemoRoute::SinkAnswer(answer) => sink::answer(answer),
         DemoRoute::Page(page) => search::handle(req, env, page).await,
         DemoRoute::Panel(route) => panel::handle(req, env, config, route).await,
     }

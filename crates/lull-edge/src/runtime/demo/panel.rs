@@ -12,7 +12,11 @@
 //!   the key's object as the admin routes are; `GET /demo/sink` (the `demo`
 //!   topic's deliveries) and `PUT`/`DELETE /demo/sink/failing/{key}`, served by
 //!   the sink's own functions, as a backend holding the admin token would call
-//!   the admin routes (which check that token before the sink serves them).
+//!   the admin routes (which check that token before the sink serves them);
+//!   `PUT /demo/sink/answer/{throttle|gone}` and `DELETE /demo/sink/answer`
+//!   (the sink's answer switch); `GET /demo/target` and `POST
+//!   /demo/target/resume` (the `demo` topic's target, as `GET
+//!   /v1/topics/demo` and `POST /v1/topics/demo/target:resume`).
 
 use worker::Env;
 
@@ -22,7 +26,9 @@ use crate::error::ApiError;
 use crate::http::client_token::{ClientOp, MintRequest};
 use crate::http::route::with_page;
 use crate::key::KeyCall;
+use crate::queue::gate::GateOp;
 use crate::runtime::config::Config;
+use crate::runtime::gate_client::GateClient;
 use crate::runtime::http::{self, Incoming, Reply};
 use crate::runtime::key_client::KeyClient;
 
@@ -71,5 +77,10 @@ pub(super) async fn handle(req: &Incoming, env: &Env, config: &Config, route: Pa
             http::json(200, &body)
         }
         PanelRoute::SinkFailing { key, on } => sink::failing(&key, on),
+        PanelRoute::SinkAnswer(answer) => sink::answer(answer),
+        PanelRoute::Target { resume } => {
+            let op = if resume { GateOp::Resume } else { GateOp::Topic };
+            http::pass_on(&GateClient { env: env.clone() }.call(&topic.name, op).await?)
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! verifies the Standard Webhooks signature (with the secrets of the topic the
 //! body names) and keeps the delivery; `GET /sink` (admin token) lists the
 //! last ones. `PUT /sink/failing/{key}` makes it refuse that key's
-//! deliveries (`503`, kept in the list as refused) until `DELETE`, to show
-//! retries, dead letters and replays. It lives in the isolate's memory: a
-//! demo, not a store.
+//! deliveries (`500`, kept in the list as refused) until `DELETE`, to show
+//! retries, dead letters and replays; `PUT /sink/answer/throttle` (`429`
+//! with `Retry-After`) or `…/gone` (`410`) answers every delivery so until
+//! `DELETE /sink/answer`, to show a paused and a disabled target. It lives in
+//! the isolate's memory: a demo, not a store.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
@@ -13,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::delivery::body::{ATTEMPT_HEADER, IDEMPOTENCY_HEADER};
 use crate::delivery::signing;
+use crate::demo::route::{SINK_RETRY_AFTER_S, SinkAnswer};
 use crate::error::ApiError;
 use crate::names::Key;
 use crate::runtime::config::Config;
@@ -27,6 +30,21 @@ thread_local! {
     static RECEIVED: RefCell<VecDeque<Value>> = const { RefCell::new(VecDeque::new()) };
     static REFUSED: RefCell<VecDeque<Value>> = const { RefCell::new(VecDeque::new()) };
     static FAILING: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+    static ANSWER: std::cell::Cell<Option<SinkAnswer>> = const { std::cell::Cell::new(None) };
+}
+
+/// Serve `PUT /sink/answer/{mode}` (`Some`) or `DELETE /sink/answer` (its admin token was checked).
+pub(super) fn answer(answer: Option<SinkAnswer>) -> Result<Reply, ApiError> {
+    ANSWER.set(answer);
+    http::json(200, &json!({"answer": answer_name(answer)}))
+}
+
+fn answer_name(answer: Option<SinkAnswer>) -> &'static str {
+    match answer {
+        None => "ok",
+        Some(SinkAnswer::Throttle) => "throttle",
+        Some(SinkAnswer::Gone) => "gone",
+    }
 }
 
 /// Serve `PUT`/`DELETE /sink/failing/{key}` (its admin token was checked).
@@ -51,7 +69,7 @@ pub(super) fn listed() -> Value {
     received.extend(REFUSED.with_borrow(|r| r.iter().cloned().collect::<Vec<_>>()));
     received.sort_by_key(|e| e["received_at"].as_u64());
     let failing: Vec<String> = FAILING.with_borrow(|f| f.iter().cloned().collect());
-    json!({"received": received, "failing": failing})
+    json!({"received": received, "failing": failing, "answer": answer_name(ANSWER.get())})
 }
 
 /// Serve `GET /sink` (its admin token was checked): [`listed`].
@@ -79,7 +97,14 @@ pub(super) async fn receive(req: &Incoming, config: &Config) -> Result<Reply, Ap
         .map_err(|e| ApiError::BadSignature(e.to_string()))?;
     let delivery = parsed.map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     let refused = delivery["key"].as_str().is_some_and(|k| FAILING.with_borrow(|f| f.contains(k)));
-    let status = if refused { 503 } else { 200 };
+    let switched = ANSWER.get();
+    let status = match switched {
+        Some(SinkAnswer::Throttle) => 429,
+        Some(SinkAnswer::Gone) => 410,
+        None if refused => 500,
+        None => 200,
+    };
+    let refused = status != 200;
     let entry = json!({"received_at": now_ms(), "idempotency_key": idempotency_key, "attempt": attempt,
                        "status": status, "delivery": delivery});
     let keep = |r: &mut VecDeque<Value>, entry: Value| {
@@ -94,8 +119,19 @@ pub(super) async fn receive(req: &Incoming, config: &Config) -> Result<Reply, Ap
     } else {
         RECEIVED.with_borrow_mut(|r| keep(r, entry));
     }
-    if refused {
-        return Err(ApiError::SinkFailing);
+    match switched {
+        Some(SinkAnswer::Throttle) => {
+            let retry_after = SINK_RETRY_AFTER_S.to_string();
+            let body = json!({"error": {"code": "throttled", "message": "the demo sink's answer switch"}});
+            let headers = [("content-type", "application/json"), ("retry-after", retry_after.as_str())];
+            return http::reply(429, Some(&body.to_string()), &headers);
+        }
+        Some(SinkAnswer::Gone) => {
+            let body = json!({"error": {"code": "gone", "message": "the demo sink's answer switch"}});
+            return http::reply(410, Some(&body.to_string()), &[("content-type", "application/json")]);
+        }
+        None if refused => return Err(ApiError::SinkFailing),
+        None => {}
     }
     http::json(200, &json!({"ok": true, "duplicate": duplicate}))
 }

@@ -1,0 +1,133 @@
+//! What a key asks of its topic's object around a delivery (webhook topics):
+//! before it, whether it may go ([`Pass`]: from the isolate's copy of the
+//! target's state, asking the object only when the topic has a bound or the
+//! target is not active), and after it, what the target answered — only
+//! when the object must know (a lease to release, trouble, or the first
+//! delivery after trouble). A healthy target with no bound costs a delivery
+//! no request: at most one per topic per isolate per
+//! [`TARGET_STALE_MS`](crate::target::TARGET_STALE_MS).
+
+use super::KeyObject;
+use crate::ports::{Host, Outbound, Outcome, Store};
+use crate::queue::gate::{Forwarded, GateAnswer, GateOp, Gates, Grant};
+use crate::target::cache::Cached;
+use crate::target::{
+    DISABLED_RECHECK_MS, RESUME_SPREAD_MS, THROTTLE_BASE_MS, TargetState, TargetView, Verdict, spread,
+};
+use crate::topic::Topic;
+
+/// How long a key's request for a lease may wait in its topic's gate (ms), as a queue message's.
+pub(crate) const KEY_GATE_WAIT_MS: u64 = crate::queue::consume::GATE_WAIT_BUDGET_MS;
+/// A key whose topic's object did not answer asks again this much later (ms), for a bounded topic.
+pub(crate) const GATE_ERROR_RETRY_MS: u64 = 1_000;
+
+/// Whether a due delivery may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Go (under `lease`, to release after); `view`: the target's state as heard.
+    Go {
+        /// The gate's lease, if one was taken.
+        lease: Option<u64>,
+        /// The target's state as the key heard it.
+        view: Option<TargetView>,
+    },
+    /// Not before `until` (unix ms).
+    Hold {
+        /// When to try again.
+        until: u64,
+    },
+}
+
+impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
+    /// The target's state for `topic`, from the isolate's copy, or fetched
+    /// (by one key per period); `None` if never heard (taken as active).
+    async fn view(&self, topic: &str) -> Option<TargetView> {
+        match self.isolate.targets.look(topic, self.host.now()) {
+            Cached::Use(view) => view,
+            Cached::Fetch => match self.gates.ask(topic, GateOp::Target).await {
+                Ok(GateAnswer::Targeted { target }) => {
+                    self.isolate.targets.heard(topic, target, self.host.now());
+                    Some(target)
+                }
+                _ => {
+                    self.isolate.targets.missed(topic);
+                    None
+                }
+            },
+        }
+    }
+
+    /// May `key`'s due delivery to `topic`'s target go now?
+    pub(super) async fn pass(&self, topic: &Topic, key: &str) -> Pass {
+        let view = self.view(&topic.name).await;
+        let now = self.host.now();
+        let spread = spread(key, RESUME_SPREAD_MS);
+        match view.map(|v| v.state) {
+            Some(TargetState::Paused { until }) if now < until => return Pass::Hold { until: until + spread },
+            Some(TargetState::Disabled) => return Pass::Hold { until: now + DISABLED_RECHECK_MS + spread },
+            _ => {}
+        }
+        if topic.forward.is_none() && view.is_none_or(|v| v.open()) {
+            return Pass::Go { lease: None, view };
+        }
+        // A bound to keep, or a pause that ended (one probe goes first): the topic's object decides.
+        match self.gates.ask(&topic.name, GateOp::Acquire { wait_ms: KEY_GATE_WAIT_MS }).await {
+            Ok(GateAnswer::Grant(Grant::Go { lease, .. })) => Pass::Go { lease: Some(lease), view },
+            Ok(GateAnswer::Grant(Grant::Wait { retry_at })) => Pass::Hold { until: retry_at.max(now) + spread },
+            // No answer: with no bound to keep, go; else ask again soon.
+            _ if topic.forward.is_none() => Pass::Go { lease: None, view },
+            _ => Pass::Hold { until: self.host.now() + GATE_ERROR_RETRY_MS + spread },
+        }
+    }
+
+    /// Tell `topic`'s object how the delivery went, when it must know: the
+    /// lease to release, trouble, or the first delivery after trouble. What
+    /// it answers of the target replaces the isolate's copy.
+    pub(super) async fn tell(&self, topic: &Topic, pass: Pass, forwarded: Forwarded) -> Option<TargetView> {
+        let Pass::Go { lease, view } = pass else { return None };
+        let verdict = forwarded.verdict();
+        let op = match lease {
+            Some(lease) => GateOp::Release { lease, outcome: Some(forwarded) },
+            None if verdict.is_trouble() || view.is_some_and(|v| v.failing_since.is_some()) => {
+                GateOp::Report { outcome: forwarded }
+            }
+            None => return None,
+        };
+        let tries = if lease.is_some() { crate::queue::consume::RELEASE_TRIES } else { 1 };
+        for _ in 0..tries {
+            match self.gates.ask(&topic.name, op.clone()).await {
+                Ok(GateAnswer::Released { target: Some(target), .. } | GateAnswer::Targeted { target }) => {
+                    self.isolate.targets.heard(&topic.name, target, self.host.now());
+                    return Some(target);
+                }
+                Ok(_) => return None,
+                Err(_) => continue,
+            }
+        }
+        None
+    }
+
+    /// Hand the isolate's sums for `topic` to the topic's object, if they are
+    /// due ([`crate::metrics::Tally::due`]); a failed hand-over gives them back.
+    pub(super) async fn hand_over(&self, topic: &str) {
+        let Some(counts) = self.isolate.tally.due(topic, self.host.now()) else { return };
+        if self.gates.ask(topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
+            self.isolate.tally.give_back(topic, counts);
+        }
+    }
+
+    /// When a throttled (or gone) delivery of `key` goes again: when the
+    /// target's state says (`told`), else by what the answer itself said.
+    pub(super) fn again_at(&self, topic: &Topic, key: &str, told: Option<TargetView>, outcome: &Outcome) -> u64 {
+        let now = self.host.now();
+        let spread = spread(key, RESUME_SPREAD_MS);
+        match (told.map(|v| v.state), Verdict::of(outcome)) {
+            (Some(TargetState::Paused { until }), _) => until.max(now) + spread,
+            (Some(TargetState::Disabled), _) | (_, Verdict::Gone) => now + DISABLED_RECHECK_MS + spread,
+            (_, Verdict::Throttled { retry_after_ms }) => {
+                now + retry_after_ms.unwrap_or(THROTTLE_BASE_MS).min(topic.target_terms.max_retry_after_ms) + spread
+            }
+            _ => now + THROTTLE_BASE_MS + spread,
+        }
+    }
+}

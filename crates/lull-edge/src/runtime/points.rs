@@ -1,0 +1,51 @@
+//! [`Points`]: the [`Metrics`] port over Workers Analytics Engine — one
+//! `writeDataPoint` per [`Point`] to the dataset bound as `LULL_METRICS`
+//! (index: the topic; blobs: what, outcome, reason; doubles: count, latency
+//! in ms), at most [`POINTS_PER_INVOCATION`] per invocation (each request or
+//! alarm calls [`Points::begin`]). Without the binding (local workerd, a
+//! deploy that does not want them) nothing is written.
+
+use std::cell::Cell;
+
+use worker::{AnalyticsEngineDataPointBuilder, Env};
+
+use crate::config::METRICS_BINDING;
+use crate::metrics::{Metrics, POINTS_PER_INVOCATION, Point};
+
+/// Data points to Analytics Engine, counted per invocation.
+pub(super) struct Points {
+    env: Env,
+    written: Cell<u32>,
+}
+
+impl Points {
+    /// Points over `env`'s `LULL_METRICS` binding.
+    pub(super) fn new(env: Env) -> Points {
+        Points { env, written: Cell::new(0) }
+    }
+
+    /// A new invocation starts: its own [`POINTS_PER_INVOCATION`].
+    pub(super) fn begin(&self) {
+        self.written.set(0);
+    }
+}
+
+impl Metrics for Points {
+    fn point(&self, point: Point) {
+        if self.written.get() >= POINTS_PER_INVOCATION {
+            return;
+        }
+        let Ok(dataset) = self.env.analytics_engine(METRICS_BINDING) else { return };
+        let written = AnalyticsEngineDataPointBuilder::new()
+            .indexes([point.topic.as_str()])
+            .add_blob(point.what.as_str())
+            .add_blob(point.outcome.as_str())
+            .add_blob(point.reason.as_str())
+            .add_double(point.count)
+            .add_double(point.latency_ms)
+            .write_to(&dataset);
+        if written.is_ok() {
+            self.written.set(self.written.get() + 1);
+        }
+    }
+}
