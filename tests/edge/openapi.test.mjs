@@ -558,6 +558,8 @@ test("a queue topic: status, dead letters listed, replayed and discarded, events
   assert.equal(queued.json.forward_concurrency, counted.json.forward_concurrency, queued.text);
   const resumed = await expect(200, null, "resumeTarget", { params: { topic: "hooks" } });
   assert.equal(resumed.json.target.state, "active");
+  await expect(200, null, "recoverTopic", { params: { topic: "hooks" }, body: { since: "2026-12-01T00:00:00Z" } });
+  await expect(400, "bad_request", "recoverTopic", { params: { topic: "hooks" }, body: { since: "yesterday" } });
   const scraped = await expect(200, null, "getMetrics", {});
   assert.match(scraped.headers["content-type"], /^text\/plain; version=0\.0\.4/);
   assert.match(scraped.text, /^lull_target_state\{topic="hooks",state="active"\} 1$/m);

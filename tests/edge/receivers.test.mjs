@@ -160,3 +160,47 @@ test("a webhook topic with forward_concurrency 4: at most 4 in flight at the rec
     await receiver.close();
   }
 });
+
+test("recover replays exactly the windows dead-lettered since a time, under their idempotency keys", { timeout: 120_000 }, async () => {
+  let refusing = true;
+  const receiver = await startReceiver(() => (refusing ? 500 : 200));
+  try {
+    // One attempt: a refused window is a dead letter at once.
+    const topics = { t: { target: `${receiver.url}/hook`, wait_ms: 50, retry: { max_attempts: 1 } } };
+    await withEdge(topics, async (api) => {
+      const deadLetter = async (keys) => {
+        for (const key of keys) assert.equal((await api.event("t", key, { key })).status, 202);
+        await until(async () => {
+          const counts = await Promise.all(keys.map(async (k) => (await api.status("t", k)).json.dead_letter_count));
+          return counts.every((n) => n === 1);
+        }, 30_000, `${keys} dead-lettered`);
+      };
+      await deadLetter(["old-1", "old-2"]);
+      await new Promise((ok) => setTimeout(ok, 1_000));
+      const since = new Date(Date.now()).toISOString();
+      await new Promise((ok) => setTimeout(ok, 500));
+      await deadLetter(["new-1", "new-2", "new-3"]);
+      refusing = false;
+      assert.equal((await api.call("POST", "/v1/topics/t/recover", { since: "yesterday" })).status, 400);
+      const res = await api.call("POST", "/v1/topics/t/recover", { since });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.json, { replayed: 3, remaining: 0, next_after: null });
+      await until(async () => receiver.deliveries.filter((d) => d.status === 200).length >= 3, 30_000, "the replays");
+      await new Promise((ok) => setTimeout(ok, 1_000));
+      const ok = receiver.deliveries.filter((d) => d.status === 200);
+      assert.deepEqual(ok.map((d) => d.body.key).sort(), ["new-1", "new-2", "new-3"], "only those dead-lettered since then");
+      for (const d of ok) {
+        const refused = receiver.deliveries.find((r) => r.status === 500 && r.body.key === d.body.key);
+        assert.equal(d.idempotencyKey, refused.idempotencyKey, `${d.body.key}: the same idempotency key`);
+        assert.equal(d.body.reason, "replay");
+      }
+      for (const key of ["old-1", "old-2"]) assert.equal((await api.status("t", key)).json.dead_letter_count, 1, `${key} still a dead letter`);
+      // Since the start, by unix ms: the older ones too.
+      const all = await api.call("POST", "/v1/topics/t/recover", { since: 0 });
+      assert.deepEqual(all.json, { replayed: 2, remaining: 0, next_after: null });
+      await until(async () => receiver.deliveries.filter((d) => d.status === 200).length >= 5, 30_000, "the older replays");
+    });
+  } finally {
+    await receiver.close();
+  }
+});

@@ -70,6 +70,7 @@ pub mod metrics;
 mod names;
 pub mod ports;
 mod queue;
+pub mod recover;
 pub mod target;
 mod topic;
 

@@ -42,4 +42,4 @@ pub use crate::queue::consume::{GATE_WAIT_BUDGET_MS, MAX_DELAY_SECS, MAX_WAITS};
 pub use crate::queue::consume::{
     CONFIG_RETRY_BASE_SECS, CONFIG_RETRY_CAP_SECS, CONFIG_RETRY_SPAN_SECS, QUEUE_MAX_RETRIES,
 };
-pub use crate::queue::gate::{MAX_HOLD_MS, MAX_LIMIT, PAGE_BYTES, REPLAY_ALL_BATCH};
+pub use crate::queue::gate::{MAX_HOLD_MS, MAX_LIMIT, PAGE_BYTES, RECOVER_KEYS, REPLAY_ALL_BATCH};

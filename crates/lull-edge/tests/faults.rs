@@ -873,3 +873,39 @@ mod metrics {
         assert_eq!(fires, 1, "the queued window fires later; the failed commit's fire never happened");
     }
 }
+
+/// A key's part of its topic's recover: it tells the topic's object it holds
+/// dead letters (once per newer one), and replays those since a time.
+mod recover {
+    use super::*;
+
+    #[test]
+    fn a_key_tells_its_dead_letters_once_and_replays_those_since_a_time() {
+        let mut pair = Pair::new(); // max_attempts 2
+        let mut dead_at = Vec::new();
+        for _ in 0..2 {
+            pair.step(&Op::Event);
+            pair.step(&Op::Alarm);
+            pair.step(&Op::Answer(Answer::Fail));
+            pair.step(&Op::Alarm);
+            pair.step(&Op::Answer(Answer::Fail));
+            dead_at.push(pair.world.borrow().now.get());
+            pair.step(&Op::Advance(1_000));
+        }
+        let status = pair.status().unwrap();
+        assert_eq!(status["dead_letter_count"], 2);
+        let told = pair.world.borrow().dead_keys_told.clone();
+        assert_eq!(told, [("k".to_string(), dead_at[0]), ("k".to_string(), dead_at[1])], "once per newer dead letter");
+        // Since the second: only it is replayed, under its idempotency key.
+        let reply = pair.request(KeyRequest::ReplaySince { since: dead_at[1] }).unwrap().unwrap();
+        assert_eq!(reply.body, serde_json::json!({"replayed": 1, "dead_letter_count": 1}));
+        let keys_before: Vec<String> = pair.world.borrow().received.iter().map(|(k, _, _)| k.clone()).collect();
+        pair.step(&Op::Alarm);
+        pair.step(&Op::Answer(Answer::Ok));
+        let (replayed_key, attempt, body) = pair.world.borrow().received.last().cloned().unwrap();
+        assert_eq!((attempt, body["reason"].as_str()), (1, Some("replay")));
+        assert!(keys_before.contains(&replayed_key), "the window's idempotency key, unchanged");
+        let nothing = pair.request(KeyRequest::ReplaySince { since: u64::MAX }).unwrap().unwrap();
+        assert_eq!(nothing.body, serde_json::json!({"replayed": 0, "dead_letter_count": 1}));
+    }
+}

@@ -80,6 +80,8 @@ fn key_op(request: &KeyRequest) -> Op {
         KeyRequest::DeadLetters { .. } => op("GET", format!("{KEY}/dead-letters")),
         KeyRequest::Replay { .. } => op("POST", format!("{KEY}/dead-letters/{{window}}/retry")),
         KeyRequest::ReplayAll => op("POST", format!("{KEY}/dead-letters/retry")),
+        // One key's part of a topic's recover.
+        KeyRequest::ReplaySince { .. } => op("POST", "/v1/topics/{topic}/recover"),
         KeyRequest::Discard { .. } => op("DELETE", format!("{KEY}/dead-letters/{{window}}")),
         KeyRequest::Timeline { .. } => op("GET", format!("{KEY}/timeline")),
     }
@@ -91,6 +93,8 @@ fn gate_op(gate: &GateOp) -> Option<Op> {
     match gate {
         GateOp::Acquire { .. } | GateOp::Release { .. } | GateOp::Count { .. } | GateOp::DeadLetter { .. } => None,
         GateOp::Room | GateOp::Report { .. } | GateOp::Target | GateOp::Tally { .. } => None,
+        // The keys' and the recover route's calls (the route is the topic's, not one operation's).
+        GateOp::DeadKey { .. } | GateOp::DeadKeys { .. } | GateOp::ForgetDeadKeys { .. } => None,
         // One topic's part of `GET /v1/metrics` (the route asks every topic's object).
         GateOp::Metrics => None,
         GateOp::Topic => Some(op("GET", "/v1/topics/{topic}")),
@@ -108,6 +112,7 @@ fn route_ops(route: &Route) -> Vec<Op> {
     match route {
         Route::Health => vec![op("GET", "/healthz")],
         Route::Metrics => vec![op("GET", "/v1/metrics")],
+        Route::Recover { .. } => vec![op("POST", "/v1/topics/{topic}/recover")],
         Route::Preflight => paths().into_iter().map(|path| op("OPTIONS", path)).collect(),
         Route::Demo(_) => Vec::new(),
         Route::MintClientToken { .. } => vec![op("POST", "/v1/topics/{topic}/client-tokens")],
@@ -138,6 +143,7 @@ fn every_key_request() -> Vec<KeyRequest> {
         KeyRequest::DeadLetters { after: Some(3), limit: DEFAULT_PAGE },
         KeyRequest::Replay { window: WindowId(7) },
         KeyRequest::ReplayAll,
+        KeyRequest::ReplaySince { since: 0 },
         KeyRequest::Discard { window: WindowId(7) },
         KeyRequest::Timeline { after: None, limit: TIMELINE_PAGE },
     ]
@@ -171,6 +177,7 @@ fn every_route() -> Vec<Route> {
         Route::Metrics,
         Route::Preflight,
         Route::MintClientToken { topic: topic() },
+        Route::Recover { topic: topic() },
         Route::Batch { topic: topic() },
     ];
     let topic_ops = [GateOp::Topic, GateOp::Resume];
@@ -184,7 +191,7 @@ fn every_route() -> Vec<Route> {
     routes.extend(
         every_key_request()
             .into_iter()
-            .filter(|request| !matches!(request, KeyRequest::Events { .. }))
+            .filter(|request| !matches!(request, KeyRequest::Events { .. } | KeyRequest::ReplaySince { .. }))
             .map(|request| Route::Key { topic: topic(), key: key.clone(), request }),
     );
     routes

@@ -739,3 +739,71 @@ mod target {
         assert_eq!((counters.get("requeued"), counters.get("acked")), (Some(&1), None));
     }
 }
+
+/// A topic's recover (`lull_edge::recover`) over its real object (which keys
+/// hold dead letters since when) and a model of its keys' objects.
+mod recover {
+    use super::*;
+    use lull_edge::ApiError;
+    use lull_edge::recover::{KeyReplays, RecoverRequest, Recovered, recover};
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    /// Each key's dead letters, by when each was dead-lettered.
+    #[derive(Default)]
+    struct Keys(RefCell<BTreeMap<String, Vec<u64>>>);
+
+    impl KeyReplays for Keys {
+        async fn replay_since(&self, _topic: &str, key: &str, since: u64) -> Result<(u64, u64), ApiError> {
+            let mut keys = self.0.borrow_mut();
+            let letters = keys.entry(key.to_string()).or_default();
+            let before = letters.len();
+            letters.retain(|at| *at < since);
+            Ok(((before - letters.len()) as u64, letters.len() as u64))
+        }
+    }
+
+    fn run(parts: &Parts, keys: &Keys, since: u64, after: Option<String>) -> Recovered {
+        let asked = RecoverRequest { since, after };
+        match poll(Box::pin(recover(&&parts.gates, keys, "q", &asked)).as_mut()) {
+            Poll::Ready(done) => done.unwrap(),
+            Poll::Pending => panic!("a recover waited"),
+        }
+    }
+
+    #[test]
+    fn a_recover_replays_exactly_the_windows_dead_lettered_since_then_page_by_page() {
+        let world: Shared = Rc::default();
+        world.now.set(0);
+        let parts = Parts::new(&world);
+        let keys = Keys::default();
+        for i in 0..120u64 {
+            let key = format!("k{i:03}");
+            keys.0.borrow_mut().insert(key.clone(), vec![500, 1_000 + i]);
+            // Told twice, the newest kept.
+            parts.admin(GateOp::DeadKey { key: key.clone(), at: 500 }).unwrap();
+            parts.admin(GateOp::DeadKey { key, at: 1_000 + i }).unwrap();
+        }
+        let first = run(&parts, &keys, 1_060, None);
+        assert_eq!(first, Recovered { replayed: 50, remaining: 10, next_after: Some("k109".into()) });
+        let second = run(&parts, &keys, 1_060, first.next_after);
+        assert_eq!(second, Recovered { replayed: 10, remaining: 0, next_after: None });
+        let left: u64 = keys.0.borrow().values().map(|l| l.len() as u64).sum();
+        assert_eq!(left, 120 + 60, "the letters before `since` are kept");
+        assert!(keys.0.borrow().iter().all(|(k, l)| l.contains(&500) && (k.as_str() < "k060") == (l.len() == 2)));
+        assert_eq!(world.dead_keys.borrow().len(), 120, "every key still holds a dead letter");
+        // Everything since the start: each key's last letter goes, and the key is forgotten.
+        let mut after = None;
+        let mut replayed = 0;
+        loop {
+            let done = run(&parts, &keys, 0, after);
+            replayed += done.replayed;
+            if done.remaining == 0 {
+                break;
+            }
+            after = done.next_after;
+        }
+        assert_eq!(replayed, 180);
+        assert!(world.dead_keys.borrow().is_empty(), "keys holding no dead letter are forgotten");
+    }
+}

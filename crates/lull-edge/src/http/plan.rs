@@ -112,6 +112,13 @@ pub(crate) enum Action<'c> {
     Demo(DemoRoute),
     /// Every topic's counters, for `GET /v1/metrics`.
     Metrics,
+    /// Replay `topic`'s windows dead-lettered since the body's time (`crate::recover`).
+    Recover {
+        /// The topic.
+        topic: &'c Topic,
+        /// The body's bound (bytes): [`SMALL_BODY_BYTES`].
+        body_limit: usize,
+    },
 }
 
 /// How a request's events enter their topic.
@@ -247,6 +254,9 @@ pub(crate) fn plan<'c>(route: Route, asked: &Asked<'_>, setup: &Setup<'c>) -> Re
         Route::Preflight => Action::Preflight,
         Route::Demo(demo) => Action::Demo(demo),
         Route::Metrics => Action::Metrics,
+        Route::Recover { topic } => {
+            Action::Recover { topic: topic_of(setup.topics, topic)?, body_limit: SMALL_BODY_BYTES }
+        }
         Route::MintClientToken { topic } => {
             let topic = topic_of(setup.topics, topic)?;
             if !topic.client_tokens {
@@ -303,7 +313,9 @@ fn requires(route: &Route, now_s: u64) -> Option<(Access, Target<'_>)> {
         }
         // The queue routes and the demo sink's have always checked a client
         // token at time 0 (so it is refused as unauthorized, not forbidden): kept so.
-        Route::Queue { topic, .. } | Route::Topic { topic, .. } => Some((Access::Admin, on(topic, 0))),
+        Route::Queue { topic, .. } | Route::Topic { topic, .. } | Route::Recover { topic } => {
+            Some((Access::Admin, on(topic, 0)))
+        }
         Route::Demo(demo) => demo.needs_admin().then_some((Access::Admin, Target::default())),
         Route::Metrics => Some((Access::Admin, Target::default())),
     }
@@ -331,6 +343,7 @@ fn key_access(request: &KeyRequest) -> Access {
         | KeyRequest::DeadLetters { .. }
         | KeyRequest::Replay { .. }
         | KeyRequest::ReplayAll
+        | KeyRequest::ReplaySince { .. }
         | KeyRequest::Discard { .. }
         | KeyRequest::Timeline { .. } => Access::Admin,
     }
@@ -454,6 +467,7 @@ mod tests {
                 Action::Batch(_) => "batch",
                 Action::Demo(_) => "demo",
                 Action::Metrics => "metrics",
+                Action::Recover { .. } => "recover",
             },
             Err(e) => e.code(),
         }
@@ -498,6 +512,7 @@ mod tests {
             ("GET", "/v1/topics/orders".into(), admin, ["gate", f, f, u, u, u]),
             ("POST", "/v1/topics/orders/target:resume".into(), admin, ["gate", f, f, u, u, u]),
             ("GET", "/v1/metrics".into(), admin, ["metrics", f, f, u, u, u]),
+            ("POST", "/v1/topics/orders/recover".into(), admin, ["recover", f, f, u, u, u]),
             ("OPTIONS", format!("{key}/events"), None, ["preflight"; 6]),
         ];
         for (method, path, access, want) in rows {

@@ -106,6 +106,12 @@ pub enum Route {
         /// What to ask its gate object.
         op: GateOp,
     },
+    /// `POST /v1/topics/{topic}/recover` (admin): replay the topic's windows
+    /// dead-lettered since a time, across its keys (`crate::recover`).
+    Recover {
+        /// The topic name (checked for shape).
+        topic: String,
+    },
     /// `GET /v1/metrics` (admin): every topic's counters and target state in
     /// Prometheus' text format (`crate::metrics`).
     Metrics,
@@ -159,6 +165,13 @@ impl Route {
                     return Err(ApiError::UnknownTopic((*topic).to_string()));
                 }
                 Ok(Route::Topic { topic: (*topic).to_string(), op })
+            }
+            ["v1", "topics", topic, "recover"] => {
+                ApiError::check_method(method, "POST")?;
+                if !is_topic_name(topic) {
+                    return Err(ApiError::UnknownTopic((*topic).to_string()));
+                }
+                Ok(Route::Recover { topic: (*topic).to_string() })
             }
             ["v1", "topics", topic, "events:batch"] => {
                 ApiError::check_method(method, "POST")?;
@@ -325,6 +338,8 @@ mod tests {
     fn a_topics_target_routes_are_typed_operations_of_its_object() {
         assert_eq!(Route::parse("GET", "/v1/topics/t"), Ok(Route::Topic { topic: "t".into(), op: GateOp::Topic }));
         assert_eq!(Route::parse("GET", "/v1/metrics"), Ok(Route::Metrics));
+        assert_eq!(Route::parse("POST", "/v1/topics/t/recover"), Ok(Route::Recover { topic: "t".into() }));
+        assert_eq!(Route::parse("GET", "/v1/topics/t/recover").unwrap_err().code(), "method_not_allowed");
         assert_eq!(Route::parse("POST", "/v1/metrics").unwrap_err().code(), "method_not_allowed");
         assert_eq!(
             Route::parse("POST", "/v1/topics/t/target:resume"),

@@ -8,6 +8,7 @@
 //! [`TARGET_STALE_MS`](crate::target::TARGET_STALE_MS).
 
 use super::KeyObject;
+use crate::error::ApiError;
 use crate::ports::{Host, Outbound, Outcome, Store};
 use crate::queue::gate::{Forwarded, GateAnswer, GateOp, Gates, Grant};
 use crate::target::cache::Cached;
@@ -105,6 +106,24 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
             }
         }
         None
+    }
+
+    /// Tell `topic`'s object that this key holds dead letters (their newest
+    /// time), once per newer one, so a recover finds it. One it could not
+    /// tell is told at the key's next alarm.
+    pub(super) async fn tell_dead_letters(&self, topic: &str) -> Result<(), ApiError> {
+        let untold = self.with(|l| {
+            let newest = l.ks.engine().dead_letters().iter().map(|d| d.failed_at).max();
+            Ok(newest.filter(|at| *at > l.dead_told).map(|at| (at, l.key.as_str().to_string())))
+        })?;
+        let Some((at, key)) = untold else { return Ok(()) };
+        if self.gates.ask(topic, GateOp::DeadKey { key, at }).await.is_ok() {
+            self.with(|l| {
+                l.dead_told = l.dead_told.max(at);
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// Hand the isolate's sums for `topic` to the topic's object, if they are

@@ -284,6 +284,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
             .await?;
         }
         if let Some(topic) = topic {
+            self.tell_dead_letters(&topic.name).await?;
             self.hand_over(&topic.name).await;
         }
         Ok(())

@@ -29,6 +29,9 @@ pub(super) struct Loaded {
     pub(super) persisted: bool,
     /// When the alarm is armed (unix ms), as far as this object knows.
     pub(super) armed: Option<u64>,
+    /// The newest dead letter's time the topic's object was told of (for a
+    /// recover; in memory: a new object tells it again, which is harmless).
+    pub(super) dead_told: u64,
     /// Which event rows are free to overwrite, and what shared rows still hold.
     pub(super) event_rows: EventRows,
     /// Rows no delivery needs (`last`: an open window's earlier events;
@@ -281,8 +284,13 @@ impl Loaded {
             KeyRequest::Cancel => Ok(self.ks.cancel(now)),
             KeyRequest::Replay { window } => self.ks.replay(window, now).map_err(|_| not_found(window)),
             KeyRequest::Discard { window } => self.ks.discard(window).map_err(|_| not_found(window)),
-            KeyRequest::ReplayAll => {
-                let windows: Vec<WindowId> = self.ks.engine().dead_letters().iter().map(|d| d.window).collect();
+            KeyRequest::ReplayAll | KeyRequest::ReplaySince { .. } => {
+                let since = match request {
+                    KeyRequest::ReplaySince { since } => since,
+                    _ => 0,
+                };
+                let dead = self.ks.engine().dead_letters().iter();
+                let windows: Vec<WindowId> = dead.filter(|d| d.failed_at >= since).map(|d| d.window).collect();
                 let mut effects = Vec::new();
                 for window in windows {
                     effects.extend(self.ks.replay(window, now).map_err(|_| not_found(window))?);

@@ -296,6 +296,15 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                 let body = self.timeline.borrow().page(after, limit.clamp(1, TIMELINE_KEEP));
                 Ok(KeyReply { status: 200, body })
             }
+            KeyRequest::ReplaySince { since } => {
+                let replayed = self.with(|l| {
+                    Ok(l.ks.engine().dead_letters().iter().filter(|d| d.failed_at >= since).count() as u64)
+                })?;
+                let mut reply = self.change(|l, now| l.change(KeyRequest::ReplaySince { since }, now)).await?;
+                let left = reply.body["dead_letter_count"].as_u64().unwrap_or(0);
+                reply.body = serde_json::json!({"replayed": replayed, "dead_letter_count": left});
+                Ok(reply)
+            }
             change => self.change(|l, now| l.change(change, now)).await,
         }
     }

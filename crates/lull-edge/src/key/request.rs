@@ -68,6 +68,12 @@ pub enum KeyRequest {
     },
     /// `POST …/dead-letters/retry`: deliver every dead letter again.
     ReplayAll,
+    /// `POST /v1/topics/{topic}/recover`'s part for this key: deliver again
+    /// every dead letter dead-lettered at or after `since` (unix ms).
+    ReplaySince {
+        /// Unix ms.
+        since: u64,
+    },
     /// `DELETE …/dead-letters/{window}`: forget one dead letter and its events.
     Discard {
         /// The dead letter's window.
@@ -195,6 +201,7 @@ mod tests {
             KeyRequest::DeadLetters { after: Some(7), limit: 20 },
             KeyRequest::Replay { window: WindowId(3) },
             KeyRequest::ReplayAll,
+            KeyRequest::ReplaySince { since: 1_764_547_200_000 },
             KeyRequest::Discard { window: WindowId(4) },
             KeyRequest::Timeline { after: None, limit: 100 },
         ];

@@ -58,7 +58,11 @@ CREATE TABLE IF NOT EXISTS failing (
   attempt         INTEGER NOT NULL,
   outcome         TEXT    NOT NULL
 );
-CREATE INDEX IF NOT EXISTS failing_by_last ON failing (last_at);";
+CREATE INDEX IF NOT EXISTS failing_by_last ON failing (last_at);
+CREATE TABLE IF NOT EXISTS dead_keys (
+  key TEXT    PRIMARY KEY,
+  at  INTEGER NOT NULL
+);";
 
 /// One row per idempotency key (an empty key, from an unreadable legacy
 /// message, is not one): a dead letter delivered again is not kept twice.
@@ -102,6 +106,16 @@ fn int(n: u64) -> SqlStorageValue {
 
 fn unsigned(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
+}
+
+#[derive(Deserialize)]
+struct KeySql {
+    key: String,
+}
+
+#[derive(Deserialize)]
+struct CountSql {
+    n: i64,
 }
 
 #[derive(Deserialize)]
@@ -321,6 +335,47 @@ impl GateStore for SqlGateStore {
             attempt: u32::try_from(f.attempt).unwrap_or(0),
             outcome: f.outcome,
         }))
+    }
+
+    fn record_dead_key(&self, key: &str, at: u64) -> Result<(), StoreError> {
+        self.sql()
+            .exec(
+                "INSERT INTO dead_keys (key, at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET at = MAX(at, excluded.at)",
+                vec![key.into(), int(at)],
+            )
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    fn dead_keys(&self, since: u64, after: Option<&str>, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
+        let after = after.unwrap_or("").to_string();
+        let rows: Vec<KeySql> = self
+            .sql()
+            .exec(
+                "SELECT key FROM dead_keys WHERE at >= ? AND key > ? ORDER BY key LIMIT ?",
+                vec![int(since), after.clone().into(), int(limit as u64)],
+            )
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        let keys: Vec<String> = rows.into_iter().map(|r| r.key).collect();
+        let last = keys.last().cloned().unwrap_or(after);
+        let more: Vec<CountSql> = self
+            .sql()
+            .exec("SELECT COUNT(*) AS n FROM dead_keys WHERE at >= ? AND key > ?", vec![int(since), last.into()])
+            .and_then(|c| c.to_array())
+            .map_err(store_error)?;
+        Ok((keys, more.first().map_or(0, |c| unsigned(c.n))))
+    }
+
+    fn forget_dead_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        let keys = keys.to_vec();
+        self.transaction(move |sql| {
+            for key in keys {
+                sql.exec("DELETE FROM dead_keys WHERE key = ?", vec![key.into()])?;
+            }
+            Ok(0)
+        })
+        .map(drop)
     }
 
     fn record_forward(&self, idempotency_key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError> {

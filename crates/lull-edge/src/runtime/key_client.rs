@@ -10,13 +10,32 @@ use super::config;
 use super::http;
 use crate::error::ApiError;
 use crate::http::ObjectAnswer;
-use crate::key::KeyCall;
+use crate::key::{KeyCall, KeyRequest};
+use crate::names::Key;
 use crate::names::object_name;
+use crate::recover::KeyReplays;
 
 /// Calls to the key objects of the environment `env` binds (`KEY_WINDOW`).
 pub(crate) struct KeyClient<'a> {
     /// The Worker's environment.
     pub env: &'a Env,
+}
+
+impl KeyReplays for KeyClient<'_> {
+    async fn replay_since(&self, topic: &str, key: &str, since: u64) -> Result<(u64, u64), ApiError> {
+        let call_key = key.to_string();
+        let key = Key::from_path_segment(key)?;
+        let call = KeyCall { topic: topic.to_string(), key, request: KeyRequest::ReplaySince { since } };
+        let answer = self.call(call).await?;
+        let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+        match (answer.status, body["replayed"].as_u64(), body["dead_letter_count"].as_u64()) {
+            (200, Some(replayed), Some(left)) => Ok((replayed, left)),
+            (status, ..) => Err(ApiError::Unavailable {
+                why: format!("key {:?}: {status}", call_key),
+                retry_after_secs: crate::error::UNAVAILABLE_RETRY_SECS,
+            }),
+        }
+    }
 }
 
 impl KeyClient<'_> {

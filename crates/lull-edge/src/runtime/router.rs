@@ -29,6 +29,7 @@ use crate::key::KeyRequest;
 use crate::metrics::{self, Metrics, Point, Tally, What};
 use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::{Room, RoomCache};
+use crate::recover::{RecoverRequest, recover};
 use crate::topic::{Topic, Topics};
 
 /// `Retry-After` of a spent budget across keys (seconds): the binding's period at most.
@@ -176,6 +177,11 @@ async fn serve(
         Action::Batch(batch) => accept_batch(req, env, ctx, batch).await,
         Action::Demo(route) => demo::serve(req, env, config, route).await,
         Action::Metrics => metrics_text(env, &config.topics).await,
+        Action::Recover { topic, body_limit } => {
+            let asked = RecoverRequest::parse(&body_within(req, body_limit).await?)?;
+            let done = recover(&GateClient { env: env.clone() }, &KeyClient { env }, &topic.name, &asked).await?;
+            http::json(if done.remaining > 0 { 202 } else { 200 }, &done)
+        }
     }
 }
 

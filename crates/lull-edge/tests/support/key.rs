@@ -105,6 +105,8 @@ pub(crate) struct World {
     pub(crate) points: Vec<Point>,
     /// The counters the topic's object was handed.
     pub(crate) totals: BTreeMap<String, u64>,
+    /// What the key told its topic's object of its dead letters: (key, newest time).
+    pub(crate) dead_keys_told: Vec<(String, u64)>,
 }
 
 /// How the receiver answers a delivery.
@@ -188,6 +190,10 @@ impl Gates for FakeTopic {
                     w.target.answered(now, f.verdict(), f.status, &f.detail, &terms);
                 }
                 GateAnswer::Released { released: true, target: Some(w.target.view()) }
+            }
+            GateOp::DeadKey { key, at } => {
+                w.dead_keys_told.push((key, at));
+                GateAnswer::Counted { ok: true }
             }
             GateOp::Tally { counts } => {
                 lull_edge::metrics::add_up(&mut w.totals, &counts);

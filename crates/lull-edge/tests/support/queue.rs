@@ -75,6 +75,8 @@ pub(crate) struct World {
     timers: RefCell<Vec<u64>>,
     // The gate object's storage.
     pub(crate) gate: RefCell<Option<GateState>>,
+    /// Keys holding dead letters, and their newest one's time (the `dead_keys` table).
+    pub(crate) dead_keys: RefCell<BTreeMap<String, u64>>,
     pub(crate) legacy: RefCell<Option<Vec<String>>>,
     pub(crate) rows: RefCell<BTreeMap<u64, NewDeadLetter>>,
     next_row: Cell<u64>,
@@ -225,6 +227,35 @@ impl GateStore for FakeGateStore {
         self.fault()?;
         Ok(self.0.failing.borrow().get(idempotency_key).map(|(f, _)| f.clone()))
     }
+    fn record_dead_key(&self, key: &str, at: u64) -> Result<(), StoreError> {
+        self.fault()?;
+        let mut keys = self.0.dead_keys.borrow_mut();
+        let kept = keys.entry(key.to_string()).or_default();
+        *kept = (*kept).max(at);
+        Ok(())
+    }
+
+    fn dead_keys(&self, since: u64, after: Option<&str>, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
+        self.fault()?;
+        let keys = self.0.dead_keys.borrow();
+        let matching: Vec<&String> = keys
+            .iter()
+            .filter(|(k, at)| **at >= since && after.is_none_or(|a| k.as_str() > a))
+            .map(|(k, _)| k)
+            .collect();
+        let page: Vec<String> = matching.iter().take(limit).map(|k| (*k).clone()).collect();
+        Ok((page.clone(), (matching.len() - page.len()) as u64))
+    }
+
+    fn forget_dead_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        self.fault()?;
+        let mut kept = self.0.dead_keys.borrow_mut();
+        for key in keys {
+            kept.remove(key);
+        }
+        Ok(())
+    }
+
     fn record_forward(&self, key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError> {
         self.fault()?;
         let mut failing = self.0.failing.borrow_mut();

@@ -68,6 +68,8 @@ pub const MAX_HOLD_MS: u64 = 10_000;
 pub const PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Dead letters one `POST …/queue/dead-letters/retry` replays at most; the answer says how many remain.
 pub const REPLAY_ALL_BATCH: usize = 100;
+/// Keys one `POST /v1/topics/{topic}/recover` replays the dead letters of at most; the answer says how many remain.
+pub const RECOVER_KEYS: usize = 50;
 /// How long a failing forward is remembered after its last failure (its first
 /// failure and last outcome, for its dead letter): 14 days, the longest a
 /// queue keeps a message.
@@ -180,6 +182,21 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             GateOp::Topic => self.topic_status(name, topic_of(name, topic)?).await,
             GateOp::Tally { counts } => self.tally(topic_of(name, topic)?, counts).await,
             GateOp::Metrics => self.totals(topic_of(name, topic)?).await,
+            GateOp::DeadKey { key, at } => {
+                self.prepare().await?;
+                self.store.record_dead_key(&key, at)?;
+                Ok(GateAnswer::Counted { ok: true })
+            }
+            GateOp::DeadKeys { since, after, limit } => {
+                self.prepare().await?;
+                let (keys, remaining) = self.store.dead_keys(since, after.as_deref(), limit.clamp(1, RECOVER_KEYS))?;
+                Ok(GateAnswer::DeadKeys { keys, remaining })
+            }
+            GateOp::ForgetDeadKeys { keys } => {
+                self.prepare().await?;
+                self.store.forget_dead_keys(&keys)?;
+                Ok(GateAnswer::Counted { ok: true })
+            }
             GateOp::Count { counter } => {
                 let (topic, _) = queue_of(name, topic)?;
                 self.count(topic, counter).await

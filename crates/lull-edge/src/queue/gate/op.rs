@@ -160,6 +160,27 @@ pub enum GateOp {
     },
     /// The topic's counters and target state, for `GET /v1/metrics`.
     Metrics,
+    /// Key `key` holds dead letters, the newest dead-lettered at `at` (unix ms): remembered for a recover.
+    DeadKey {
+        /// The key, percent-encoded (as in paths).
+        key: String,
+        /// Its newest dead letter's time.
+        at: u64,
+    },
+    /// Keys whose newest dead letter is at or after `since`, after `after`, at most `limit`.
+    DeadKeys {
+        /// Unix ms.
+        since: u64,
+        /// Keys after this one (key order).
+        after: Option<String>,
+        /// At most this many.
+        limit: usize,
+    },
+    /// Forget these keys: they hold no dead letter now.
+    ForgetDeadKeys {
+        /// The keys.
+        keys: Vec<String>,
+    },
 }
 
 impl GateOp {
@@ -182,6 +203,9 @@ impl GateOp {
             GateOp::Topic => "topic",
             GateOp::Tally { .. } => "tally",
             GateOp::Metrics => "metrics",
+            GateOp::DeadKey { .. } => "dead_key",
+            GateOp::DeadKeys { .. } => "dead_keys",
+            GateOp::ForgetDeadKeys { .. } => "forget_dead_keys",
         }
     }
 
@@ -203,7 +227,10 @@ impl GateOp {
             | GateOp::Resume
             | GateOp::Topic
             | GateOp::Tally { .. }
-            | GateOp::Metrics => true,
+            | GateOp::Metrics
+            | GateOp::DeadKey { .. }
+            | GateOp::DeadKeys { .. }
+            | GateOp::ForgetDeadKeys { .. } => true,
         }
     }
 
@@ -224,7 +251,10 @@ impl GateOp {
             | GateOp::Resume
             | GateOp::Topic
             | GateOp::Tally { .. }
-            | GateOp::Metrics => false,
+            | GateOp::Metrics
+            | GateOp::DeadKey { .. }
+            | GateOp::DeadKeys { .. }
+            | GateOp::ForgetDeadKeys { .. } => false,
         }
     }
 }
@@ -307,6 +337,13 @@ pub enum GateAnswer {
     /// To [`GateOp::Topic`]: the status as the API shows it (before
     /// [`GateAnswer::Targeted`]: its `target` would read as a view).
     Topic(TopicStatus),
+    /// To [`GateOp::DeadKeys`]: `{"keys", "remaining"}`.
+    DeadKeys {
+        /// The keys, in key order.
+        keys: Vec<String>,
+        /// How many more keys match after them.
+        remaining: u64,
+    },
     /// To [`GateOp::Metrics`]: `{"totals", "state"}` (before [`GateAnswer::Targeted`]).
     Totals {
         /// Series → total.
@@ -363,6 +400,8 @@ impl GateAnswer {
             GateOp::Topic => matches!(self, GateAnswer::Topic(_)),
             GateOp::Tally { .. } => matches!(self, GateAnswer::Counted { .. }),
             GateOp::Metrics => matches!(self, GateAnswer::Totals { .. }),
+            GateOp::DeadKey { .. } | GateOp::ForgetDeadKeys { .. } => matches!(self, GateAnswer::Counted { .. }),
+            GateOp::DeadKeys { .. } => matches!(self, GateAnswer::DeadKeys { .. }),
         }
     }
 }

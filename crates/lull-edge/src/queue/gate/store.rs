@@ -112,4 +112,12 @@ pub trait GateStore {
     /// first failure kept, the rest replaced; rows whose last failure is
     /// before `stale` are forgotten), `None` (it succeeded) forgets it.
     fn record_forward(&self, idempotency_key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError>;
+    /// Remember that key `key` of the topic holds dead letters, the newest
+    /// dead-lettered at `at` (unix ms; a row per key, the later time kept).
+    fn record_dead_key(&self, key: &str, at: u64) -> Result<(), StoreError>;
+    /// Keys whose newest dead letter is at or after `since`, after `after` in
+    /// key order, at most `limit`; and how many such keys come after those.
+    fn dead_keys(&self, since: u64, after: Option<&str>, limit: usize) -> Result<(Vec<String>, u64), StoreError>;
+    /// Forget `keys` (they hold no dead letter now).
+    fn forget_dead_keys(&self, keys: &[String]) -> Result<(), StoreError>;
 }
