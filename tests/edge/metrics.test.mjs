@@ -1,6 +1,8 @@
 // GET /v1/metrics on local workerd: every topic's counters in Prometheus'
 // text format, read with a Prometheus text parser, against what the test did
-// and what the receiver's own log shows; admin only.
+// and what the receiver's own log shows; admin only. An isolate hands its sums
+// over at most every 10 s, with the next request or alarm of the topic: the
+// test waits past the period and sends one more event to have them handed over.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
@@ -42,6 +44,9 @@ test("GET /v1/metrics: accepted and refused events, fires, attempts by outcome a
     await send("c", 2);
     assert.equal((await api.event("m", "c", "{ not json")).status, 400);
     await until(async () => receiver.deliveries.length >= 6, 15_000, "the last window");
+    // Phase 3, past the period again: one more event, whose request hands over what came since.
+    await sleep(TALLY_FLUSH_MS + 500);
+    await send("z", 1);
 
     const families = await until(async () => {
       const res = await api.call("GET", "/v1/metrics");
@@ -49,18 +54,19 @@ test("GET /v1/metrics: accepted and refused events, fires, attempts by outcome a
       assert.match(res.headers.get("content-type"), /^text\/plain; version=0\.0\.4/);
       const families = parsePrometheusTextFormat(res.text);
       until.last = res.text;
-      return valueOf(families, "lull_delivery_attempts_total", { topic: "m", outcome: "2xx" }) >= 4 && families;
+      return valueOf(families, "lull_events_accepted_total", { topic: "m" }) >= 6 && families;
     }, 15_000, "the counts handed over");
     const value = (name, labels = {}) => valueOf(families, name, { topic: "m", ...labels });
     // What the receiver's log shows.
     const ok = receiver.deliveries.filter((d) => d.status === 200).length;
     const refused = receiver.deliveries.filter((d) => d.status === 500).length;
-    assert.deepEqual([ok, refused], [4, 2]);
-    assert.equal(value("lull_events_accepted_total"), 5);
+    assert.ok(ok >= 4, `${ok} delivered`);
+    assert.equal(refused, 2);
+    assert.equal(value("lull_events_accepted_total"), 6);
     assert.equal(value("lull_events_refused_total", { code: "malformed_json" }), 2);
     assert.equal(value("lull_events_refused_total", { code: "unauthorized" }), 1);
     assert.equal(value("lull_windows_fired_total", { reason: "quiet" }), 5);
-    assert.equal(value("lull_delivery_attempts_total", { outcome: "2xx" }), ok);
+    assert.equal(value("lull_delivery_attempts_total", { outcome: "2xx" }), 4, "z's delivery comes after its hand-over");
     assert.equal(value("lull_delivery_attempts_total", { outcome: "5xx" }), refused);
     assert.equal(value("lull_dead_letters_total"), 1);
     assert.equal(value("lull_target_state", { state: "active" }), 1);

@@ -536,8 +536,9 @@ impl Lane {
         let timeout = self.terms(env.policy).run_timeout;
         let Some(run) = self.run.as_mut() else { return };
         if run.retry_at.take().is_some() {
-            // A deferred run goes again as the attempt it was.
-            if !core::mem::take(&mut self.deferred) {
+            // A deferred run goes again as the attempt it was, and is no new fire in the stats.
+            let deferred = core::mem::take(&mut self.deferred);
+            if !deferred {
                 run.attempt += 1;
             }
             run.fired_at = now;
@@ -550,7 +551,9 @@ impl Lane {
                 span: run.span,
                 supersedes: None,
             };
-            self.stats.record_fire(&fire);
+            if !deferred {
+                self.stats.record_fire(&fire);
+            }
             env.emit(Action::Fire(fire));
         } else {
             env.emit(Action::TimedOut { window: run.window, attempt: run.attempt });

@@ -385,6 +385,7 @@ fn a_deferred_run_goes_again_as_the_same_attempt_and_spends_no_retry() {
         let Some(Action::Fire(again)) = engine.poll_action() else { panic!("fires again") };
         assert_eq!((again.window, again.attempt, again.reason, again.at), (first.window, 1, first.reason, now));
     }
+    assert_eq!(engine.stats().windows, 1, "five deferrals, one window fired");
     // A real failure after deferrals is still attempt 1's: one retry left of max_attempts 2.
     engine.run_failed(first.window, now).unwrap();
     let Some(Action::RetryScheduled { attempt: 2, at, .. }) = engine.poll_action() else { panic!("a retry") };

@@ -37,7 +37,7 @@ pub use crate::topic::{
 
 // Queue delivery: a message, an event in it, the gate's bound and hold, waits on the queue.
 pub use crate::delivery::queue_message::{MAX_MESSAGE_BYTES, MAX_QUEUE_EVENT_BYTES};
-pub use crate::queue::consume::{GATE_WAIT_BUDGET_MS, MAX_DELAY_SECS, MAX_WAITS};
+pub use crate::queue::consume::{GATE_WAIT_BUDGET_MS, MAX_DELAY_SECS, MAX_WAIT_SECS, MAX_WAITS};
 // While the worker's configuration does not load: a message's retries, their delays.
 pub use crate::queue::consume::{
     CONFIG_RETRY_BASE_SECS, CONFIG_RETRY_CAP_SECS, CONFIG_RETRY_SPAN_SECS, QUEUE_MAX_RETRIES,

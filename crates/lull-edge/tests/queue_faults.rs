@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::task::Poll;
 
-use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_HOLD_MS, MAX_WAITS};
+use lull_edge::limits::{GATE_WAIT_BUDGET_MS, MAX_HOLD_MS, MAX_WAIT_SECS};
 use lull_edge::target::TargetView;
 use lull_edge::{Counter, GateAnswer, GateOp, Grant, Settle, StatusLetter, Topics};
 use proptest::prelude::*;
@@ -575,29 +575,37 @@ fn failed_forwards_interleaved_with_waits_still_reach_the_dead_letter_queue() {
 }
 
 #[test]
-fn a_gate_that_never_answers_dead_letters_a_message_after_its_waits() {
+fn a_gate_that_never_answers_dead_letters_a_message_after_a_day_of_waits() {
     // Catches: a permanently failing gate requeueing a message forever.
     let world: Shared = Rc::default();
     world.now.set(1_000);
     let parts = Parts::new(&world);
     // Every call to the gate fails (an acquire and a count per delivery).
-    *world.gate_faults.borrow_mut() = vec![Some(Fault::Fail); 2 * MAX_WAITS as usize + 10];
+    *world.gate_faults.borrow_mut() = vec![Some(Fault::Fail); 4_000];
     let mut text = text(Kind::Good, 0);
-    for waits in 0..=MAX_WAITS {
+    let mut waited = 0u64;
+    let mut waits = 0u32;
+    loop {
         assert_eq!(deliver(&parts, &text, 1, true), Settle::Ack);
-        let (binding, copy, _) = world.sent.borrow().last().cloned().unwrap();
-        if waits < MAX_WAITS {
-            assert_eq!(binding, DELIVERY, "wait {waits}");
+        let (binding, copy, delay) = world.sent.borrow().last().cloned().unwrap();
+        if binding == DELIVERY {
+            waited += u64::from(delay);
+            waits += 1;
+            assert!(waits < 2_000, "bounded");
             text = copy;
-        } else {
-            assert_eq!(binding, DEAD, "past {MAX_WAITS} waits: a dead letter");
-            let letter: serde_json::Value = serde_json::from_str(&copy).unwrap();
-            let why = letter["outcome"].as_str().unwrap();
-            assert!(why.starts_with(&format!("waited {MAX_WAITS} times")) && why.contains("injected"), "{why}");
-            assert_eq!((letter["waits"].as_u64(), letter["attempt"].as_u64()), (None, Some(0)), "no forward made");
+            continue;
         }
+        assert_eq!(binding, DEAD, "past a day of waits: a dead letter");
+        let letter: serde_json::Value = serde_json::from_str(&copy).unwrap();
+        let why = letter["outcome"].as_str().unwrap();
+        assert!(why.starts_with(&format!("waited {waits} times ({waited} s)")) && why.contains("injected"), "{why}");
+        assert_eq!((letter["waits"].as_u64(), letter["attempt"].as_u64()), (None, Some(0)), "no forward made");
+        break;
     }
-    assert_eq!(world.sent.borrow().len(), MAX_WAITS as usize + 1);
+    assert!(
+        (MAX_WAIT_SECS..MAX_WAIT_SECS + 60).contains(&waited),
+        "{waited} s in {waits} waits (1 s doubling to 60 s)"
+    );
     assert!(world.started.borrow().is_empty());
 }
 

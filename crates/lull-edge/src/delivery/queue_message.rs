@@ -72,6 +72,9 @@ pub(crate) struct QueueMessage {
     /// gate, or on the dead-letter queue for room): each wait is longer.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub waits: u32,
+    /// How long (s) its waits on the queue came to, by their delays (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub waited_s: u64,
     /// Forwards of this message that failed before this copy was sent (to
     /// wait, or to the dead-letter queue): carried across copies, so failures
     /// count toward the topic's `forward_max_attempts` however often it waited.
@@ -85,6 +88,10 @@ pub(crate) struct QueueMessage {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -102,15 +109,17 @@ impl QueueMessage {
         self.failed.saturating_add(attempts.max(1) - 1)
     }
 
-    /// This message sent again to wait after a delivery counted `attempts`
-    /// that made no forward: the copy's first delivery forwards as the attempt
-    /// this one would have, it carries the failures so far, and it has waited once more.
-    pub(crate) fn waiting(&self, attempts: u32) -> QueueMessage {
+    /// This message sent again to wait `delay_secs` after a delivery counted
+    /// `attempts` that made no forward (or a throttled one): the copy's first
+    /// delivery forwards as the attempt this one would have, it carries the
+    /// failures so far, and it has waited once more, that much longer.
+    pub(crate) fn waiting(&self, attempts: u32, delay_secs: u32) -> QueueMessage {
         QueueMessage {
             topic: self.topic.clone(),
             idempotency_key: self.idempotency_key.clone(),
             attempt: self.forward_attempt(attempts),
             waits: self.waits.saturating_add(1),
+            waited_s: self.waited_s.saturating_add(u64::from(delay_secs)),
             failed: self.failed_before(attempts),
             outcome: None,
             body: self.body.clone(),
@@ -125,6 +134,7 @@ impl QueueMessage {
             idempotency_key: self.idempotency_key.clone(),
             attempt,
             waits: 0,
+            waited_s: 0,
             failed,
             outcome: Some(outcome),
             body: self.body.clone(),
@@ -188,6 +198,7 @@ pub(crate) fn messages(
             idempotency_key: key,
             attempt,
             waits: 0,
+            waited_s: 0,
             failed: 0,
             outcome: None,
             body,
@@ -311,15 +322,15 @@ mod tests {
         assert_eq!(m.to_text(), text, "a message that never waited is written as it was read");
         assert_eq!((m.forward_attempt(1), m.forward_attempt(3), m.forward_attempt(0)), (2, 4, 2));
         // Third delivery (attempt 4) found no room: the copy's first delivery is attempt 4 again.
-        let copy = m.waiting(3);
+        let copy = m.waiting(3, 1);
         assert_eq!((copy.attempt, copy.waits, copy.forward_attempt(1)), (4, 1, 4));
         assert_eq!(copy.body.get(), m.body.get());
         assert!(copy.to_text().contains(r#""waits":1"#));
-        assert_eq!(copy.waiting(1).waits, 2);
+        assert_eq!((copy.waiting(1, 30).waits, copy.waiting(1, 30).waited_s), (2, 31), "its 1 s before, and 30 more");
         // Two deliveries of the original failed (the third waited): the copy carries 2, its redeliveries add on.
         assert_eq!((m.failed_before(3), copy.failed, copy.failed_before(1), copy.failed_before(2)), (2, 2, 2, 3));
         assert!(copy.to_text().contains(r#""failed":2"#));
-        assert_eq!(copy.waiting(2).failed, 3, "carried across copies");
+        assert_eq!(copy.waiting(2, 1).failed, 3, "carried across copies");
         let dead = copy.dead_letter(4, 4, "503".into());
         assert_eq!((dead.waits, dead.failed, dead.outcome.as_deref()), (0, 4, Some("503")));
         assert!(dead.is_dead_letter() && !m.is_dead_letter() && !copy.is_dead_letter());

@@ -13,7 +13,7 @@ use crate::ports::{Host, Outbound, Outcome, Store};
 use crate::queue::gate::{Forwarded, GateAnswer, GateOp, Gates, Grant};
 use crate::target::cache::Cached;
 use crate::target::{
-    DISABLED_RECHECK_MS, RESUME_SPREAD_MS, THROTTLE_BASE_MS, TargetState, TargetView, Verdict, spread,
+    DISABLED_RECHECK_MS, PROBE_RECHECK_MS, RESUME_SPREAD_MS, THROTTLE_BASE_MS, TargetState, TargetView, Verdict, spread,
 };
 use crate::topic::Topic;
 
@@ -51,7 +51,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                     Some(target)
                 }
                 _ => {
-                    self.isolate.targets.missed(topic);
+                    self.isolate.targets.missed(topic, self.host.now());
                     None
                 }
             },
@@ -64,12 +64,19 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         let now = self.host.now();
         let spread = spread(key, RESUME_SPREAD_MS);
         match view.map(|v| v.state) {
-            Some(TargetState::Paused { until }) if now < until => return Pass::Hold { until: until + spread },
+            // At most a minute at a time: a resume reaches a key held on a long pause.
+            Some(TargetState::Paused { until }) if now < until => {
+                return Pass::Hold { until: until.min(now + DISABLED_RECHECK_MS) + spread };
+            }
             Some(TargetState::Disabled) => return Pass::Hold { until: now + DISABLED_RECHECK_MS + spread },
             _ => {}
         }
         if topic.forward.is_none() && view.is_none_or(|v| v.open()) {
             return Pass::Go { lease: None, view };
+        }
+        // A pause that ended: one key of this isolate at a time asks to go (the probe's turn).
+        if topic.forward.is_none() && !self.isolate.targets.may_ask(&topic.name, now) {
+            return Pass::Hold { until: now + PROBE_RECHECK_MS + spread };
         }
         // A bound to keep, or a pause that ended (one probe goes first): the topic's object decides.
         match self.gates.ask(&topic.name, GateOp::Acquire { wait_ms: KEY_GATE_WAIT_MS }).await {
@@ -141,7 +148,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         let now = self.host.now();
         let spread = spread(key, RESUME_SPREAD_MS);
         match (told.map(|v| v.state), Verdict::of(outcome)) {
-            (Some(TargetState::Paused { until }), _) => until.max(now) + spread,
+            (Some(TargetState::Paused { until }), _) => until.clamp(now, now + DISABLED_RECHECK_MS) + spread,
             (Some(TargetState::Disabled), _) | (_, Verdict::Gone) => now + DISABLED_RECHECK_MS + spread,
             (_, Verdict::Throttled { retry_after_ms }) => {
                 now + retry_after_ms.unwrap_or(THROTTLE_BASE_MS).min(topic.target_terms.max_retry_after_ms) + spread

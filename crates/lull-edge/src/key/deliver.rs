@@ -160,9 +160,11 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         if let Some(line) = collect {
             // Everything goes: rows, snapshot, remembered keys, alarm. A request
             // after this starts a fresh key, with a new incarnation.
+            let name = self.with(|l| Ok(l.topic.clone()))?;
             self.forget();
             self.store.erase().await?;
             self.host.log(&line);
+            self.hand_over(&name).await;
             return Ok(());
         }
         let topic = self.with(|l| Ok(topics.get(&l.topic)))?;
@@ -234,15 +236,23 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                 }
             };
             let started = self.host.now();
+            // What the topic's object is told after the outcome is stored (a
+            // delivery's answer is never left to be found "interrupted").
+            let mut tell_after = None;
             let (outcome, again) = match job.out {
                 Ok(out) => {
                     let (idempotency_key, attempt) = (out.idempotency_key.clone(), out.attempt);
                     let outcome = self.outbound.send(out).await;
+                    let forwarded = Forwarded::of(&idempotency_key, attempt, &outcome);
                     let again = match webhook {
+                        // A throttle (or a 410) waits for the target's time: asked first.
+                        Some(topic) if Verdict::of(&outcome).is_held() => {
+                            let told = self.tell(topic, pass, forwarded).await;
+                            Some((self.again_at(topic, &key, told, &outcome), topic.target_terms))
+                        }
                         Some(topic) => {
-                            let told = self.tell(topic, pass, Forwarded::of(&idempotency_key, attempt, &outcome)).await;
-                            let held = Verdict::of(&outcome).is_held();
-                            held.then(|| (self.again_at(topic, &key, told, &outcome), topic.target_terms))
+                            tell_after = Some((topic, forwarded));
+                            None
                         }
                         None => None,
                     };
@@ -262,26 +272,32 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                 reason: "",
                 latency_ms: self.host.now().saturating_sub(started),
             });
-            self.op(|l, batch, now| {
-                let fire = job.fire;
-                let last = LastDelivery {
-                    window: fire.window,
-                    attempt: fire.attempt,
-                    at: now,
-                    ok: outcome.ok,
-                    outcome: outcome.detail,
-                };
-                // A throttle (or a 410) spends no attempt, within the topic's `max_throttled_ms`.
-                let effects = match again {
-                    Some((until, terms)) => l.ks.throttled(&fire, last, until, terms.max_throttled_ms),
-                    None => l.ks.delivered(&fire, last),
-                }
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-                l.apply(effects, batch)?;
-                l.apply(counted.into_iter().map(Effect::Count).collect(), batch)?;
-                l.snapshot(batch)
-            })
-            .await?;
+            let stored = self
+                .op(|l, batch, now| {
+                    let fire = job.fire;
+                    let last = LastDelivery {
+                        window: fire.window,
+                        attempt: fire.attempt,
+                        at: now,
+                        ok: outcome.ok,
+                        outcome: outcome.detail,
+                    };
+                    // A throttle (or a 410) spends no attempt, within the topic's `max_throttled_ms`.
+                    let effects = match again {
+                        Some((until, terms)) => l.ks.throttled(&fire, last, until, terms.max_throttled_ms),
+                        None => l.ks.delivered(&fire, last),
+                    }
+                    .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    l.apply(effects, batch)?;
+                    l.apply(counted.into_iter().map(Effect::Count).collect(), batch)?;
+                    l.snapshot(batch)
+                })
+                .await;
+            // The lease goes back (and the target hears of it) whether or not the outcome was stored.
+            if let Some((topic, forwarded)) = tell_after {
+                self.tell(topic, pass, forwarded).await;
+            }
+            stored?;
         }
         if let Some(topic) = topic {
             self.tell_dead_letters(&topic.name).await?;

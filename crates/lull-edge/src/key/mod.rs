@@ -260,6 +260,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                     Err(e) => Err(e),
                 };
                 self.count_events(&topic.name, 1, &reply);
+                self.hand_over(&topic.name).await;
                 reply
             }
             KeyRequest::Events { events, events_per_minute, holder } => {
@@ -283,6 +284,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                     Err(e) => Err(e),
                 };
                 self.count_events(&topic.name, count, &reply);
+                self.hand_over(&topic.name).await;
                 reply
             }
             KeyRequest::Status => {

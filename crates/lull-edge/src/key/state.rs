@@ -406,7 +406,12 @@ impl KeyState {
             _ => now,
         };
         if now.saturating_sub(since) >= max_throttled_ms {
-            return self.delivered(fire, outcome);
+            // Counted as failed; later throttled tries of the window count too.
+            let effects = self.delivered(fire, outcome)?;
+            if self.engine.run().is_some_and(|r| r.window == fire.window) {
+                self.throttled_since = Some((fire.window, since));
+            }
+            return Ok(effects);
         }
         self.engine.run_deferred(fire.window, now, until)?;
         self.started = None;

@@ -75,10 +75,13 @@ pub const MAX_DELAY_SECS: u32 = 43_200;
 pub(crate) const WAIT_BASE_SECS: u32 = 1;
 /// The longest a message waits on the delivery queue for room at once (s).
 pub(crate) const WAIT_CAP_SECS: u32 = 60;
-/// Waits on the delivery queue a message makes at most (for room, or for a
-/// gate that errs); the next is a dead letter instead. About a day at the
-/// `WAIT_CAP_SECS` cap.
-pub const MAX_WAITS: u32 = 1_440;
+/// How long (s) a message waits on the delivery queue at most, its waits'
+/// delays summed (for room, a gate that errs, or a held target): then it is a
+/// dead letter instead (a day).
+pub const MAX_WAIT_SECS: u64 = 86_400;
+/// Waits on the delivery queue a message makes at most, however short (a
+/// backstop to [`MAX_WAIT_SECS`]: each wait is at least 1 s).
+pub const MAX_WAITS: u32 = 100_000;
 /// The longest a dead letter waits on the dead-letter queue at once (s) for room to be kept.
 pub(crate) const DEAD_LETTER_WAIT_CAP_SECS: u32 = 300;
 
@@ -197,10 +200,11 @@ pub(crate) enum AfterGrant {
 /// where: [`spread_of`]) and bounded by [`WAIT_CAP_SECS`], so a backlog behind
 /// a slow target comes back at the target's pace; with no answer it waits
 /// longer each time ([`wait_delay`]).
-pub(crate) fn after_grant(answer: Result<Grant, String>, now: u64, waits: u32, spread: u64) -> AfterGrant {
+pub(crate) fn after_grant(answer: Result<Grant, String>, now: u64, message: &QueueMessage, spread: u64) -> AfterGrant {
+    let waits = message.waits;
     match answer {
         Ok(Grant::Go { lease, .. }) => AfterGrant::Go(lease),
-        _ if waits >= MAX_WAITS => AfterGrant::DeadLetter,
+        _ if waits >= MAX_WAITS || message.waited_s >= MAX_WAIT_SECS => AfterGrant::DeadLetter,
         Ok(Grant::Wait { retry_at }) => {
             // Back a little before its turn: the gate holds it until then.
             let ms = retry_at.saturating_sub(now).saturating_sub(WAIT_EARLY_MS).min(u64::from(WAIT_CAP_SECS) * 1000);
@@ -372,16 +376,17 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
             Err(e) => Err(e),
         };
         let spread = spread_of(key, message.waits);
-        let lease = match after_grant(answer.clone(), self.clock.now(), message.waits, spread) {
+        let lease = match after_grant(answer.clone(), self.clock.now(), &message, spread) {
             AfterGrant::Go(lease) => lease,
             AfterGrant::Requeue { delay_secs } => {
                 // No room soon, or no answer: on the queue again; this delivery made no forward.
                 let why = answer.err().unwrap_or_else(|| NO_ROOM.into());
-                return self.requeue(binding, &message.waiting(attempts), delay_secs, &why).await;
+                return self.requeue(binding, &message.waiting(attempts, delay_secs), delay_secs, &why).await;
             }
             AfterGrant::DeadLetter => {
                 let why = answer.err().unwrap_or_else(|| NO_ROOM.into());
-                let outcome = format!("waited {MAX_WAITS} times for the topic's gate (last: {why})");
+                let (waits, waited) = (message.waits, message.waited_s);
+                let outcome = format!("waited {waits} times ({waited} s) for the topic's gate (last: {why})");
                 let made = message.forward_attempt(attempts).saturating_sub(1);
                 return self
                     .to_dead_letters(&message.dead_letter(made, message.failed_before(attempts), outcome))
@@ -413,17 +418,20 @@ impl<G: Gates, Q: QueueSend, O: Outbound, C: Clock> Consumer<'_, G, Q, O, C> {
                 break;
             }
         }
-        // A throttle (or a 410) spends no try: the message waits, as for room, until the target's time.
-        if forwarded.verdict().is_held() {
+        // A throttle (or a 410) spends no try: the message waits, as for room, until the target's
+        // time — within the topic's `max_throttled_ms` of waits; past it, it counts as failed.
+        let throttled_ms = message.waited_s.saturating_mul(1000);
+        if forwarded.verdict().is_held() && throttled_ms < topic.target_terms.max_throttled_ms {
             let now = self.clock.now();
             let until = match target.map(|t| t.state) {
                 Some(TargetState::Paused { until }) => until,
                 _ => now.saturating_add(u64::from(WAIT_CAP_SECS) * 1000),
             };
             if let AfterGrant::Requeue { delay_secs } =
-                after_grant(Ok(Grant::Wait { retry_at: until }), now, 0, spread_of(key, message.waits))
+                after_grant(Ok(Grant::Wait { retry_at: until }), now, &message, spread_of(key, message.waits))
             {
-                return self.requeue(binding, &message.waiting(attempts), delay_secs, &outcome.detail).await;
+                let copy = message.waiting(attempts, delay_secs);
+                return self.requeue(binding, &copy, delay_secs, &outcome.detail).await;
             }
         }
         let event = if outcome.ok { "queue_ack" } else { "queue_retry" };
@@ -571,36 +579,61 @@ mod tests {
 
     #[test]
     fn the_gate_decides_go_or_a_requeue_never_a_retry() {
+        let waited = |waits: u32, secs: u64| -> QueueMessage {
+            let text = format!(
+                r#"{{"topic":"q","idempotency_key":"q/k/x.1","attempt":1,"waits":{waits},"waited_s":{secs},"body":{{}}}}"#
+            );
+            serde_json::from_str(&text).unwrap()
+        };
         let go = Grant::Go { lease: 7, expires_at: 99 };
-        assert_eq!(after_grant(Ok(go), 1_000, 0, 0), AfterGrant::Go(7));
+        assert_eq!(after_grant(Ok(go), 1_000, &waited(0, 0), 0), AfterGrant::Go(7));
         // Its turn in 11 s, back 1 s early: 9 s at the low end of the spread, 11 s at the high end, whatever it waited before.
         let turn = Grant::Wait { retry_at: 12_000 };
-        assert_eq!(after_grant(Ok(turn), 1_000, 0, 0), AfterGrant::Requeue { delay_secs: 9 });
-        assert_eq!(after_grant(Ok(turn), 1_000, 0, 10), AfterGrant::Requeue { delay_secs: 10 });
-        assert_eq!(after_grant(Ok(turn), 1_000, 9, 20), AfterGrant::Requeue { delay_secs: 11 }, "no doubling");
-        let soon = Grant::Wait { retry_at: 2_300 };
-        assert_eq!(after_grant(Ok(soon), 1_000, 0, 0), AfterGrant::Requeue { delay_secs: 1 }, "at least 1 s");
-        let far = Grant::Wait { retry_at: u64::MAX };
-        assert_eq!(after_grant(Ok(far), 0, 0, 20), AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }, "bounded");
+        assert_eq!(after_grant(Ok(turn), 1_000, &waited(0, 0), 0), AfterGrant::Requeue { delay_secs: 9 });
+        assert_eq!(after_grant(Ok(turn), 1_000, &waited(0, 0), 10), AfterGrant::Requeue { delay_secs: 10 });
         assert_eq!(
-            after_grant(Err("gate acquire: 503".into()), 0, 0, 0),
+            after_grant(Ok(turn), 1_000, &waited(9, 0), 20),
+            AfterGrant::Requeue { delay_secs: 11 },
+            "no doubling"
+        );
+        let soon = Grant::Wait { retry_at: 2_300 };
+        assert_eq!(
+            after_grant(Ok(soon), 1_000, &waited(0, 0), 0),
+            AfterGrant::Requeue { delay_secs: 1 },
+            "at least 1 s"
+        );
+        let far = Grant::Wait { retry_at: u64::MAX };
+        assert_eq!(
+            after_grant(Ok(far), 0, &waited(0, 0), 20),
+            AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS },
+            "bounded"
+        );
+        assert_eq!(
+            after_grant(Err("gate acquire: 503".into()), 0, &waited(0, 0), 0),
             AfterGrant::Requeue { delay_secs: 1 },
             "an error waits too"
         );
         assert_eq!(
-            after_grant(Err("gate acquire: 503".into()), 0, 3, 0),
+            after_grant(Err("gate acquire: 503".into()), 0, &waited(3, 0), 0),
             AfterGrant::Requeue { delay_secs: 8 },
             "no answer: the backoff, 1, 2, 4, 8 s"
         );
         assert_eq!(
-            after_grant(Err("gate acquire: 503".into()), 0, 40, 0),
+            after_grant(Err("gate acquire: 503".into()), 0, &waited(40, 0), 0),
             AfterGrant::Requeue { delay_secs: WAIT_CAP_SECS }
         );
         let wait = Grant::Wait { retry_at: 0 };
-        assert!(matches!(after_grant(Ok(wait), 0, MAX_WAITS - 1, 0), AfterGrant::Requeue { .. }));
-        assert_eq!(after_grant(Ok(wait), 0, MAX_WAITS, 0), AfterGrant::DeadLetter, "waited its bound");
-        assert_eq!(after_grant(Err("gate: 503".into()), 0, MAX_WAITS, 0), AfterGrant::DeadLetter);
-        assert_eq!(after_grant(Ok(go), 0, u32::MAX, 0), AfterGrant::Go(7), "a lease is taken whenever it comes");
+        assert!(matches!(after_grant(Ok(wait), 0, &waited(MAX_WAITS - 1, 0), 0), AfterGrant::Requeue { .. }));
+        assert_eq!(after_grant(Ok(wait), 0, &waited(MAX_WAITS, 0), 0), AfterGrant::DeadLetter, "waited its bound");
+        assert_eq!(after_grant(Err("gate: 503".into()), 0, &waited(MAX_WAITS, 0), 0), AfterGrant::DeadLetter);
+        assert_eq!(
+            after_grant(Ok(go), 0, &waited(u32::MAX, 0), 0),
+            AfterGrant::Go(7),
+            "a lease is taken whenever it comes"
+        );
+        // A day of waits on the queue, however many: a dead letter.
+        assert!(matches!(after_grant(Ok(wait), 0, &waited(9, MAX_WAIT_SECS - 1), 0), AfterGrant::Requeue { .. }));
+        assert_eq!(after_grant(Ok(wait), 0, &waited(9, MAX_WAIT_SECS), 0), AfterGrant::DeadLetter, "waited a day");
         // The spread differs across messages and waits, and is the same for the same ones.
         let spreads: std::collections::BTreeSet<u64> =
             (0..50).map(|i| spread_of(&format!("q/k{i}/x.1"), 0) % (2 * WAIT_SPREAD_PERCENT + 1)).collect();

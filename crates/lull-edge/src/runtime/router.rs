@@ -135,7 +135,13 @@ async fn handle(
     let counted = route.clone();
     let result = serve(&req, env, ctx, origin, route, &asked, &setup, &config).await;
     if let Err(error) = &result {
-        count_refusal(env, ctx, &config.topics, &counted, error);
+        count_refusal(env, &config.topics, &counted, error);
+    }
+    // This isolate's sums for the topic go over with its next event request once due.
+    if let Route::Key { topic, request: KeyRequest::Event { .. }, .. } | Route::Batch { topic } = &counted
+        && config.topics.get(topic).is_some()
+    {
+        hand_over(env, ctx, topic);
     }
     result
 }
@@ -208,9 +214,8 @@ async fn metrics_text(env: &Env, topics: &Topics) -> Result<Reply, ApiError> {
 }
 
 /// A refusal the router made of `route`'s events (a configured topic's):
-/// counted (data point and isolate sums), the sums handed to the topic's
-/// object once due, after the answer (`waitUntil`).
-fn count_refusal(env: &Env, ctx: &Context, topics: &Topics, route: &Route, error: &ApiError) {
+/// counted (data point and isolate sums).
+fn count_refusal(env: &Env, topics: &Topics, route: &Route, error: &ApiError) {
     let (topic, n) = match route {
         Route::Key { topic, request: KeyRequest::Event { .. }, .. } => (topic, 1.0),
         Route::Batch { topic } => (topic, 1.0),
@@ -222,7 +227,6 @@ fn count_refusal(env: &Env, ctx: &Context, topics: &Topics, route: &Route, error
     let point = Point { count: n, ..Point::new(topic, What::Events, error.code()) };
     TALLY.with(|tally| tally.add(&point));
     Points::new(env.clone()).point(point);
-    hand_over(env, ctx, topic);
 }
 
 /// Hand this isolate's sums for `topic` to its object, once due, after the answer.

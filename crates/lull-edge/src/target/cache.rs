@@ -21,11 +21,13 @@ pub struct TargetCache {
     entries: RefCell<BTreeMap<String, Entry>>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     view: Option<TargetView>,
     heard_at: u64,
     fetching_since: Option<u64>,
+    /// When a key of this isolate last asked to go after a pause (the probe's turn).
+    asked_at: Option<u64>,
 }
 
 /// What a key does with the cache's answer.
@@ -37,11 +39,17 @@ pub enum Cached {
     Fetch,
 }
 
+impl Entry {
+    fn heard(&mut self, view: TargetView, now: u64) {
+        (self.view, self.heard_at, self.fetching_since) = (Some(view), now, None);
+    }
+}
+
 impl TargetCache {
     /// What a key about to deliver to `topic`'s target does at `now`.
     pub fn look(&self, topic: &str, now: u64) -> Cached {
         let mut entries = self.entries.borrow_mut();
-        let entry = entries.entry(topic.to_string()).or_insert(Entry { view: None, heard_at: 0, fetching_since: None });
+        let entry = entries.entry(topic.to_string()).or_default();
         let fresh = entry.view.is_some() && now.saturating_sub(entry.heard_at) < TARGET_STALE_MS;
         let fetching = entry.fetching_since.is_some_and(|since| now.saturating_sub(since) < TARGET_STALE_MS);
         if fresh || fetching {
@@ -53,15 +61,28 @@ impl TargetCache {
 
     /// `topic`'s target state as its object told it at `now`.
     pub fn heard(&self, topic: &str, view: TargetView, now: u64) {
-        self.entries
-            .borrow_mut()
-            .insert(topic.to_string(), Entry { view: Some(view), heard_at: now, fetching_since: None });
+        self.entries.borrow_mut().entry(topic.to_string()).or_default().heard(view, now);
     }
 
-    /// A fetch of `topic`'s state failed: the next key tries again.
-    pub fn missed(&self, topic: &str) {
+    /// Whether a key of this isolate may ask `topic`'s object to go after a
+    /// pause at `now`: one at a time per [`PROBE_RECHECK_MS`](super::PROBE_RECHECK_MS),
+    /// so the keys a pause held do not all ask while the probe is out.
+    pub fn may_ask(&self, topic: &str, now: u64) -> bool {
+        let mut entries = self.entries.borrow_mut();
+        let entry = entries.entry(topic.to_string()).or_default();
+        if entry.asked_at.is_some_and(|at| now.saturating_sub(at) < super::PROBE_RECHECK_MS) {
+            return false;
+        }
+        entry.asked_at = Some(now);
+        true
+    }
+
+    /// A fetch of `topic`'s state failed at `now`: the others go on with the
+    /// copy (or as if active), and one tries again a period later — a failing
+    /// topic object is not asked once per delivery.
+    pub fn missed(&self, topic: &str, now: u64) {
         if let Some(entry) = self.entries.borrow_mut().get_mut(topic) {
-            entry.fetching_since = None;
+            entry.fetching_since = Some(now);
         }
     }
 }
@@ -81,9 +102,14 @@ mod tests {
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS - 1), Cached::Use(Some(paused)));
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS), Cached::Fetch, "stale: one key fetches");
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS), Cached::Use(Some(paused)));
-        cache.missed("t");
-        assert_eq!(cache.look("t", 50 + TARGET_STALE_MS + 1), Cached::Fetch, "a failed fetch is tried again");
+        cache.missed("t", 50 + TARGET_STALE_MS);
+        assert_eq!(cache.look("t", 50 + TARGET_STALE_MS + 1), Cached::Use(Some(paused)), "not at once");
+        assert_eq!(cache.look("t", 50 + 2 * TARGET_STALE_MS), Cached::Fetch, "a period after the failed fetch");
         assert_eq!(cache.look("other", 0), Cached::Fetch, "per topic");
+        // After a pause, one key of the isolate asks to go per period.
+        assert!(cache.may_ask("t", 1_000));
+        assert!(!cache.may_ask("t", 1_000 + crate::target::PROBE_RECHECK_MS - 1));
+        assert!(cache.may_ask("t", 1_000 + crate::target::PROBE_RECHECK_MS));
         // A fetch that never came back is given up after a period.
         let lost = TargetCache::default();
         assert_eq!(lost.look("t", 0), Cached::Fetch);

@@ -222,11 +222,20 @@ impl Target {
         self.last_answer = Some(LastAnswer { status, detail: detail.to_string(), at: now });
         match verdict {
             Verdict::Delivered => {
+                // A delivery that began before the pause (it answered late) ends nothing:
+                // only the probe's, or one past the pause, does. A disabled target
+                // stays so until an operator resumes it.
+                let ends_pause = match self.state {
+                    TargetState::Paused { until } => now >= until || self.probe_until.is_some(),
+                    _ => false,
+                };
+                if matches!(self.state, TargetState::Paused { .. }) && !ends_pause {
+                    return None;
+                }
                 self.failing_since = None;
                 self.backoffs = 0;
                 self.probe_until = None;
-                // A disabled target stays so until an operator resumes it.
-                if matches!(self.state, TargetState::Paused { .. }) {
+                if ends_pause {
                     self.set(TargetState::Active, now);
                     return Some(Change::Resumed { by: "probe" });
                 }
@@ -398,6 +407,15 @@ mod tests {
         assert_eq!(t.state, TargetState::Paused { until: 30_000 });
         assert_eq!(t.answered(20, throttled(Some(40_000)), Some(429), "429", &TERMS).map(|_| ()), Some(()));
         assert_eq!(t.state, TargetState::Paused { until: 40_020 });
+        // A delivery that began before the pause and answered 200 inside it ends nothing.
+        assert_eq!(t.answered(30, Verdict::Delivered, Some(200), "200", &TERMS), None);
+        assert_eq!(t.state, TargetState::Paused { until: 40_020 });
+        assert!(t.failing_since.is_some());
+        // One past the pause does.
+        assert_eq!(
+            t.answered(40_020, Verdict::Delivered, Some(200), "200", &TERMS),
+            Some(Change::Resumed { by: "probe" })
+        );
     }
 
     #[test]

@@ -50,8 +50,9 @@ impl Verdict {
 /// seconds, or an HTTP date (one past is 0). `None` if it is neither.
 pub fn retry_after_ms(value: &str, now_ms: u64) -> Option<u64> {
     let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(secs.saturating_mul(1000));
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Past u64: as long as can be (the topic's `max_retry_after_ms` bounds it).
+        return Some(value.parse::<u64>().map_or(u64::MAX, |secs| secs.saturating_mul(1000)));
     }
     let at = httpdate::parse_http_date(value).ok()?;
     let at_ms = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis();
@@ -91,6 +92,6 @@ mod tests {
         assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:28:00 GMT", at + 9), Some(0), "a date past is now");
         assert_eq!(retry_after_ms("soon", 0), None);
         assert_eq!(retry_after_ms("-1", 0), None);
-        assert_eq!(retry_after_ms("99999999999999999999", 0), None, "not a u64: neither form");
+        assert_eq!(retry_after_ms("99999999999999999999", 0), Some(u64::MAX), "past u64: the longest");
     }
 }

@@ -945,7 +945,8 @@ impl Pair {
         }
         // No delivery reached the receiver during a pause (the key itself was told of each).
         for (at, (key, attempt, _)) in w.received_at.iter().zip(&w.received) {
-            if w.blind_at.contains(at) {
+            // A failed fetch leaves the isolate without the state for a period: it delivers as if active.
+            if w.blind_at.iter().any(|b| (*b..b + lull_edge::target::TARGET_STALE_MS).contains(at)) {
                 continue;
             }
             for (from, until) in &w.pauses {

@@ -165,8 +165,11 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
                 .and_then(|f| target.answered(now, f.verdict(), f.status, &f.detail, &topic.target_terms));
             super::target::count_pause(metrics, change.as_ref());
             if let Some(outcome) = outcome.as_ref().filter(|_| topic.queue.is_some()) {
-                let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
-                *counters.entry(counter.as_str().to_string()).or_default() += 1;
+                // A throttled forward waits (counted `requeued` by the consumer), not retried.
+                if !outcome.verdict().is_held() {
+                    let counter = if outcome.ok { Counter::Acked } else { Counter::Retried };
+                    *counters.entry(counter.as_str().to_string()).or_default() += 1;
+                }
                 // A queue topic's forwards are counted here (a webhook key counts its own attempts).
                 let class = outcome_class(&outcome.as_outcome());
                 add_up(metrics, &[(format!("delivery_attempts_total|{class}"), 1)].into());
@@ -179,11 +182,18 @@ impl<S: GateStore, Q: QueueSend, C: Clock> GateObject<S, Q, C> {
             }
             while target.held_until(now).is_none() && !waiters.is_empty() {
                 let grant = gate.acquire(now);
-                if matches!(grant, Grant::Wait { .. }) {
+                let Grant::Go { lease, .. } = grant else { break };
+                // After a pause the first lease is the probe, and it goes alone.
+                let admission = target.admit(now, topic.delivery_timeout_ms + LEASE_MARGIN_MS);
+                if let Admission::Hold { .. } = admission {
+                    gate.release(lease);
                     break;
                 }
                 if let Some(slot) = waiters.pop() {
                     handed.push((slot, grant));
+                }
+                if admission == Admission::Probe {
+                    break;
                 }
             }
             let failing = outcome.filter(|_| topic.queue.is_some());
