@@ -34,6 +34,10 @@ const GOALS = {
   batch_cost_per_million: 0.5,
   // Requests the topic's gate object serves per forward: at most this (bench-queues.mjs prints it).
   gate_requests_per_forward: 3,
+  // A webhook topic with a healthy target and no bound: requests its topic's object serves per delivery, at most this.
+  topic_requests_per_delivery: 0.05,
+  // A throttling receiver: requests it sees while it throttles, lull-edge / the plain JS object, at most this.
+  throttled_requests_ratio: 0.75,
 };
 
 const [webPath, edgePath, queuesPath, budgetPath, outPath] = process.argv.slice(2).map((p) => resolve(p));
@@ -520,14 +524,34 @@ const peers = (targets, fmt, ...keys) => targets.map((t) => `${PEER_NAMES[t]} ${
     if (r.gate_requests_per_forward !== undefined) {
       gs.push(goal(`≤ ${num(GOALS.gate_requests_per_forward)} gate requests / forward`, atMost(r.gate_requests_per_forward, GOALS.gate_requests_per_forward), `${name}: gate requests per forward`));
     }
+    if (r.topic_requests_per_delivery !== undefined) {
+      gs.push(goal(`≤ ${num(GOALS.topic_requests_per_delivery, 2)} topic object requests / delivery`, atMost(r.topic_requests_per_delivery, GOALS.topic_requests_per_delivery), `${name}: topic object requests per delivery`));
+    }
     edgeRows.push(
       row(
         name,
         gs.length ? goals(...gs) : NO_GOAL,
         `${num(at("queues", r, "calls"))} calls (${num(at("queues", r, "events"))} events received), peak ${num(at("queues", r, "peak_concurrency"))} in flight, last window ${seconds(at("queues", r, "last_delivered_ms"))} after the flushes` +
-          (r.gate_requests_per_forward !== undefined ? `; ${num(r.gate_requests_per_forward, 2)} gate requests / forward` : ""),
+          (r.gate_requests_per_forward !== undefined ? `; ${num(r.gate_requests_per_forward, 2)} gate requests / forward` : "") +
+          (r.topic_requests_per_delivery !== undefined
+            ? `; the healthy path: ${num(r.topic_requests_per_delivery, 3)} topic object requests / delivery (${JSON.stringify(r.topic_requests_by_op)})`
+            : ""),
         "",
         name === "webhook" ? "" : `${times(ratio(r.last_delivered_ms ?? null, webhookLast), 1)} the webhook's time`,
+      ),
+    );
+  }
+  const T = Q.throttle ?? {};
+  const [TL, TJ] = [T.results?.["lull-edge"], T.results?.["plain JS DO"]];
+  if (TL && TJ) {
+    const r = ratio(TL.requests_while_throttled, TJ.requests_while_throttled);
+    edgeRows.push(
+      row(
+        `a throttling receiver: ${num(T.keys)} keys' windows at once, 429 Retry-After: 2 for its first ${seconds(T.throttle_ms)}`,
+        goal(`≤ ${num(GOALS.throttled_requests_ratio, 2)}× the plain JS object's requests while throttled`, atMost(r, GOALS.throttled_requests_ratio), "requests while throttled"),
+        `lull-edge: ${num(TL.requests_while_throttled)} requests while throttled (${num(TL.requests_after_the_first_half_second)} after its first half second), ${num(TL.requests)} in all, every window by ${seconds(TL.all_delivered_ms)}, largest Lull-Attempt ${num(TL.max_attempt)}; the plain JS object (retries each key every second, ignoring Retry-After): ${num(TJ.requests_while_throttled)} (${num(TJ.requests_after_the_first_half_second)}), ${num(TJ.requests)} in all, by ${seconds(TJ.all_delivered_ms)}`,
+        "",
+        `${times(r, 2)} the JS object's`,
       ),
     );
   }

@@ -7,11 +7,18 @@
 // last window delivered; for the queue shapes, the requests the topic's gate
 // object served per forward (its own count, from the queue status). Then the
 // gate's waiting protocol alone: 40 messages waiting at forward_concurrency 1
-// (goal: at most 3 gate requests per forward).
-// Usage: node bench-queues.mjs OUT.json (LULL_BENCH_ONLY=gate: that last run only)
+// (goal: at most 3 gate requests per forward). Then a receiver that throttles:
+// 200 keys' windows at a receiver answering `429 Retry-After: 2` for its first
+// 5 s, lull-edge against the plain JS object (fixtures/js-debounce.mjs, which
+// retries each key's window every second: a peer that ignores Retry-After) —
+// the requests the receiver sees while it throttles, and in all. The webhook
+// shape also reports what the healthy path costs the topic's object: its
+// requests per delivery (the copy of the target's state, the metric sums).
+// Usage: node bench-queues.mjs OUT.json (LULL_BENCH_ONLY=gate or throttle: that run only)
 import { writeFileSync, mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { client, startEdge, startReceiver, stateDir } from "./harness.mjs";
+import { dirname, join } from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { client, runtimeOptions, startEdge, startReceiver, stateDir, TOKENS } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
 
 const out = process.argv[2] ?? "queues.json";
@@ -63,7 +70,7 @@ async function shape(name, delivery) {
       await new Promise((ok) => setTimeout(ok, 100));
     }
     const last = Math.max(...rx.deliveries.map((d) => d.at));
-    const gate = delivery.delivery === "queue" ? await gateRequests(api, "b", rx.deliveries.length) : {};
+    const gate = delivery.delivery === "queue" ? await gateRequests(api, "b", rx.deliveries.length) : await topicRequests(api, "b", rx.deliveries.length);
     return { calls: rx.deliveries.length, peak_concurrency: peak, events: events(), send_ms: sent, flush_ms: flushMs, last_delivered_ms: last - flushed, ...gate };
   } finally {
     await edge.stop();
@@ -92,6 +99,74 @@ async function gateRequests(api, topic, forwards) {
   }
 }
 
+/** What a webhook topic's object served (its own count), per delivery: the healthy path's cost. */
+async function topicRequests(api, topic, deliveries) {
+  const { json } = await api.call("GET", `/v1/topics/${topic}`);
+  const total = Object.values(json.requests).reduce((n, r) => n + r, 0);
+  return { topic_requests: total, topic_requests_by_op: json.requests, topic_requests_per_delivery: Number((total / deliveries).toFixed(4)) };
+}
+
+const THROTTLE_KEYS = 200;
+const THROTTLE_MS = 5_000;
+/**
+ * `THROTTLE_KEYS` keys' windows fired together at a receiver answering `429
+ * Retry-After: 2` for its first `THROTTLE_MS`: `who` is lull-edge or the
+ * plain JS object. The receiver's requests while it throttles, in all, and
+ * until every window was delivered.
+ */
+async function throttled(who) {
+  let throttleUntil = Infinity;
+  const rx = await startReceiver(() => (Date.now() < throttleUntil ? { status: 429, headers: { "retry-after": "2" } } : 200));
+  const state = stateDir();
+  let stop;
+  let api;
+  if (who === "lull-edge") {
+    const edge = await startEdge({ topics: { t: { target: `${rx.url}/t`, wait_ms: 50 } }, persist: state.dir });
+    stop = () => edge.stop();
+    api = client(edge.url);
+  } else {
+    const mf = new Miniflare(convertV4MiniflareOptions({
+      ...runtimeOptions(state.dir),
+      compatibilityDate: "2026-11-01",
+      modules: true,
+      scriptPath: join(import.meta.dirname, "fixtures", "js-debounce.mjs"),
+      durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
+      bindings: { TARGET: `${rx.url}/t`, TOKEN: TOKENS.ingest, WAIT_MS: "50", MAX_WAIT_MS: "1000" },
+    }));
+    const url = (await mf.ready).toString().replace(/\/$/, "");
+    stop = () => mf.dispose();
+    api = client(url, TOKENS.ingest);
+  }
+  try {
+    throttleUntil = Date.now() + THROTTLE_MS;
+    const started = Date.now();
+    await Promise.all(Array.from({ length: THROTTLE_KEYS }, async (_, i) => {
+      const res = await api.event("t", `k${i}`, { i });
+      if (res.status >= 300) throw new Error(`${who}: event ${i}: ${res.status}`);
+    }));
+    const delivered = () => new Set(rx.deliveries.filter((d) => d.status === 200).map((d) => d.body.key)).size;
+    const deadline = Date.now() + 120_000;
+    while (delivered() < THROTTLE_KEYS && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 100));
+    const whileThrottled = rx.deliveries.filter((d) => d.at < throttleUntil).length;
+    const firstThrottle = rx.deliveries.find((d) => d.status === 429)?.at ?? started;
+    const afterLearning = rx.deliveries.filter((d) => d.at >= firstThrottle + 500 && d.at < throttleUntil).length;
+    const attempts = rx.deliveries.map((d) => d.attempt).filter(Number.isFinite);
+    return {
+      requests_while_throttled: whileThrottled,
+      requests_after_the_first_half_second: afterLearning,
+      requests: rx.deliveries.length,
+      delivered: delivered(),
+      all_delivered_ms: Math.max(...rx.deliveries.map((d) => d.at)) - started,
+      // Lull-Attempt's largest (the JS object sends none): a throttle spends no attempt.
+      max_attempt: attempts.length ? Math.max(...attempts) : null,
+    };
+  } finally {
+    await stop();
+    await rx.close();
+    state.cleanup();
+  }
+}
+
 /** 40 messages waiting at once for a topic at forward_concurrency 1: the gate's requests per forward. */
 async function waiting(n = 40) {
   const rx = await startReceiver(() => new Promise((ok) => setTimeout(() => ok(200), RECEIVER_MS)));
@@ -114,12 +189,12 @@ async function waiting(n = 40) {
 }
 
 const only = process.env.LULL_BENCH_ONLY;
-const results = only === "gate" ? {} : {
+const results = only === "gate" || only === "throttle" ? {} : {
   webhook: await shape("webhook", {}),
   "queue, forward_concurrency 1": await shape("queue 1", { delivery: "queue", forward_concurrency: 1 }),
   "queue, forward_concurrency 4": await shape("queue 4", { delivery: "queue", forward_concurrency: 4 }),
 };
-if (only !== "gate") {
+if (!only) {
   console.log(`\nload levelling: ${EVENTS} events over ${KEYS} keys, every window fired at once (flush); receiver ${RECEIVER_MS} ms per call`);
   console.log("shape".padEnd(32) + ["calls", "peak in flight", "events", "flushes ms", "last delivered ms", "gate req/forward"].map((h) => h.padStart(18)).join(""));
   for (const [name, r] of Object.entries(results)) {
@@ -128,11 +203,24 @@ if (only !== "gate") {
   }
   console.log("(last delivered: from the first flush to the last window at the receiver; gate req/forward: requests the topic's gate object served, by its own count, per forward)");
 }
-const gate = await waiting();
-console.log(`\nthe gate's waiting protocol: ${gate.messages} messages waiting at forward_concurrency 1, receiver ${RECEIVER_MS} ms per call`);
+const gate = only === "throttle" ? {} : await waiting();
+if (only !== "throttle") console.log(`\nthe gate's waiting protocol: ${gate.messages} messages waiting at forward_concurrency 1, receiver ${RECEIVER_MS} ms per call`);
 console.log(["forwards", "gate requests", "per forward", "requeued", "last delivered ms"].map((h) => h.padStart(18)).join(""));
-console.log([gate.calls, gate.gate_requests, gate.gate_requests_per_forward, gate.requeued, gate.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
-console.log(`(by operation: ${JSON.stringify(gate.gate_requests_by_op)}; goal: at most 3 per forward)`);
+if (only !== "throttle") {
+  console.log([gate.calls, gate.gate_requests, gate.gate_requests_per_forward, gate.requeued, gate.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
+  console.log(`(by operation: ${JSON.stringify(gate.gate_requests_by_op)}; goal: at most 3 per forward)`);
+}
+const throttle = only === "gate" ? {} : { "lull-edge": await throttled("lull-edge"), "plain JS DO": await throttled("plain JS DO") };
+if (only !== "gate") {
+  console.log(`\na throttling receiver: ${THROTTLE_KEYS} keys' windows at once, 429 Retry-After: 2 for the first ${THROTTLE_MS / 1000} s`);
+  console.log("who".padEnd(16) + ["while throttled", "after 0.5 s", "requests", "delivered", "all in ms"].map((h) => h.padStart(18)).join(""));
+  for (const [who, r] of Object.entries(throttle)) {
+    const cells = [r.requests_while_throttled, r.requests_after_the_first_half_second, r.requests, r.delivered, r.all_delivered_ms];
+    console.log(who.padEnd(16) + cells.map((v) => String(v).padStart(18)).join(""));
+  }
+  const [l, j] = [throttle["lull-edge"], throttle["plain JS DO"]];
+  console.log(`(lull-edge / plain JS DO, requests while throttled: ${(l.requests_while_throttled / j.requests_while_throttled).toFixed(2)}×; after the first half second: ${l.requests_after_the_first_half_second} against ${j.requests_after_the_first_half_second})`);
+}
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ run: { ...benchRun.end(), only: only ?? null }, events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate }, null, 2));
+writeFileSync(out, JSON.stringify({ run: { ...benchRun.end(), only: only ?? null }, events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate, throttle: { keys: THROTTLE_KEYS, throttle_ms: THROTTLE_MS, results: throttle } }, null, 2));
 console.log(`wrote ${out}`);

@@ -11,6 +11,8 @@
 //!   ├─▶ queue (a topic's gate: GateObject over GateStore, QueueSend, Clock; the consumer's decisions over Gates)
 //!   └─▶ demo  (its routes: the one hook Route::parse asks; `demo/off.rs` without the feature)
 //! key ──▶ delivery (the body a target receives, its signature, queue messages)
+//! key, queue ──▶ target (a topic's target: active, paused, disabled), metrics (points and sums), isolate
+//! http ──▶ recover (a topic's dead letters since a time, over the topic's and the keys' objects)
 //! topic (LULL_TOPICS, every default), config (all of it, checked), names (keys, topics, object names), ports (the traits), error (ApiError)
 //! runtime/ (wasm32): router (carries out http::plan), KeyClient, KeyWindow and TopicGate objects, their
 //!   SQLite stores, the gate's client, coalescing's lanes, consumer, clock, fetch and queues, demo/ (the
@@ -36,6 +38,11 @@
 //! - `demo`: the demo's routes and its search index (the `demo` cargo feature; without it, its
 //!   hooks, empty: `demo/off.rs`); its Worker side is `runtime/demo/`;
 //! - `log`: a structured log line's content (a `Fact`), as the logic produces it;
+//! - [`target`]: a topic's target as its answers describe it (throttles pause the topic, a `410`
+//!   disables it), and each isolate's copy of it;
+//! - [`metrics`]: data points (the `Metrics` port) and the counters `GET /v1/metrics` shows;
+//! - [`isolate`]: what the objects of one isolate share (target states, metric sums);
+//! - [`recover`]: `POST /v1/topics/{topic}/recover`, replaying a topic's dead letters since a time;
 //! - `runtime` (wasm32 only): the Worker — the objects' shells, their SQLite stores, the clients,
 //!   the router and the consumer; no decisions.
 //!
