@@ -1,4 +1,4 @@
-//! [`Isolate`]: what the objects one isolate runs share — the copy of its
+//! [`Isolate`]: what the objects one isolate runs (and its router) share — the copy of its
 //! topics' target states ([`TargetCache`]) and the sums of what it counted
 //! ([`Tally`]) — so neither costs a request per event or delivery. The shell
 //! keeps one per isolate; a test gives each object its own, or one to several.

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::ports::Outcome;
+use crate::queue::gate::{GateOp, Gates};
 use crate::target::TargetState;
 
 /// Data points one invocation (a request, an alarm) writes at most; past it
@@ -171,6 +172,15 @@ impl Tally {
         for (series, n) in counts {
             *sums.counts.entry(series).or_default() += n;
         }
+    }
+}
+
+/// Hand `tally`'s sums for `topic` to the topic's object through `gates`, if
+/// they are due at `now` ([`Tally::due`]); a failed hand-over gives them back.
+pub async fn hand_over(tally: &Tally, gates: &impl Gates, topic: &str, now: u64) {
+    let Some(counts) = tally.due(topic, now) else { return };
+    if gates.ask(topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
+        tally.give_back(topic, counts);
     }
 }
 

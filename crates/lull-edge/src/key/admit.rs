@@ -88,6 +88,14 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         }
     }
 
+    /// A lease `pass` took for a delivery that was never sent goes back
+    /// (best effort: else it expires).
+    pub(super) async fn give_back(&self, topic: &Topic, pass: Pass) {
+        if let Pass::Go { lease: Some(lease), .. } = pass {
+            let _ = self.gates.ask(&topic.name, GateOp::Release { lease, outcome: None }).await;
+        }
+    }
+
     /// Tell `topic`'s object how the delivery went, when it must know: the
     /// lease to release, trouble, or the first delivery after trouble. What
     /// it answers of the target replaces the isolate's copy.
@@ -136,10 +144,7 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
     /// Hand the isolate's sums for `topic` to the topic's object, if they are
     /// due ([`crate::metrics::Tally::due`]); a failed hand-over gives them back.
     pub(super) async fn hand_over(&self, topic: &str) {
-        let Some(counts) = self.isolate.tally.due(topic, self.host.now()) else { return };
-        if self.gates.ask(topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
-            self.isolate.tally.give_back(topic, counts);
-        }
+        crate::metrics::hand_over(&self.isolate.tally, &self.gates, topic, self.host.now()).await;
     }
 
     /// When a throttled (or gone) delivery of `key` goes again: when the

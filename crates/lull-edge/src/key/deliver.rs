@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::log::Fact;
 use crate::metrics::{What, outcome_class};
 use crate::ports::{Bodies, Host, Outbound, Outcome, Outgoing, Store, ToQueue};
-use crate::queue::gate::{Forwarded, GateOp, Gates};
+use crate::queue::gate::{Forwarded, Gates};
 use crate::target::Verdict;
 use crate::topic::{MAX_WINDOW_BYTES, PayloadMode, Topic, Topics};
 
@@ -227,9 +227,8 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
             let job = match job {
                 Ok(Some(job)) => job,
                 Ok(None) | Err(_) => {
-                    // A lease taken for nothing goes back (best effort: else it expires).
-                    if let (Some(topic), Pass::Go { lease: Some(lease), .. }) = (webhook, pass) {
-                        let _ = self.gates.ask(&topic.name, GateOp::Release { lease, outcome: None }).await;
+                    if let Some(topic) = webhook {
+                        self.give_back(topic, pass).await;
                     }
                     job?;
                     break;
@@ -259,8 +258,8 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                     (outcome, again)
                 }
                 Err(why) => {
-                    if let (Some(topic), Pass::Go { lease: Some(lease), .. }) = (webhook, pass) {
-                        let _ = self.gates.ask(&topic.name, GateOp::Release { lease, outcome: None }).await;
+                    if let Some(topic) = webhook {
+                        self.give_back(topic, pass).await;
                     }
                     (Outcome::failed(why), None)
                 }

@@ -37,7 +37,7 @@ pub struct KeyWindow {
 }
 
 thread_local! {
-    /// What the key objects of this isolate share: target states, metric sums.
+    /// What this isolate's key objects and router share: target states, metric sums.
     pub(super) static ISOLATE: Rc<Isolate> = Rc::default();
 }
 

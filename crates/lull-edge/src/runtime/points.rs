@@ -5,9 +5,9 @@
 //! alarm calls [`Points::begin`]). Without the binding (local workerd, a
 //! deploy that does not want them) nothing is written.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 
-use worker::{AnalyticsEngineDataPointBuilder, Env};
+use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
 use crate::config::METRICS_BINDING;
 use crate::metrics::{Metrics, POINTS_PER_INVOCATION, Point};
@@ -15,13 +15,15 @@ use crate::metrics::{Metrics, POINTS_PER_INVOCATION, Point};
 /// Data points to Analytics Engine, counted per invocation.
 pub(super) struct Points {
     env: Env,
+    /// The dataset, looked up once (`None`: not bound).
+    dataset: OnceCell<Option<AnalyticsEngineDataset>>,
     written: Cell<u32>,
 }
 
 impl Points {
     /// Points over `env`'s `LULL_METRICS` binding.
     pub(super) fn new(env: Env) -> Points {
-        Points { env, written: Cell::new(0) }
+        Points { env, dataset: OnceCell::new(), written: Cell::new(0) }
     }
 
     /// A new invocation starts: its own [`POINTS_PER_INVOCATION`].
@@ -35,7 +37,8 @@ impl Metrics for Points {
         if self.written.get() >= POINTS_PER_INVOCATION {
             return;
         }
-        let Ok(dataset) = self.env.analytics_engine(METRICS_BINDING) else { return };
+        let dataset = self.dataset.get_or_init(|| self.env.analytics_engine(METRICS_BINDING).ok());
+        let Some(dataset) = dataset else { return };
         let written = AnalyticsEngineDataPointBuilder::new()
             .indexes([point.topic.as_str()])
             .add_blob(point.what.as_str())
@@ -43,7 +46,7 @@ impl Metrics for Points {
             .add_blob(point.reason.as_str())
             .add_double(point.count)
             .add_double(point.latency_ms)
-            .write_to(&dataset);
+            .write_to(dataset);
         if written.is_ok() {
             self.written.set(self.written.get() + 1);
         }

@@ -7,6 +7,7 @@
 //! the demo its route. Nothing is stored here; a rejected request reaches no object.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use serde_json::value::RawValue;
 use worker::worker_sys::web_sys;
@@ -18,6 +19,7 @@ use super::demo;
 use super::gate_client::GateClient;
 use super::http::{self, Incoming, Reply};
 use super::key_client::KeyClient;
+use super::key_window::ISOLATE;
 use super::points::Points;
 use crate::error::ApiError;
 use crate::http::batch;
@@ -26,7 +28,7 @@ use crate::http::plan::{Action, Asked, BatchPlan, EventPlan, Setup, plan};
 use crate::http::route::Route;
 use crate::key::KeyCall;
 use crate::key::KeyRequest;
-use crate::metrics::{self, Metrics, Point, Tally, What};
+use crate::metrics::{self, Metrics, Point, What};
 use crate::queue::gate::{FULL_RETRY_SECS, GateAnswer, GateOp, Gates};
 use crate::queue::room::{Room, RoomCache};
 use crate::recover::{RecoverRequest, recover};
@@ -38,8 +40,6 @@ const BUDGET_RETRY_SECS: u64 = 60;
 thread_local! {
     /// Which queue topics' dead letters are full, as this isolate last heard (`queue::room`).
     static ROOM: RefCell<RoomCache> = RefCell::new(RoomCache::default());
-    /// What the router counted in this isolate (refused events), not yet handed to the topics' objects.
-    static TALLY: Tally = Tally::default();
 }
 
 /// `429 dead_letters_full` if `topic`'s dead letters are at their bound (at
@@ -225,20 +225,14 @@ fn count_refusal(env: &Env, topics: &Topics, route: &Route, error: &ApiError) {
         return; // an unknown topic's name is the caller's, not a series
     }
     let point = Point { count: n, ..Point::new(topic, What::Events, error.code()) };
-    TALLY.with(|tally| tally.add(&point));
+    ISOLATE.with(|isolate| isolate.tally.add(&point));
     Points::new(env.clone()).point(point);
 }
 
 /// Hand this isolate's sums for `topic` to its object, once due, after the answer.
 fn hand_over(env: &Env, ctx: &Context, topic: &str) {
-    let Some(counts) = TALLY.with(|tally| tally.due(topic, http::now_ms())) else { return };
-    let (env, topic) = (env.clone(), topic.to_string());
-    ctx.wait_until(async move {
-        let gates = GateClient { env };
-        if gates.ask(&topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
-            TALLY.with(|tally| tally.give_back(&topic, counts));
-        }
-    });
+    let (isolate, gates, topic) = (ISOLATE.with(Rc::clone), GateClient { env: env.clone() }, topic.to_string());
+    ctx.wait_until(async move { metrics::hand_over(&isolate.tally, &gates, &topic, http::now_ms()).await });
 }
 
 /// Carry out `event`: room, body, then its key's object (alone or coalesced).
