@@ -9,8 +9,10 @@
 // gate's waiting protocol alone: 40 messages waiting at forward_concurrency 1
 // (goal: at most 3 gate requests per forward). Then a receiver that throttles:
 // 200 keys' windows at a receiver answering `429 Retry-After: 2` for its first
-// 5 s, lull-edge against the plain JS object (fixtures/js-debounce.mjs, which
-// retries each key's window every second: a peer that ignores Retry-After) —
+// 5 s, lull-edge against the release before it honoured Retry-After
+// (LULL_BASELINE_BUILD, which `cargo xtask bench` builds) and the plain JS
+// object (fixtures/js-debounce.mjs, which retries each key's window every
+// second: a peer that ignores Retry-After) —
 // the requests the receiver sees while it throttles, and in all. The webhook
 // shape also reports what the healthy path costs the topic's object: its
 // requests per delivery (the copy of the target's state, the metric sums).
@@ -106,12 +108,19 @@ async function topicRequests(api, topic, deliveries) {
   return { topic_requests: total, topic_requests_by_op: json.requests, topic_requests_per_delivery: Number((total / deliveries).toFixed(4)) };
 }
 
+/** The peers of the throttling receiver's row besides lull-edge at this tree. */
+const BASELINE_PEER = "lull-edge before";
+const JS_PEER = "plain JS DO";
+/** The worker-build output of the release before lull-edge honoured Retry-After (`cargo xtask bench` builds it and names it). */
+const baseline = process.env.LULL_BASELINE_BUILD;
+
 const THROTTLE_KEYS = 200;
 const THROTTLE_MS = 5_000;
 /**
  * `THROTTLE_KEYS` keys' windows fired together at a receiver answering `429
- * Retry-After: 2` for its first `THROTTLE_MS`: `who` is lull-edge or the
- * plain JS object. The receiver's requests while it throttles, in all, and
+ * Retry-After: 2` for its first `THROTTLE_MS`: `who` is lull-edge, the
+ * release before it honoured `Retry-After` (`BASELINE_PEER`) or the plain JS
+ * object (`JS_PEER`). The receiver's requests while it throttles, in all, and
  * until every window was delivered.
  */
 async function throttled(who) {
@@ -120,8 +129,9 @@ async function throttled(who) {
   const state = stateDir();
   let stop;
   let api;
-  if (who === "lull-edge") {
-    const edge = await startEdge({ topics: { t: { target: `${rx.url}/t`, wait_ms: 50 } }, persist: state.dir });
+  if (who !== JS_PEER) {
+    const build = who === BASELINE_PEER ? baseline : undefined;
+    const edge = await startEdge({ topics: { t: { target: `${rx.url}/t`, wait_ms: 50 } }, persist: state.dir, build });
     stop = () => edge.stop();
     api = client(edge.url);
   } else {
@@ -189,6 +199,7 @@ async function waiting(n = 40) {
 }
 
 const only = process.env.LULL_BENCH_ONLY;
+if (only !== "gate" && !baseline) throw new Error("LULL_BASELINE_BUILD: the previous release's worker-build output (cargo xtask bench builds it)");
 const results = only === "gate" || only === "throttle" ? {} : {
   webhook: await shape("webhook", {}),
   "queue, forward_concurrency 1": await shape("queue 1", { delivery: "queue", forward_concurrency: 1 }),
@@ -204,23 +215,27 @@ if (!only) {
   console.log("(last delivered: from the first flush to the last window at the receiver; gate req/forward: requests the topic's gate object served, by its own count, per forward)");
 }
 const gate = only === "throttle" ? {} : await waiting();
-if (only !== "throttle") console.log(`\nthe gate's waiting protocol: ${gate.messages} messages waiting at forward_concurrency 1, receiver ${RECEIVER_MS} ms per call`);
-console.log(["forwards", "gate requests", "per forward", "requeued", "last delivered ms"].map((h) => h.padStart(18)).join(""));
 if (only !== "throttle") {
+  console.log(`\nthe gate's waiting protocol: ${gate.messages} messages waiting at forward_concurrency 1, receiver ${RECEIVER_MS} ms per call`);
+  console.log(["forwards", "gate requests", "per forward", "requeued", "last delivered ms"].map((h) => h.padStart(18)).join(""));
   console.log([gate.calls, gate.gate_requests, gate.gate_requests_per_forward, gate.requeued, gate.last_delivered_ms].map((v) => String(v).padStart(18)).join(""));
   console.log(`(by operation: ${JSON.stringify(gate.gate_requests_by_op)}; goal: at most 3 per forward)`);
 }
-const throttle = only === "gate" ? {} : { "lull-edge": await throttled("lull-edge"), "plain JS DO": await throttled("plain JS DO") };
+const throttle = {};
+if (only !== "gate") for (const who of ["lull-edge", BASELINE_PEER, JS_PEER]) throttle[who] = await throttled(who);
 if (only !== "gate") {
   console.log(`\na throttling receiver: ${THROTTLE_KEYS} keys' windows at once, 429 Retry-After: 2 for the first ${THROTTLE_MS / 1000} s`);
-  console.log("who".padEnd(16) + ["while throttled", "after 0.5 s", "requests", "delivered", "all in ms"].map((h) => h.padStart(18)).join(""));
+  console.log("who".padEnd(20) + ["while throttled", "after 0.5 s", "requests", "delivered", "all in ms"].map((h) => h.padStart(18)).join(""));
   for (const [who, r] of Object.entries(throttle)) {
     const cells = [r.requests_while_throttled, r.requests_after_the_first_half_second, r.requests, r.delivered, r.all_delivered_ms];
-    console.log(who.padEnd(16) + cells.map((v) => String(v).padStart(18)).join(""));
+    console.log(who.padEnd(20) + cells.map((v) => String(v).padStart(18)).join(""));
   }
-  const [l, j] = [throttle["lull-edge"], throttle["plain JS DO"]];
-  console.log(`(lull-edge / plain JS DO, requests while throttled: ${(l.requests_while_throttled / j.requests_while_throttled).toFixed(2)}×; after the first half second: ${l.requests_after_the_first_half_second} against ${j.requests_after_the_first_half_second})`);
+  const l = throttle["lull-edge"];
+  for (const peer of [BASELINE_PEER, JS_PEER]) {
+    const p = throttle[peer];
+    console.log(`(lull-edge / ${peer}, requests while throttled: ${(l.requests_while_throttled / p.requests_while_throttled).toFixed(2)}×; after the first half second: ${l.requests_after_the_first_half_second} against ${p.requests_after_the_first_half_second})`);
+  }
 }
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ run: { ...benchRun.end(), only: only ?? null }, events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate, throttle: { keys: THROTTLE_KEYS, throttle_ms: THROTTLE_MS, results: throttle } }, null, 2));
+writeFileSync(out, JSON.stringify({ run: { ...benchRun.end(), only: only ?? null }, events: EVENTS, keys: KEYS, senders: SENDERS, receiver_ms: RECEIVER_MS, results, waiting: gate, throttle: { keys: THROTTLE_KEYS, throttle_ms: THROTTLE_MS, baseline_rev: process.env.LULL_BASELINE_REV ?? null, results: throttle } }, null, 2));
 console.log(`wrote ${out}`);

@@ -50,23 +50,75 @@ pub const PRODUCTION_BUILD: &str = "target/edge-production";
 /// and hands the arguments it does not know (`--features demo`, last) to
 /// `cargo build`.
 pub fn build(root: &Path, worker: Worker, out: &str) -> Result<(), String> {
+    build_tree(root, root, worker, &root.join(out), None)
+}
+
+/// [`build`] of the tree at `src` (its `crates/lull-edge` and entry module)
+/// into `out`, with the tools of the tree at `root`, compiling into
+/// `target_dir` when given (else cargo's own choice).
+fn build_tree(root: &Path, src: &Path, worker: Worker, out: &Path, target_dir: Option<&Path>) -> Result<(), String> {
     let wasm_bindgen = on_path("wasm-bindgen").ok_or("wasm-bindgen is not on PATH: run `cargo xtask setup`")?;
     let mut cmd = Command::new("worker-build");
-    cmd.arg("--release").arg("--out-dir").arg(root.join(out));
+    cmd.arg("--release").arg("--out-dir").arg(out);
     if worker == Worker::Demo {
         cmd.args(["--features", "demo"]);
     }
     cmd.env("WASM_BINDGEN_BIN", wasm_bindgen)
         .env("WASM_OPT_BIN", root.join("tests/web/node_modules/.bin/wasm-opt"))
         .env("ESBUILD_BIN", root.join("tests/edge/node_modules/@esbuild/linux-x64/bin/esbuild"));
+    if let Some(dir) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", dir);
+    }
     let name = match worker {
         Worker::Production => "worker-build (lull-edge, production)",
         Worker::Demo => "worker-build (lull-edge, with the demo)",
     };
-    run(name, &root.join("crates/lull-edge"), &mut cmd)?;
-    let entry = root.join(out).join(ENTRY_IN_BUILD);
-    std::fs::copy(root.join(ENTRY), &entry).map_err(|e| format!("{}: {e}", entry.display()))?;
+    run(name, &src.join("crates/lull-edge"), &mut cmd)?;
+    let entry = out.join(ENTRY_IN_BUILD);
+    std::fs::copy(src.join(ENTRY), &entry).map_err(|e| format!("{}: {e}", entry.display()))?;
     Ok(())
+}
+
+/// The release of lull-edge before it kept to its receivers' answers (it
+/// retried each key on its own backoff, deaf to `Retry-After`): the bench's
+/// throttling receiver measures it beside this tree, in the same run.
+pub const BASELINE_REV: &str = "e9378733c9b02c62b742e04c78ae4d8e68436905";
+
+/// Where the bench keeps [`BASELINE_REV`]: its source (`src`), its own cargo
+/// target (`target`) and its worker with the demo (`build`, with a `REV` file
+/// naming what it holds, so a second bench reuses it).
+const BASELINE_DIR: &str = "target/bench-baseline";
+
+/// The variable naming [`BASELINE_REV`]'s worker-build output to `tests/edge/bench-queues.mjs`.
+const BASELINE_BUILD_VAR: &str = "LULL_BASELINE_BUILD";
+
+/// The variable naming [`BASELINE_REV`] to the bench (written into its JSON).
+const BASELINE_REV_VAR: &str = "LULL_BASELINE_REV";
+
+/// [`BASELINE_REV`]'s worker with the demo, built once from `git archive` of
+/// this clone's history; its build directory.
+fn baseline(root: &Path) -> Result<PathBuf, String> {
+    let dir = root.join(BASELINE_DIR);
+    let (src, out) = (dir.join("src"), dir.join("build"));
+    let stamp = out.join("REV");
+    if std::fs::read_to_string(&stamp).is_ok_and(|rev| rev.trim() == BASELINE_REV) {
+        println!("==> the bench's baseline worker ({BASELINE_REV}): built already");
+        return Ok(out);
+    }
+    let tar = dir.join("src.tar");
+    for path in [&src, &out] {
+        if path.exists() {
+            std::fs::remove_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    std::fs::create_dir_all(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let mut archive = Command::new("git");
+    archive.arg("archive").arg("--format=tar").arg("-o").arg(&tar).arg(BASELINE_REV);
+    run("the bench's baseline (git archive; a shallow clone needs `git fetch --unshallow`)", root, &mut archive)?;
+    run("the bench's baseline (tar)", root, Command::new("tar").arg("-xf").arg(&tar).arg("-C").arg(&src))?;
+    build_tree(root, &src, Worker::Demo, &out, Some(&dir.join("target")))?;
+    std::fs::write(&stamp, BASELINE_REV).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok(out)
 }
 
 /// lull-edge's entry module: worker-build's exports, each object's class declared a `DurableObject` (RPC).
@@ -165,9 +217,12 @@ pub fn fixture_tests_at_every_age(root: &Path, tools: &Tools) -> Result<(), Stri
 }
 
 /// The edge benchmarks: lull-edge vs a plain JavaScript Durable Object vs a
-/// no-op one, and load levelling (webhook vs queue).
+/// no-op one, and load levelling (webhook vs queue; a throttling receiver,
+/// with [`BASELINE_REV`] beside this tree).
 pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
     build(root, Worker::Demo, BUILD)?;
+    let baseline = baseline(root)?;
+    let baseline = baseline.to_str().ok_or("the baseline's build directory is not UTF-8")?;
     for (script, out, name) in [
         ("tests/edge/bench.mjs", "target/bench/edge.json", "bench (lull-edge vs JS Durable Object vs no-op)"),
         (
@@ -176,7 +231,9 @@ pub fn bench(root: &Path, tools: &Tools) -> Result<(), String> {
             "bench (load levelling: webhook vs queue, forward_concurrency 1 and 4)",
         ),
     ] {
-        node22(root, tools, name, &[OsStr::new(script), root.join(out).as_os_str()])?;
+        let out = root.join(out);
+        let args = [OsStr::new(script), out.as_os_str()];
+        node22_with(root, tools, name, &args, &[(BASELINE_BUILD_VAR, baseline), (BASELINE_REV_VAR, BASELINE_REV)])?;
     }
     Ok(())
 }
