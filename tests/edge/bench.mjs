@@ -1,10 +1,13 @@
-// cargo xtask bench (edge): on one local workerd, in one run, lull-edge vs a
-// plain JavaScript Durable Object (fixtures/js-debounce.mjs: the alarm set
-// only when none is, re-armed until the key is quiet; and, a row of its own,
-// the slower variant pushing the alarm per event) vs a no-op one
-// (fixtures/noop.mjs): accepted events/s and accept latency for 1 hot key,
-// for 1,000 new keys and for the same 1,000 keys again right after (known
-// keys, their objects still in memory), storage rows written per event, fire lateness; and a
+// cargo xtask bench (edge): on one local workerd, in one run, lull-edge vs the
+// JavaScript Durable Object that keeps lull-edge's promises
+// (fixtures/js-promises.mjs, the reference of the per-event goals; its own
+// test: reference.test.mjs) vs a plain one (fixtures/js-debounce.mjs: the
+// alarm set only when none is, re-armed until the key is quiet; and, a row of
+// its own, the slower variant pushing the alarm per event: the floor) vs a
+// no-op one (fixtures/noop.mjs): accepted events/s, accept latency and
+// workerd's CPU per event for 1 hot key, for 1,000 new keys and for the same
+// 1,000 keys again right after (known keys, their objects still in memory),
+// storage rows written per event, fire lateness; and a
 // backlog phase: one key whose target is down, accepting with 0 and with
 // 2,000 windows (JS: 2,000 undelivered events) already held. lull-edge runs
 // twice in the load phases: with the ingest token, and with a browser's client
@@ -15,7 +18,10 @@
 // same batches (one object request and one row per key of a batch). Each
 // role (a row, or a group of rows of one target) runs in a worker, so an
 // isolate, of its own: no role's rows run on an isolate that took another role's load.
-// Usage: node bench.mjs OUT.json (LULL_BENCH_ROUNDS=N: N rounds, not 4; for a quick look, not for figures)
+// Usage: node bench.mjs OUT.json (LULL_BENCH_ROUNDS=N: N rounds, not 4; LULL_BENCH_ONLY=single: the
+// single-event loads alone, lull-edge and the JS objects; LULL_BENCH_BEFORE=DIR: another worker-build
+// output of lull-edge measured beside this one, "lull-edge before": an A/B of a change in one run;
+// all three for a look while working, not for figures)
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
@@ -32,6 +38,11 @@ const ROUNDS = (() => {
   if (!Number.isInteger(n) || n < 1) throw new Error(`LULL_BENCH_ROUNDS=${process.env.LULL_BENCH_ROUNDS}: a number of rounds, 1 or more`);
   return n;
 })();
+/** LULL_BENCH_ONLY=single: only the single-event load phases, of lull-edge, the JS objects and the no-op one. */
+const SINGLE_ONLY = process.env.LULL_BENCH_ONLY === "single";
+if (process.env.LULL_BENCH_ONLY && !SINGLE_ONLY) throw new Error(`LULL_BENCH_ONLY=${process.env.LULL_BENCH_ONLY}: only "single" is known`);
+/** Another lull-edge build (worker-build's output directory) to measure beside this one, or undefined. */
+const BEFORE = process.env.LULL_BENCH_BEFORE;
 const CONCURRENCY = 32;
 const HOT_EVENTS = 2_000;
 const KEYS = 1_000;
@@ -69,6 +80,21 @@ const jsFixture = (name, host, path, bindings = {}) => ({
   durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
   bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
 });
+/**
+ * The same-promises JS fixture (fixtures/js-promises.mjs: what a team would
+ * write to keep lull-edge's promises, the reference of the per-event goals) as
+ * a worker of its own at `host`, delivering to the receiver's `path`, signed
+ * with lull-edge's secret, windows capped as lull-edge's topics are.
+ */
+const jsPromisesFixture = (name, host, path) => ({
+  name,
+  routes: [`${host}/*`],
+  compatibilityDate: "2026-11-01",
+  modules: true,
+  scriptPath: join(fixtures, "js-promises.mjs"),
+  durableObjects: { JS_PROMISES: { className: "JsPromises", useSQLite: true } },
+  bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, SECRET: TOKENS.secret, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT), MAX_BATCH: "100" },
+});
 /** A topic of lull-edge's as every phase configures it, delivering to the receiver's `path`. */
 const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100, ...extra });
 /**
@@ -84,6 +110,7 @@ const mf = new Miniflare(
     ...runtimeOptions(state.dir),
     workers: [
       { name: "lull", routes: ["lull.bench/*"], ...lullWorker({ b: lullTopic("/lull") }) },
+      ...(BEFORE ? [{ name: "lull-before", routes: ["lullbefore.bench/*"], ...anotherLullWorker({ b: lullTopic("/lullbefore") }, BEFORE, {}, {}, CLIENT_RATE) }] : []),
       lullRole("lull-client", "lullclient.bench", { c: lullTopic("/client", { client_tokens: true }) }, { LULL_CLIENT_TOKEN_SECRET: CLIENT_SECRET }),
       lullRole("lull-hot", "lullhot.bench", {
         b: lullTopic("/lullhot"),
@@ -98,6 +125,8 @@ const mf = new Miniflare(
         down: { target: `${rx.url}/down`, wait_ms: WAIT, payload: "all", max_batch: 1,
                 retry: { max_attempts: 10, base_ms: 600_000, cap_ms: 600_000, jitter: "none" } },
       }),
+      jsPromisesFixture("jsp", "jsp.bench", "/jsp"),
+      jsPromisesFixture("jsp-hot", "jsphot.bench", "/jsphot"),
       jsFixture("js", "js.bench", "/js"),
       jsFixture("js-push", "jspush.bench", "/jspush", { PUSH: "1" }),
       jsFixture("js-hot", "jshot.bench", "/jshot"),
@@ -136,6 +165,8 @@ const workerdPid = (() => {
     return null;
   }
 })();
+/** A clock tick of /proc's CPU times, in µs (USER_HZ: 100 on Linux). */
+const TICK_US = 10_000;
 /** workerd's CPU so far (user and system, clock ticks, its threads ended or not), or null if unreadable. */
 function workerdTicks() {
   try {
@@ -241,7 +272,7 @@ function load(host, total, keyOf, topic = "b", token = undefined, clients = CONC
  * in exactly one delivered window (a window's retries counted once), read from the receiver.
  */
 function lost(path, key, accepted) {
-  // Each window once whatever its attempts (the JS object sends no idempotency key: each delivery is a window).
+  // Each window once whatever its attempts (the plain JS object sends no idempotency key: each of its deliveries is a window).
   const windows = new Map(rx.deliveries.filter((d) => d.path === path && d.body.key === key).map((d) => [d.idempotencyKey ?? d, d]));
   const seen = new Map();
   for (const d of windows.values()) for (const e of d.body.events) seen.set(e.i, (seen.get(e.i) ?? 0) + 1);
@@ -360,6 +391,8 @@ async function rows(host, keys, topic = "b") {
 const targets = [
   { name: "lull-edge", host: "lull.bench", path: "/lull" },
   { name: "lull-edge, client token", host: "lullclient.bench", path: "/client", topic: "c", token: CLIENT_TOKEN },
+  { name: "same-promises JS DO", host: "jsp.bench", path: "/jsp" },
+  ...(BEFORE ? [{ name: "lull-edge before", host: "lullbefore.bench", path: "/lullbefore" }] : []),
   { name: "plain JS DO", host: "js.bench", path: "/js" },
   { name: "plain JS DO, alarm pushed per event", host: "jspush.bench", path: "/jspush" },
   { name: "no-op DO", host: "noop.bench", path: null },
@@ -377,8 +410,9 @@ const results = Object.fromEntries(targets.map((t) => [t.name, { hot: [], spread
  */
 function roundOrder(round) {
   const named = (name) => targets.find((t) => t.name === name);
-  const pair = ["lull-edge", "plain JS DO"].map(named);
-  if (round % 2) pair.reverse();
+  // Each first in turn (with LULL_BENCH_BEFORE, the build before too).
+  const pair = ["lull-edge", "same-promises JS DO", ...(BEFORE ? ["lull-edge before"] : [])].map(named);
+  pair.push(...pair.splice(0, round % pair.length));
   const rest = targets.filter((t) => !pair.includes(t) && t.path !== null);
   return [...targets.filter((t) => t.path === null), ...pair, ...rest];
 }
@@ -414,6 +448,7 @@ const PACED_KIND = `batch, paced at ${PACED_VS_NOOP}x no-op`;
 const PACED_TARGETS = [
   { label: "", host: "lullpaced.bench", path: "/lullpaced" },
   { label: ", max_batch 10,000", host: "lullpacedh.bench", path: "/lullpacedh" },
+  { label: ", same-promises JS DO", host: "jsphot.bench", path: "/jsphot" },
   { label: ", plain JS DO", host: "jshot.bench", path: "/jshot" },
 ];
 const pacedPhase = (t) => `${PACED_KIND} ${Math.max(...PRODUCERS)}${t.label}`;
@@ -422,17 +457,24 @@ for (const t of PACED_TARGETS) hotKeyPhases[pacedPhase(t)] = [];
 const PACED_KEYS = 100;
 const PACE_MS = 10;
 
-/** Run a load, then (for a real debouncer) wait for its deliveries and read its storage counters. */
+/**
+ * Run a load, then (for a real debouncer) wait for its deliveries and read its
+ * storage counters. Its CPU per event: workerd's, from the load's start until
+ * every window of it was delivered (accepting and delivering: what an event costs).
+ */
 async function phase(t, total, keyOf, keys, name, { counted = true } = {}) {
   const before = t.path ? delivered(t.path) : 0;
+  const ticks = workerdTicks();
   const result = await load(t.host, total, keyOf, t.topic, t.token);
+  if (t.path) await settle(t.path, before + total);
+  const used = ticks === null ? null : workerdTicks();
+  result.cpu_us_per_event = used === null ? null : ((used - ticks) * TICK_US) / total;
   if (t.path) {
     // Counters are read before the object can be evicted (the fixture keeps them in memory).
-    await settle(t.path, before + total);
     // A phase on keys an earlier phase counted adds nothing to the counts (they are the keys' totals).
     if (!counted) return result;
     // Windows delivered for these keys, from the receiver: each once whatever its attempts
-    // (the JS object sends no idempotency key and no retry here: each delivery is a window).
+    // (the plain JS object sends no idempotency key and no retry here: each of its deliveries is a window).
     const mine = new Set(keys);
     const windows = new Set(rx.deliveries.filter((d) => d.path === t.path && mine.has(d.body.key)).map((d) => d.idempotencyKey ?? d)).size;
     results[t.name].rows.push({ ...(await rows(t.host, keys, t.topic)), events: total, windows, phase: name });
@@ -486,12 +528,12 @@ const backlogTargets = [
 const backlogResults = Object.fromEntries(backlogTargets.map((t) => [t.name, []]));
 
 for (let round = 0; round < ROUNDS; round++) {
-  for (const t of round % 2 ? [...backlogTargets].reverse() : backlogTargets) {
+  for (const t of SINGLE_ONLY ? [] : round % 2 ? [...backlogTargets].reverse() : backlogTargets) {
     calmWaits.push(await calm());
     backlogResults[t.name].push(await backlog(t, round));
   }
   process.stdout.write(`round ${round + 1}: backlog phase done\n`);
-  const order = roundOrder(round);
+  const order = roundOrder(round).filter((t) => !SINGLE_ONLY || ["lull-edge", "lull-edge before", "same-promises JS DO", "plain JS DO", "no-op DO"].includes(t.name));
   for (const t of order) {
     calmWaits.push(await calm());
     const hotKey = `${KEY_PREFIX}hot-${round}`;
@@ -509,6 +551,7 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     process.stdout.write(`round ${round + 1}: ${t.name} done\n`);
   }
+  if (SINGLE_ONLY) continue;
   calmWaits.push(await calm());
   for (const producers of PRODUCERS) {
     for (const kind of HOT_KINDS) {
@@ -559,6 +602,11 @@ function lateness(path, paced) {
   return { windows: late.length, p50_ms: quantile(late, 0.5), p99_ms: quantile(late, 0.99) };
 }
 
+/** A load phase's rounds: the medians of events/s, accept p50 and p99, and workerd's CPU per event (µs). */
+const phaseSummary = (runs) => {
+  const m = (k) => (runs.every((x) => typeof x[k] === "number") ? median(runs.map((x) => x[k])) : null);
+  return { per_sec: m("per_sec"), p50_ms: m("p50_ms"), p99_ms: m("p99_ms"), cpu_us_per_event: m("cpu_us_per_event") };
+};
 const summary = {};
 for (const t of targets) {
   const r = results[t.name];
@@ -566,12 +614,12 @@ for (const t of targets) {
   const spreadSum = (k) => r.rows.filter((x) => x.phase === "spread").reduce((n, x) => n + x[k], 0);
   const events = sum("events");
   summary[t.name] = {
-    hot: { per_sec: median(r.hot.map((x) => x.per_sec)), p50_ms: median(r.hot.map((x) => x.p50_ms)), p99_ms: median(r.hot.map((x) => x.p99_ms)) },
-    spread: { per_sec: median(r.spread.map((x) => x.per_sec)), p50_ms: median(r.spread.map((x) => x.p50_ms)), p99_ms: median(r.spread.map((x) => x.p99_ms)) },
-    known: { per_sec: median(r.known.map((x) => x.per_sec)), p50_ms: median(r.known.map((x) => x.p50_ms)), p99_ms: median(r.known.map((x) => x.p99_ms)) },
+    hot: phaseSummary(r.hot),
+    spread: phaseSummary(r.spread),
+    known: phaseSummary(r.known),
     errors: [...r.hot, ...r.spread, ...r.known].reduce((n, x) => n + x.errors, 0),
     rows_per_event: t.path ? sum("sql") / events : null,
-    accept_rows_per_event: t.path && r.rows[0].accept !== null ? sum("accept") / events : null,
+    accept_rows_per_event: t.path && r.rows[0] && r.rows[0].accept !== null ? sum("accept") / events : null,
     alarms_per_event: t.path ? sum("alarms") / events : null,
     object_requests_per_event: t.path ? sum("objects") / events : null,
     // 1,000 keys alone, per window delivered (events / windows says how many a window held).
@@ -606,6 +654,12 @@ const client = summary["lull-edge, client token"];
 const ratios = {
   client_vs_ingest_hot: client.hot.per_sec / lull.hot.per_sec,
   client_vs_ingest_spread: client.spread.per_sec / lull.spread.per_sec,
+  hot_vs_promises: lull.hot.per_sec / summary["same-promises JS DO"].hot.per_sec,
+  spread_vs_promises: lull.spread.per_sec / summary["same-promises JS DO"].spread.per_sec,
+  known_vs_promises: lull.known.per_sec / summary["same-promises JS DO"].known.per_sec,
+  cpu_hot_vs_promises: lull.hot.cpu_us_per_event / summary["same-promises JS DO"].hot.cpu_us_per_event,
+  cpu_spread_vs_promises: lull.spread.cpu_us_per_event / summary["same-promises JS DO"].spread.cpu_us_per_event,
+  cpu_known_vs_promises: lull.known.cpu_us_per_event / summary["same-promises JS DO"].known.cpu_us_per_event,
   hot_vs_js: lull.hot.per_sec / summary["plain JS DO"].hot.per_sec,
   spread_vs_js: lull.spread.per_sec / summary["plain JS DO"].spread.per_sec,
   known_vs_js: lull.known.per_sec / summary["plain JS DO"].known.per_sec,
@@ -626,6 +680,11 @@ ratios.hot_paced_vs_noop_single = median(pacedRuns.map((x, r) => x.per_sec / res
 // The paced phase's accept p99 (median of rounds), each target: the goal is at most 50 ms.
 const pacedP99 = Object.fromEntries(PACED_TARGETS.map((t) => [t.label.replace(/^, /, "") || "lull-edge", median(hotKeyPhases[pacedPhase(t)].map((x) => x.p99_ms))]));
 ratios.hot_paced_p99_ms = pacedP99;
+// The paced phase, round by round: the rounds in which lull-edge's accept p99 was at most the same-promises object's.
+{
+  const [l, p] = ["", ", same-promises JS DO"].map((label) => hotKeyPhases[pacedPhase(PACED_TARGETS.find((t) => t.label === label))]);
+  ratios.hot_paced_p99_rounds_at_most_promises = l.filter((x, r) => p[r] && x.p99_ms <= p[r].p99_ms).length;
+}
 
 const backlogSummary = {};
 for (const t of backlogTargets) {
@@ -701,6 +760,23 @@ console.log(
     targets.map((t) => `${t.name} ${f(summary[t.name].known.per_sec)} / ${f(summary[t.name].known.p50_ms, 1)} / ${f(summary[t.name].known.p99_ms, 1)}`).join(", "),
 );
 console.log(
+  `CPU per event (workerd's, µs, from a load's start until its windows were delivered), 1 key / 1,000 keys / 1,000 known keys: ` +
+    targets.map((t) => `${t.name} ${["hot", "spread", "known"].map((k) => f(summary[t.name][k].cpu_us_per_event)).join(" / ")}`).join(", "),
+);
+console.log(
+  `ratios: lull-edge / same-promises JS object = ${f(ratios.hot_vs_promises, 2)}x (1 key), ${f(ratios.spread_vs_promises, 2)}x (1,000 keys),` +
+    ` ${f(ratios.known_vs_promises, 2)}x (1,000 known keys); CPU per event ${f(ratios.cpu_hot_vs_promises, 2)}x / ${f(ratios.cpu_spread_vs_promises, 2)}x / ${f(ratios.cpu_known_vs_promises, 2)}x`,
+);
+if (BEFORE) {
+  const b = summary["lull-edge before"];
+  const r = (phase, k) => lull[phase][k] / b[phase][k];
+  ratios.vs_before = Object.fromEntries(["hot", "spread", "known"].map((p) => [p, { per_sec: r(p, "per_sec"), cpu_us_per_event: r(p, "cpu_us_per_event") }]));
+  console.log(
+    `ratios: lull-edge / lull-edge before (${BEFORE}) = ` +
+      ["hot", "spread", "known"].map((p) => `${f(ratios.vs_before[p].per_sec, 2)}x events/s, ${f(ratios.vs_before[p].cpu_us_per_event, 2)}x CPU (${p})`).join("; "),
+  );
+}
+console.log(
   `ratios: lull-edge / JS object = ${f(ratios.hot_vs_js, 2)}x (1 key), ${f(ratios.spread_vs_js, 2)}x (1,000 keys),` +
     ` ${f(ratios.known_vs_js, 2)}x (1,000 known keys);` +
     ` lull-edge / no-op ceiling = ${f(ratios.hot_vs_noop, 2)}x (1 key), ${f(ratios.spread_vs_noop, 2)}x (1,000 keys),` +
@@ -765,7 +841,8 @@ console.log(
 console.log(
   `paced at ${PACED_VS_NOOP}x, ${Math.max(...PRODUCERS)} producers, accept p99 (goal: at most 50 ms): ` +
     Object.entries(pacedP99).map(([name, p99]) => `${name} ${f(p99, 1)} ms`).join(", ") +
-    ` (max_batch 10,000: windows as large as the JS object's, which has no cap)`,
+    ` (max_batch 10,000: windows as large as the plain JS object's, which has no cap);` +
+    ` lull-edge at most the same-promises object's in ${ratios.hot_paced_p99_rounds_at_most_promises} of ${ROUNDS} rounds`,
 );
 console.log(
   `\nbacklog: one key, target down; ${BACKLOG_MEASURED} events with 0 held, then with ${BACKLOG} held` +
