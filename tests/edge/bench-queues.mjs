@@ -18,9 +18,9 @@
 // requests per delivery (the copy of the target's state, the metric sums).
 // Usage: node bench-queues.mjs OUT.json (LULL_BENCH_ONLY=gate or throttle: that run only)
 import { writeFileSync, mkdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { client, runtimeOptions, startEdge, startReceiver, stateDir, TOKENS } from "./harness.mjs";
+import { client, jsObjectWorker, runtimeOptions, startEdge, startReceiver, stateDir, TOKENS } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
 
 const out = process.argv[2] ?? "queues.json";
@@ -137,11 +137,7 @@ async function throttled(who) {
   } else {
     const mf = new Miniflare(convertV4MiniflareOptions({
       ...runtimeOptions(state.dir),
-      compatibilityDate: "2026-11-01",
-      modules: true,
-      scriptPath: join(import.meta.dirname, "fixtures", "js-debounce.mjs"),
-      durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-      bindings: { TARGET: `${rx.url}/t`, TOKEN: TOKENS.ingest, WAIT_MS: "50", MAX_WAIT_MS: "1000" },
+      ...jsObjectWorker("plain", `${rx.url}/t`, { WAIT_MS: "50", MAX_WAIT_MS: "1000" }),
     }));
     const url = (await mf.ready).toString().replace(/\/$/, "");
     stop = () => mf.dispose();

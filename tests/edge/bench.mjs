@@ -28,7 +28,7 @@ import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
-import { anotherLullWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { anotherLullWorker, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
 
 const out = process.argv[2] ?? "edge.json";
@@ -70,15 +70,11 @@ let downNow = false;
 const rx = await startReceiver((d) => (d.path === "/down" && downNow ? 500 : 200));
 const state = stateDir();
 const fixtures = join(import.meta.dirname, "fixtures");
-/** The JS fixture (fixtures/js-debounce.mjs) as a worker of its own at `host`, delivering to the receiver's `path`. */
+/** The plain JS fixture (fixtures/js-debounce.mjs) as a worker of its own at `host`, delivering to the receiver's `path`. */
 const jsFixture = (name, host, path, bindings = {}) => ({
   name,
   routes: [`${host}/*`],
-  compatibilityDate: "2026-11-01",
-  modules: true,
-  scriptPath: join(fixtures, "js-debounce.mjs"),
-  durableObjects: { JS_DEBOUNCE: { className: "JsDebounce", useSQLite: true } },
-  bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) },
+  ...jsObjectWorker("plain", `${rx.url}${path}`, { ...bindings, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT) }),
 });
 /**
  * The same-promises JS fixture (fixtures/js-promises.mjs: what a team would
@@ -89,11 +85,7 @@ const jsFixture = (name, host, path, bindings = {}) => ({
 const jsPromisesFixture = (name, host, path) => ({
   name,
   routes: [`${host}/*`],
-  compatibilityDate: "2026-11-01",
-  modules: true,
-  scriptPath: join(fixtures, "js-promises.mjs"),
-  durableObjects: { JS_PROMISES: { className: "JsPromises", useSQLite: true } },
-  bindings: { TARGET: `${rx.url}${path}`, TOKEN: TOKENS.ingest, SECRET: TOKENS.secret, WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT), MAX_BATCH: "100" },
+  ...jsObjectWorker("promises", `${rx.url}${path}`, { WAIT_MS: String(WAIT), MAX_WAIT_MS: String(MAX_WAIT), MAX_BATCH: "100" }),
 });
 /** A topic of lull-edge's as every phase configures it, delivering to the receiver's `path`. */
 const lullTopic = (path, extra = {}) => ({ target: `${rx.url}${path}`, wait_ms: WAIT, max_wait_ms: MAX_WAIT, payload: "all", max_batch: 100, ...extra });

@@ -22,6 +22,31 @@ export const TOKENS = {
   secret: `whsec_${Buffer.from("lull-edge tests: signing secret!").toString("base64")}`,
 };
 
+/**
+ * The bench's JavaScript Durable Objects (fixtures/): the plain one (the
+ * floor) and the one that keeps lull-edge's promises (the reference).
+ */
+export const JS_OBJECTS = {
+  plain: { file: "js-debounce.mjs", className: "JsDebounce", binding: "JS_DEBOUNCE" },
+  promises: { file: "js-promises.mjs", className: "JsPromises", binding: "JS_PROMISES" },
+};
+
+/**
+ * One of `JS_OBJECTS` as a Miniflare worker delivering to `target`, taking
+ * the ingest token, signing with the tests' secret (the plain one does not
+ * sign), with more `bindings` (WAIT_MS, MAX_WAIT_MS, …: as each fixture reads them).
+ */
+export function jsObjectWorker(which, target, bindings = {}) {
+  const { file, className, binding } = JS_OBJECTS[which];
+  return {
+    compatibilityDate: "2026-11-01",
+    modules: true,
+    scriptPath: join(import.meta.dirname, "fixtures", file),
+    durableObjects: { [binding]: { className, useSQLite: true } },
+    bindings: { TARGET: target, TOKEN: TOKENS.ingest, SECRET: TOKENS.secret, ...bindings },
+  };
+}
+
 /** A port on 127.0.0.1 nothing listens on (taken, then released). */
 export async function freePort() {
   const probe = createTcpServer();

@@ -5,23 +5,15 @@
 // idempotency key, nothing lost across a restart, rows taken again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { client, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { client, jsObjectWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 
 const WAIT_MS = 100;
 
 /** The reference object on workerd, delivering to `target`, persisting to `dir`. */
 async function startReference(target, dir) {
   const mf = new Miniflare(
-    convertV4MiniflareOptions({
-      ...runtimeOptions(dir),
-      compatibilityDate: "2026-11-01",
-      modules: true,
-      scriptPath: join(import.meta.dirname, "fixtures", "js-promises.mjs"),
-      durableObjects: { JS_PROMISES: { className: "JsPromises", useSQLite: true } },
-      bindings: { TARGET: target, TOKEN: TOKENS.ingest, SECRET: TOKENS.secret, WAIT_MS: String(WAIT_MS), MAX_WAIT_MS: "1000", MAX_BATCH: "100" },
-    }),
+    convertV4MiniflareOptions({ ...runtimeOptions(dir), ...jsObjectWorker("promises", target, { WAIT_MS: String(WAIT_MS), MAX_WAIT_MS: "1000", MAX_BATCH: "100" }) }),
   );
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { api: client(url, TOKENS.ingest), url, stop: () => mf.dispose() };

@@ -1,0 +1,100 @@
+// A V8 CPU profile of one worker's isolate on a local workerd, under the
+// bench's 1,000-new-keys load (3,000 single events from 32 clients, then
+// until every window is delivered): where an event's CPU goes, by function
+// (self time), and the isolate's busy time per event. A tool for working on
+// the per-event cost, not a figure of the bench (one isolate, one run).
+// Usage: node profile.mjs lull|promises|plain [OUT.cpuprofile] [TOP]
+//   LULL_PROFILE_BUILD=DIR: another lull-edge worker-build output (an A/B).
+// The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
+import { writeFileSync } from "node:fs";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS } from "./harness.mjs";
+
+const [who = "lull", out, top = "30"] = process.argv.slice(2);
+if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
+const EVENTS = 3_000;
+const KEYS = 1_000;
+const CLIENTS = 32;
+const WARM_KEYS = 200;
+
+const rx = await startReceiver();
+const state = stateDir();
+const inspectorPort = await freePort();
+const target = `${rx.url}/t`;
+const settings = { WAIT_MS: "200", MAX_WAIT_MS: "1000", MAX_BATCH: "100" };
+const worker =
+  who === "lull"
+    ? (({ queueConsumers, ...w }) => w)(lullWorker({ b: { target, wait_ms: 200, max_wait_ms: 1000, payload: "all", max_batch: 100, allow_http: true } }, process.env.LULL_PROFILE_BUILD))
+    : jsObjectWorker(who, target, settings);
+const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir), inspectorPort, ...worker, name: "profiled" }));
+try {
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
+  const inspected = targets.find((t) => t.title.endsWith("core:user:profiled"));
+  if (!inspected) throw new Error(`no inspector target for the worker among ${targets.map((t) => t.title).join(", ")}`);
+  const ws = new WebSocket(inspected.webSocketDebuggerUrl);
+  await new Promise((ok, fail) => (ws.addEventListener("open", ok), ws.addEventListener("error", fail)));
+  let id = 0;
+  const waiting = new Map();
+  ws.addEventListener("message", (m) => {
+    const msg = JSON.parse(m.data);
+    waiting.get(msg.id)?.(msg);
+    waiting.delete(msg.id);
+  });
+  const send = (method, params = {}) => new Promise((ok) => (waiting.set(++id, ok), ws.send(JSON.stringify({ id, method, params }))));
+
+  const post = async (key, i) => {
+    const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
+    const res = await fetch(`${url}/v1/topics/b/keys/${key}/events`, { method: "POST", headers: { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" }, body });
+    await res.text();
+    if (res.status !== 202) throw new Error(`event ${i}: ${res.status}`);
+  };
+  const delivered = (prefix) => rx.deliveries.filter((d) => String(d.body.key).startsWith(prefix)).reduce((n, d) => n + d.body.count, 0);
+  const until = async (done, ms) => {
+    const deadline = Date.now() + ms;
+    while (!done() && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 100));
+  };
+  // Warm up: the isolate compiles and caches on other keys first.
+  for (let i = 0; i < WARM_KEYS; i += CLIENTS) await Promise.all(Array.from({ length: Math.min(CLIENTS, WARM_KEYS - i) }, (_, j) => post(`warm${i + j}`, i + j)));
+  await until(() => delivered("warm") >= WARM_KEYS, 30_000);
+
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 100 });
+  await send("Profiler.start");
+  const started = Date.now();
+  let next = 0;
+  await Promise.all(Array.from({ length: CLIENTS }, async () => {
+    while (next < EVENTS) {
+      const i = next++;
+      await post(`k${i % KEYS}`, i);
+    }
+  }));
+  const loadMs = Date.now() - started;
+  await until(() => delivered("k") >= EVENTS, 60_000);
+  const { result } = await send("Profiler.stop");
+  ws.close();
+  const profile = result.profile;
+  if (out) writeFileSync(out, JSON.stringify(profile));
+
+  // Self time by function; idle is the isolate waiting.
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  let total = 0;
+  profile.samples.forEach((sample, i) => {
+    const f = nodes.get(sample).callFrame;
+    const name = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}`.trim();
+    const dt = profile.timeDeltas[i] ?? 0;
+    self.set(name, (self.get(name) ?? 0) + dt);
+    total += dt;
+  });
+  const busy = total - (self.get("(idle)") ?? 0);
+  console.log(`${who}: ${EVENTS} events over ${KEYS} keys in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")}`);
+  console.log(`the isolate busy ${(busy / 1000).toFixed(0)} ms of ${(total / 1000).toFixed(0)} sampled: ${(busy / EVENTS).toFixed(0)} µs an event`);
+  for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
+    console.log(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name.slice(0, 110)}`);
+  }
+} finally {
+  await mf.dispose();
+  await rx.close();
+  state.cleanup();
+}
