@@ -90,6 +90,8 @@ try {
   const busy = total - (self.get("(idle)") ?? 0);
   console.log(`${who}: ${EVENTS} events over ${KEYS} keys in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")}`);
   console.log(`the isolate busy ${(busy / 1000).toFixed(0)} ms of ${(total / 1000).toFixed(0)} sampled: ${(busy / EVENTS).toFixed(0)} µs an event`);
+  // workerd drops V8's --trace-gc lines (Miniflare keeps only structured logs): the collector's time is the profile's.
+  console.log(`garbage collection: ${((self.get("(garbage collector)") ?? 0) / EVENTS).toFixed(0)} µs an event`);
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
     console.log(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name.slice(0, 110)}`);
   }
