@@ -643,21 +643,23 @@ const hotBatchSummary = {
 hotBatchSummary.cost_per_million = cost(1 / BATCH, hotBatchSummary);
 const lull = summary["lull-edge"];
 const client = summary["lull-edge, client token"];
+/** lull-edge's `field` in a load phase over `peer`'s (events/s by default). */
+const vs = (peer, phase, field = "per_sec") => lull[phase][field] / summary[peer][phase][field];
 const ratios = {
   client_vs_ingest_hot: client.hot.per_sec / lull.hot.per_sec,
   client_vs_ingest_spread: client.spread.per_sec / lull.spread.per_sec,
-  hot_vs_promises: lull.hot.per_sec / summary["same-promises JS DO"].hot.per_sec,
-  spread_vs_promises: lull.spread.per_sec / summary["same-promises JS DO"].spread.per_sec,
-  known_vs_promises: lull.known.per_sec / summary["same-promises JS DO"].known.per_sec,
-  cpu_hot_vs_promises: lull.hot.cpu_us_per_event / summary["same-promises JS DO"].hot.cpu_us_per_event,
-  cpu_spread_vs_promises: lull.spread.cpu_us_per_event / summary["same-promises JS DO"].spread.cpu_us_per_event,
-  cpu_known_vs_promises: lull.known.cpu_us_per_event / summary["same-promises JS DO"].known.cpu_us_per_event,
-  hot_vs_js: lull.hot.per_sec / summary["plain JS DO"].hot.per_sec,
-  spread_vs_js: lull.spread.per_sec / summary["plain JS DO"].spread.per_sec,
-  known_vs_js: lull.known.per_sec / summary["plain JS DO"].known.per_sec,
-  known_vs_noop: lull.known.per_sec / summary["no-op DO"].known.per_sec,
-  hot_vs_noop: lull.hot.per_sec / summary["no-op DO"].hot.per_sec,
-  spread_vs_noop: lull.spread.per_sec / summary["no-op DO"].spread.per_sec,
+  hot_vs_promises: vs("same-promises JS DO", "hot"),
+  spread_vs_promises: vs("same-promises JS DO", "spread"),
+  known_vs_promises: vs("same-promises JS DO", "known"),
+  cpu_hot_vs_promises: vs("same-promises JS DO", "hot", "cpu_us_per_event"),
+  cpu_spread_vs_promises: vs("same-promises JS DO", "spread", "cpu_us_per_event"),
+  cpu_known_vs_promises: vs("same-promises JS DO", "known", "cpu_us_per_event"),
+  hot_vs_js: vs("plain JS DO", "hot"),
+  spread_vs_js: vs("plain JS DO", "spread"),
+  known_vs_js: vs("plain JS DO", "known"),
+  known_vs_noop: vs("no-op DO", "known"),
+  hot_vs_noop: vs("no-op DO", "hot"),
+  spread_vs_noop: vs("no-op DO", "spread"),
   hot_batch_vs_noop_single: hotBatchSummary.per_sec / summary["no-op DO"].hot.per_sec,
 };
 for (const producers of PRODUCERS) {
@@ -760,9 +762,8 @@ console.log(
     ` ${f(ratios.known_vs_promises, 2)}x (1,000 known keys); CPU per event ${f(ratios.cpu_hot_vs_promises, 2)}x / ${f(ratios.cpu_spread_vs_promises, 2)}x / ${f(ratios.cpu_known_vs_promises, 2)}x`,
 );
 if (BEFORE) {
-  const b = summary["lull-edge before"];
-  const r = (phase, k) => lull[phase][k] / b[phase][k];
-  ratios.vs_before = Object.fromEntries(["hot", "spread", "known"].map((p) => [p, { per_sec: r(p, "per_sec"), cpu_us_per_event: r(p, "cpu_us_per_event") }]));
+  const before = (p) => ({ per_sec: vs("lull-edge before", p), cpu_us_per_event: vs("lull-edge before", p, "cpu_us_per_event") });
+  ratios.vs_before = Object.fromEntries(["hot", "spread", "known"].map((p) => [p, before(p)]));
   console.log(
     `ratios: lull-edge / lull-edge before (${BEFORE}) = ` +
       ["hot", "spread", "known"].map((p) => `${f(ratios.vs_before[p].per_sec, 2)}x events/s, ${f(ratios.vs_before[p].cpu_us_per_event, 2)}x CPU (${p})`).join("; "),

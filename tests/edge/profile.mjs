@@ -8,7 +8,7 @@
 // The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
 import { writeFileSync } from "node:fs";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS } from "./harness.mjs";
+import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
 
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
@@ -50,13 +50,9 @@ try {
     if (res.status !== 202) throw new Error(`event ${i}: ${res.status}`);
   };
   const delivered = (prefix) => rx.deliveries.filter((d) => String(d.body.key).startsWith(prefix)).reduce((n, d) => n + d.body.count, 0);
-  const until = async (done, ms) => {
-    const deadline = Date.now() + ms;
-    while (!done() && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 100));
-  };
   // Warm up: the isolate compiles and caches on other keys first.
   for (let i = 0; i < WARM_KEYS; i += CLIENTS) await Promise.all(Array.from({ length: Math.min(CLIENTS, WARM_KEYS - i) }, (_, j) => post(`warm${i + j}`, i + j)));
-  await until(() => delivered("warm") >= WARM_KEYS, 30_000);
+  await until(() => delivered("warm") >= WARM_KEYS, 30_000, "the warm-up's windows");
 
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
@@ -70,7 +66,7 @@ try {
     }
   }));
   const loadMs = Date.now() - started;
-  await until(() => delivered("k") >= EVENTS, 60_000);
+  await until(() => delivered("k") >= EVENTS, 60_000, "every window");
   const { result } = await send("Profiler.stop");
   ws.close();
   const profile = result.profile;

@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { client, jsObjectWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { client, jsObjectWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep, until } from "./harness.mjs";
 
 const WAIT_MS = 100;
 
@@ -17,15 +17,6 @@ async function startReference(target, dir) {
   );
   const url = (await mf.ready).toString().replace(/\/$/, "");
   return { api: client(url, TOKENS.ingest), url, stop: () => mf.dispose() };
-}
-
-/** Wait (at most `ms`) until `done()` holds. */
-async function until(done, ms, what) {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`waited ${ms} ms for ${what}`);
-    await sleep(50);
-  }
 }
 
 /** Each event `i` of `key` in the receiver's 2xx-answered windows, counted. */
