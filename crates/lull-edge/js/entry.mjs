@@ -9,6 +9,20 @@ import { KeyWindow as KeyWindowWasm, TopicGate as TopicGateWasm } from "./index.
 export * from "./index.js";
 export { default } from "./index.js";
 
+/**
+ * The wasm's futures (js-sys) wake through the global `queueMicrotask`, once
+ * per turn of their queue. workerd's wraps each task in a new function that
+ * carries the async context: garbage on every wake, and the larger part of the
+ * collector's work per event. A reaction to a settled promise runs in the same
+ * microtask queue, and V8 carries the async context on it by itself. Only this
+ * worker's code runs in its isolate.
+ */
+const settled = Promise.resolve();
+globalThis.queueMicrotask = (task) => {
+  if (typeof task !== "function") throw new TypeError("queueMicrotask takes a function");
+  settled.then(task);
+};
+
 /** The wasm object inside (a symbol: RPC reaches string-named methods only). */
 const WASM = Symbol("wasm object");
 

@@ -265,7 +265,9 @@ pub trait Host: Metrics {
     fn now(&self) -> u64;
     /// 64 random bits (retry jitter seeds, incarnation ids).
     fn random(&self) -> u64;
-    /// Arm the key's one alarm at `at` (unix ms), replacing any other.
+    /// Arm the key's one alarm at `at` (unix ms), replacing any other. It may
+    /// fail here, or (on Workers, where the write is not awaited but rides the
+    /// output gate) as a crash of the whole turn: the fault harness injects both.
     fn set_alarm(&self, at: u64) -> impl Future<Output = Result<(), StoreError>>;
     /// Write one structured log line.
     fn log(&self, line: &str);

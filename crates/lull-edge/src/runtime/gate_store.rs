@@ -8,9 +8,12 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use worker::{SqlStorage, SqlStorageValue, State};
+use wasm_bindgen::JsValue;
+use worker::{SqlStorage, State};
 
+use super::statements::{self, GateStatements, int, unsigned};
 use super::sys::StateExt;
 use crate::ports::StoreError;
 use crate::queue::gate::{DeadLetterRow, DeadTotals, Failing, Gate, GateState, GateStore, NewDeadLetter};
@@ -78,104 +81,23 @@ const DEDUPE: &str = "DELETE FROM dead_letters WHERE idempotency_key <> '' AND i
 const RECOUNT: &str = "UPDATE dead_totals SET count = (SELECT COUNT(*) FROM dead_letters),
   bytes = (SELECT COALESCE(SUM(bytes), 0) FROM dead_letters) WHERE id = 0";
 
-/// Add what one kept row holds to the totals.
-const ADD_TOTALS: &str = "UPDATE dead_totals SET count = count + 1, bytes = bytes + ? WHERE id = 0";
-
-/// Take rows that went off the totals.
-const SUBTRACT_TOTALS: &str = "UPDATE dead_totals SET count = count - ?, bytes = bytes - ? WHERE id = 0";
-
-/// [`GateStore`] over the object's storage: key-value for the gate, SQLite for rows.
+/// [`GateStore`] over the object's storage: key-value for the gate, SQLite
+/// for rows; what runs on every forward and for dead letters through
+/// [`GateStatements`] (fixed texts, values as plain arguments).
 pub(super) struct SqlGateStore {
     state: State,
+    /// The gate's statements, bound once.
+    statements: GateStatements,
 }
 
 impl SqlGateStore {
     /// The store of the object whose state is `state`.
     pub(super) fn new(state: State) -> Self {
-        SqlGateStore { state }
+        // The runtime's `storage` (always there; were it not, every statement would fail as a store error).
+        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
+        SqlGateStore { statements: GateStatements::new(&storage), state }
     }
-}
 
-fn store_error(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
-}
-
-fn int(n: u64) -> SqlStorageValue {
-    SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-fn unsigned(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-#[derive(Deserialize)]
-struct KeySql {
-    key: String,
-}
-
-#[derive(Deserialize)]
-struct CountSql {
-    n: i64,
-}
-
-#[derive(Deserialize)]
-struct TotalsSql {
-    count: i64,
-    bytes: i64,
-}
-
-#[derive(Deserialize)]
-struct DeadSql {
-    id: i64,
-    idempotency_key: String,
-    attempts: i64,
-    first_failed_at: i64,
-    kept_at: i64,
-    outcome: String,
-    message: String,
-    legacy: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct FailingSql {
-    first_failed_at: i64,
-    attempt: i64,
-    outcome: String,
-}
-
-#[derive(Deserialize)]
-struct IdSql {
-    id: i64,
-}
-
-#[derive(Deserialize)]
-struct BytesSql {
-    bytes: i64,
-}
-
-impl DeadSql {
-    fn row(self) -> DeadLetterRow {
-        DeadLetterRow {
-            id: unsigned(self.id),
-            letter: NewDeadLetter {
-                idempotency_key: self.idempotency_key,
-                attempts: u32::try_from(self.attempts).unwrap_or(0),
-                first_failed_at: unsigned(self.first_failed_at),
-                kept_at: unsigned(self.kept_at),
-                outcome: self.outcome,
-                message: self.message,
-                legacy: self.legacy.and_then(|l| u32::try_from(l).ok()),
-            },
-        }
-    }
-}
-
-/// The row keeping a key (through [`KEY_INDEX`]: its condition is repeated so SQLite uses it).
-const KEPT_BY_KEY: &str = "SELECT id FROM dead_letters WHERE idempotency_key = ? AND idempotency_key <> ''";
-
-const DEAD_COLUMNS: &str = "id, idempotency_key, attempts, first_failed_at, kept_at, outcome, message, legacy";
-
-impl SqlGateStore {
     fn sql(&self) -> SqlStorage {
         self.state.storage().sql()
     }
@@ -185,6 +107,57 @@ impl SqlGateStore {
         let sql = self.sql();
         let done = self.state.transaction_sync(move || f(&sql).map(|n| n as f64).map_err(|e| e.to_string()));
         done.map(|n| n as u64).map_err(store_error)
+    }
+}
+
+fn store_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+/// What a statement answered (rows, a row or undefined), as a `T`.
+fn answered<T: DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<T, StoreError> {
+    serde_wasm_bindgen::from_value(answer.map_err(statements::error)?).map_err(store_error)
+}
+
+#[derive(Deserialize)]
+struct TotalsSql {
+    count: f64,
+    bytes: f64,
+}
+
+#[derive(Deserialize)]
+struct DeadSql {
+    id: f64,
+    idempotency_key: String,
+    attempts: f64,
+    first_failed_at: f64,
+    kept_at: f64,
+    outcome: String,
+    message: String,
+    legacy: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct FailingSql {
+    first_failed_at: f64,
+    attempt: f64,
+    outcome: String,
+}
+
+impl DeadSql {
+    fn row(self) -> DeadLetterRow {
+        DeadLetterRow {
+            id: unsigned(self.id),
+            letter: NewDeadLetter {
+                idempotency_key: self.idempotency_key,
+                attempts: u32::try_from(unsigned(self.attempts)).unwrap_or(0),
+                first_failed_at: unsigned(self.first_failed_at),
+                kept_at: unsigned(self.kept_at),
+                outcome: self.outcome,
+                message: self.message,
+                legacy: self.legacy.and_then(|l| u32::try_from(unsigned(l)).ok()),
+            },
+        }
     }
 }
 
@@ -233,175 +206,85 @@ impl GateStore for SqlGateStore {
     }
 
     fn dead_totals(&self) -> Result<DeadTotals, StoreError> {
-        let rows: Vec<TotalsSql> = self
-            .sql()
-            .exec("SELECT count, bytes FROM dead_totals WHERE id = 0", None)
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
-        Ok(rows
-            .first()
+        let totals: Option<TotalsSql> = answered(self.statements.totals())?;
+        Ok(totals
             .map_or_else(DeadTotals::default, |t| DeadTotals { count: unsigned(t.count), bytes: unsigned(t.bytes) }))
     }
 
     fn keep_dead(&self, letters: &[NewDeadLetter]) -> Result<u64, StoreError> {
-        let letters = letters.to_vec();
-        self.transaction(move |sql| {
-            let mut last = 0;
-            for l in letters {
-                let legacy = l.legacy.map_or(SqlStorageValue::Null, |p| int(u64::from(p)));
-                let bytes = l.message.len() as u64;
-                let inserted: Vec<IdSql> = sql
-                    .exec(
-                        "INSERT INTO dead_letters
-                     (idempotency_key, attempts, first_failed_at, kept_at, outcome, bytes, message, legacy)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-                        vec![
-                            l.idempotency_key.clone().into(),
-                            int(u64::from(l.attempts)),
-                            int(l.first_failed_at),
-                            int(l.kept_at),
-                            l.outcome.into(),
-                            int(bytes),
-                            l.message.into(),
-                            legacy,
-                        ],
-                    )?
-                    .to_array()?;
-                if let Some(row) = inserted.first() {
-                    last = unsigned(row.id);
-                    sql.exec(ADD_TOTALS, vec![int(bytes)])?;
-                } else {
-                    // Kept already (its key or its legacy place): that row.
-                    let kept: Vec<IdSql> = sql.exec(KEPT_BY_KEY, vec![l.idempotency_key.clone().into()])?.to_array()?;
-                    last = kept.first().map_or(last, |r| unsigned(r.id));
-                }
-                sql.exec("DELETE FROM failing WHERE key = ?", vec![l.idempotency_key.into()])?;
-            }
-            Ok(last)
-        })
+        let mut rows = Vec::with_capacity(letters.len());
+        for l in letters {
+            let legacy = l.legacy.map(|p| int(u64::from(p))).transpose()?;
+            rows.push(serde_json::json!([
+                l.idempotency_key,
+                int(u64::from(l.attempts))?,
+                int(l.first_failed_at)?,
+                int(l.kept_at)?,
+                l.outcome,
+                int(l.message.len() as u64)?,
+                l.message,
+                legacy,
+            ]));
+        }
+        let last = self.statements.keep_dead(&serde_json::Value::Array(rows).to_string()).map_err(statements::error)?;
+        Ok(unsigned(last))
     }
 
     fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError> {
-        let query = format!("SELECT {DEAD_COLUMNS} FROM dead_letters WHERE id > ? ORDER BY id LIMIT ?");
-        let rows: Vec<DeadSql> = self
-            .sql()
-            .exec(&query, vec![int(after.unwrap_or(0)), int(limit as u64)])
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
+        let rows: Vec<DeadSql> = answered(self.statements.dead_page(int(after.unwrap_or(0))?, int(limit as u64)?))?;
         Ok(rows.into_iter().map(DeadSql::row).collect())
     }
 
     fn dead_letter(&self, id: u64) -> Result<Option<DeadLetterRow>, StoreError> {
-        let query = format!("SELECT {DEAD_COLUMNS} FROM dead_letters WHERE id = ?");
-        let rows: Vec<DeadSql> =
-            self.sql().exec(&query, vec![int(id)]).and_then(|c| c.to_array()).map_err(store_error)?;
-        Ok(rows.into_iter().next().map(DeadSql::row))
+        let row: Option<DeadSql> = answered(self.statements.dead_letter(int(id)?))?;
+        Ok(row.map(DeadSql::row))
     }
 
     fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError> {
-        let ids = ids.to_vec();
-        self.transaction(move |sql| {
-            let (mut gone, mut bytes) = (0, 0);
-            for id in ids {
-                let rows: Vec<BytesSql> =
-                    sql.exec("DELETE FROM dead_letters WHERE id = ? RETURNING bytes", vec![int(id)])?.to_array()?;
-                gone += rows.len() as u64;
-                bytes += rows.iter().map(|r| unsigned(r.bytes)).sum::<u64>();
-            }
-            if gone > 0 {
-                sql.exec(SUBTRACT_TOTALS, vec![int(gone), int(bytes)])?;
-            }
-            Ok(gone)
-        })
+        let ids = ids.iter().map(|&id| int(id)).collect::<Result<Vec<f64>, StoreError>>()?;
+        self.statements.forget_dead(&ids).map(unsigned).map_err(statements::error)
     }
 
     fn dead_letter_of(&self, idempotency_key: &str) -> Result<Option<u64>, StoreError> {
-        let rows: Vec<IdSql> = self
-            .sql()
-            .exec(KEPT_BY_KEY, vec![idempotency_key.into()])
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
-        Ok(rows.first().map(|r| unsigned(r.id)))
+        let id = self.statements.dead_letter_of(idempotency_key).map_err(statements::error)?;
+        Ok(id.map(unsigned))
     }
 
     fn failing(&self, idempotency_key: &str) -> Result<Option<Failing>, StoreError> {
-        let rows: Vec<FailingSql> = self
-            .sql()
-            .exec("SELECT first_failed_at, attempt, outcome FROM failing WHERE key = ?", vec![idempotency_key.into()])
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
-        Ok(rows.into_iter().next().map(|f| Failing {
+        let row: Option<FailingSql> = answered(self.statements.failing(idempotency_key))?;
+        Ok(row.map(|f| Failing {
             first_failed_at: unsigned(f.first_failed_at),
-            attempt: u32::try_from(f.attempt).unwrap_or(0),
+            attempt: u32::try_from(unsigned(f.attempt)).unwrap_or(0),
             outcome: f.outcome,
         }))
     }
 
     fn record_dead_key(&self, key: &str, at: u64) -> Result<(), StoreError> {
-        self.sql()
-            .exec(
-                "INSERT INTO dead_keys (key, at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET at = MAX(at, excluded.at)",
-                vec![key.into(), int(at)],
-            )
-            .map(drop)
-            .map_err(store_error)
+        self.statements.record_dead_key(key, int(at)?).map_err(statements::error)
     }
 
     fn dead_keys(&self, since: u64, after: Option<&str>, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
-        let after = after.unwrap_or("").to_string();
-        let rows: Vec<KeySql> = self
-            .sql()
-            .exec(
-                "SELECT key FROM dead_keys WHERE at >= ? AND key > ? ORDER BY key LIMIT ?",
-                vec![int(since), after.clone().into(), int(limit as u64)],
-            )
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
-        let keys: Vec<String> = rows.into_iter().map(|r| r.key).collect();
-        let last = keys.last().cloned().unwrap_or(after);
-        let more: Vec<CountSql> = self
-            .sql()
-            .exec("SELECT COUNT(*) AS n FROM dead_keys WHERE at >= ? AND key > ?", vec![int(since), last.into()])
-            .and_then(|c| c.to_array())
-            .map_err(store_error)?;
-        Ok((keys, more.first().map_or(0, |c| unsigned(c.n))))
+        let (keys, more): (Vec<String>, f64) =
+            answered(self.statements.dead_keys(int(since)?, after.unwrap_or(""), int(limit as u64)?))?;
+        Ok((keys, unsigned(more)))
     }
 
     fn forget_dead_keys(&self, keys: &[String]) -> Result<(), StoreError> {
-        let keys = keys.to_vec();
-        self.transaction(move |sql| {
-            for key in keys {
-                sql.exec("DELETE FROM dead_keys WHERE key = ?", vec![key.into()])?;
-            }
-            Ok(0)
-        })
-        .map(drop)
+        let keys = serde_json::to_string(keys).map_err(store_error)?;
+        self.statements.forget_dead_keys(&keys).map_err(statements::error)
     }
 
     fn record_forward(&self, idempotency_key: &str, failed: Option<&Failing>, stale: u64) -> Result<(), StoreError> {
-        let key = idempotency_key.to_string();
-        let failed = failed.cloned();
-        self.transaction(move |sql| {
-            match failed {
-                None => drop(sql.exec("DELETE FROM failing WHERE key = ?", vec![key.into()])?),
-                Some(f) => {
-                    sql.exec(
-                        "INSERT INTO failing (key, first_failed_at, last_at, attempt, outcome) VALUES (?, ?, ?, ?, ?)
-                         ON CONFLICT (key) DO UPDATE SET last_at = excluded.last_at, attempt = excluded.attempt,
-                           outcome = excluded.outcome",
-                        vec![
-                            key.into(),
-                            int(f.first_failed_at),
-                            int(f.first_failed_at),
-                            int(u64::from(f.attempt)),
-                            f.outcome.into(),
-                        ],
-                    )?;
-                    sql.exec("DELETE FROM failing WHERE last_at < ?", vec![int(stale)])?;
-                }
-            }
-            Ok(0)
-        })
-        .map(drop)
+        let done = match failed {
+            None => self.statements.forwarded(idempotency_key),
+            Some(f) => self.statements.failed(
+                idempotency_key,
+                int(f.first_failed_at)?,
+                f64::from(f.attempt),
+                &f.outcome,
+                int(stale)?,
+            ),
+        };
+        done.map_err(statements::error)
     }
 }

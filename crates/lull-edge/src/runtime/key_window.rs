@@ -14,13 +14,14 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::DurableObjectState;
-use worker::{Env, ScheduledTime, State, console_log};
+use worker::{Env, State, console_log};
 
 use super::config;
 use super::gate_client::GateClient;
 use super::http::{self, now_ms};
 use super::outbound::Fetcher;
 use super::points::Points;
+use super::statements;
 use super::store::SqlStore;
 use super::sys::StateExt;
 use crate::error::ApiError;
@@ -44,7 +45,8 @@ thread_local! {
 /// [`Host`] over the object's alarm, `Date.now()`, `Math.random()`, the
 /// console and Analytics Engine ([`Points`]).
 pub(super) struct WorkersHost {
-    state: State,
+    /// The object's `storage` (its alarm).
+    storage: JsValue,
     points: Points,
 }
 
@@ -64,9 +66,13 @@ impl Host for WorkersHost {
         (draw() << 32) ^ draw()
     }
 
+    /// Set, not awaited: the write rides the output gate, so no answer of
+    /// this turn goes out unless it is stored; a failure resets the object (its
+    /// answer an error, none of the turn's writes kept), which the key's logic
+    /// meets as the crash it is. Only a time past what storage takes fails here.
     async fn set_alarm(&self, at: u64) -> Result<(), StoreError> {
-        let when = ScheduledTime::new(worker::js_sys::Date::new(&(at as f64).into()));
-        self.state.storage().set_alarm(when).await.map_err(|e| StoreError(e.to_string()))
+        statements::set_alarm(&self.storage, statements::int(at)?);
+        Ok(())
     }
 
     fn log(&self, line: &str) {
@@ -91,7 +97,8 @@ impl KeyWindow {
     pub fn new(state: DurableObjectState, env: Env) -> KeyWindow {
         let state = State::from(state);
         let store = SqlStore::new(state.handle());
-        let host = WorkersHost { state, points: Points::new(env.clone()) };
+        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
+        let host = WorkersHost { storage, points: Points::new(env.clone()) };
         let fetcher = Fetcher { env: env.clone() };
         let gates = GateClient { env: env.clone() };
         let isolate = ISOLATE.with(Rc::clone);

@@ -4,7 +4,8 @@
 //! `KeyWindow` Durable Object through [`key_client`] (a single event or a
 //! batch's share through [`coalesce`], the shell of [`crate::http::coalesce`]:
 //! same-key events in flight together) ([`key_window`], a shell around
-//! [`crate::key::KeyObject`] over SQLite ([`store`]), the alarm and `fetch`
+//! [`crate::key::KeyObject`] over SQLite ([`store`], its statements bound
+//! once in [`statements`]), the alarm and `fetch`
 //! ([`outbound`])), a queue topic's requests to its `TopicGate` through
 //! [`gate_client`], and the demo's routes to `demo` (the `demo` feature's
 //! Worker side; without it, `demo/off.rs`: nothing to serve). A queue topic's
@@ -30,6 +31,7 @@ mod key_window;
 mod outbound;
 mod points;
 pub(crate) mod router;
+mod statements;
 mod store;
 mod sys;
 mod topic_gate;

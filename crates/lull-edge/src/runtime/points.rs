@@ -7,10 +7,26 @@
 
 use std::cell::{Cell, OnceCell};
 
-use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
+use wasm_bindgen::prelude::*;
+use worker::{AnalyticsEngineDataset, Env};
 
 use crate::config::METRICS_BINDING;
 use crate::metrics::{Metrics, POINTS_PER_INVOCATION, Point};
+
+#[wasm_bindgen(module = "/js/points.mjs")]
+extern "C" {
+    /// `dataset.writeDataPoint(…)` with the point's index, blobs and doubles (`js/points.mjs`).
+    #[wasm_bindgen(catch, js_name = writePoint)]
+    fn write_point(
+        dataset: &JsValue,
+        topic: &str,
+        what: &str,
+        outcome: &str,
+        reason: &str,
+        count: f64,
+        latency_ms: f64,
+    ) -> Result<(), JsValue>;
+}
 
 /// Data points to Analytics Engine, counted per invocation.
 pub(super) struct Points {
@@ -39,14 +55,15 @@ impl Metrics for Points {
         }
         let dataset = self.dataset.get_or_init(|| self.env.analytics_engine(METRICS_BINDING).ok());
         let Some(dataset) = dataset else { return };
-        let written = AnalyticsEngineDataPointBuilder::new()
-            .indexes([point.topic.as_str()])
-            .add_blob(point.what.as_str())
-            .add_blob(point.outcome.as_str())
-            .add_blob(point.reason.as_str())
-            .add_double(point.count)
-            .add_double(point.latency_ms)
-            .write_to(dataset);
+        let written = write_point(
+            dataset.as_ref(),
+            &point.topic,
+            point.what.as_str(),
+            &point.outcome,
+            &point.reason,
+            point.count,
+            point.latency_ms,
+        );
         if written.is_ok() {
             self.written.set(self.written.get() + 1);
         }

@@ -1,7 +1,10 @@
 //! [`Store`] over the object's SQLite: one row per request's events (the
 //! events alone, in [`RowFormat`]), the snapshot as row 0 of the same table,
 //! one row per backlog window, one per remembered producer key. A batch
-//! commits inside `transactionSync`, so it applies all or nothing.
+//! commits inside `transactionSync`, so it applies all or nothing. What runs
+//! per event and per delivery goes through [`KeyStatements`] (fixed texts,
+//! values as plain arguments); making and migrating the tables, once per
+//! object at most, through workers-rs' `exec`.
 //!
 //! Storage written by the first release (schema 1: every event row carried the
 //! key's whole state, and a `key_state` row) is migrated on first open: the
@@ -11,8 +14,11 @@
 use std::cell::Cell;
 
 use serde::Deserialize;
-use worker::{SqlStorage, SqlStorageValue, State};
+use serde::de::DeserializeOwned;
+use wasm_bindgen::JsValue;
+use worker::{SqlStorage, State};
 
+use super::statements::{self, KeyStatements, int, unsigned};
 use super::sys::StateExt;
 
 use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
@@ -67,50 +73,39 @@ const EMPTY_DATABASE_BYTES: usize = 4096;
 /// The object's SQLite, and its state for transactions and `deleteAll`.
 pub(super) struct SqlStore {
     state: State,
-    /// `storage.sql`, fetched from the runtime once (the same object for the object's life).
+    /// `storage.sql`, fetched from the runtime once (the same object for the object's life): the tables' making and migration.
     sql: SqlStorage,
+    /// The statements of every event and delivery, bound once.
+    statements: KeyStatements,
     /// Whether [`LATER_TABLES`] are there (learnt at load, made at their first write).
     later: Cell<bool>,
-}
-
-fn int(n: u64) -> SqlStorageValue {
-    SqlStorageValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-fn unsigned(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
 }
 
 fn error(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
-#[derive(Deserialize)]
-struct EventSql {
-    seq: i64,
-    at: i64,
-    bytes: i64,
-    n: i64,
-    sizes: Option<String>,
+/// Rows a statement answered (a JS array of objects), as `T`s.
+fn rows<T: DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<Vec<T>, StoreError> {
+    serde_wasm_bindgen::from_value(answer.map_err(statements::error)?).map_err(error)
 }
 
 #[derive(Deserialize)]
-struct Count {
-    n: i64,
+struct EventSql {
+    seq: f64,
+    at: f64,
+    bytes: f64,
+    n: f64,
+    sizes: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct BodySql {
-    seq: i64,
-    n: i64,
-    bytes: i64,
+    seq: f64,
+    n: f64,
+    bytes: f64,
     sizes: Option<String>,
     body: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Json {
-    json: String,
 }
 
 #[derive(Deserialize)]
@@ -120,17 +115,17 @@ struct Name {
 
 #[derive(Deserialize)]
 struct WindowSql {
-    win: i64,
-    ord: i64,
-    dead: i64,
+    win: f64,
+    ord: f64,
+    dead: f64,
     json: String,
 }
 
 #[derive(Deserialize)]
 struct DedupeSql {
-    slot: i64,
+    slot: f64,
     key: String,
-    at: i64,
+    at: f64,
     reply: String,
 }
 
@@ -149,13 +144,18 @@ impl SqlStore {
     /// The store of the object with `state`; tables are made (or migrated) on first load.
     pub(super) fn new(state: State) -> Self {
         let sql = state.storage().sql();
-        SqlStore { state, sql, later: Cell::new(false) }
+        // The runtime's `storage` (always there; were it not, every statement would fail as a store error).
+        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
+        SqlStore { statements: KeyStatements::new(&storage), state, sql, later: Cell::new(false) }
     }
 
-    /// The one number a `SELECT … AS n` query answers.
-    fn count(&self, query: &str, bindings: Vec<SqlStorageValue>) -> Result<u64, StoreError> {
-        let rows: Vec<Count> = self.sql.exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
-        Ok(rows.first().map_or(0, |r| unsigned(r.n)))
+    /// Stage `writes` (all, or none if one cannot be).
+    fn stage(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let staged = writes.into_iter().try_for_each(|write| stage(&self.statements, write));
+        if staged.is_err() {
+            self.statements.discard();
+        }
+        staged
     }
 
     /// Run `f` inside `storage.transactionSync`: its statements apply all or nothing.
@@ -169,13 +169,10 @@ impl SqlStore {
     /// their bytes and leaves out the texts if that passes `guard`, so a window
     /// too large to deliver is never read into memory; then [`RowFormat::read`].
     fn span(&self, first: Seq, last: Seq, limit: u64, guard: u64) -> Result<Option<Bodies>, StoreError> {
-        let query = "SELECT seq, n, coalesce(bytes, 0) AS bytes, sizes,
-                       CASE WHEN (SELECT coalesce(sum(bytes), 0) FROM events
-                                  WHERE seq BETWEEN ? AND ? AND seq + n > ?) <= ? THEN body END AS body
-                     FROM events WHERE seq BETWEEN ? AND ? AND seq + n > ? ORDER BY seq";
-        let span = overlapping(first, last);
-        let bindings = [span.clone(), vec![int(guard)], span].concat();
-        let rows: Vec<BodySql> = self.sql.exec(query, Some(bindings)).and_then(|c| c.to_array()).map_err(error)?;
+        // A guard past what storage takes is no guard: every text is read.
+        let guard = int(guard).unwrap_or(f64::MAX);
+        let answer = self.statements.span(int(lowest_row(first))?, int(last.0)?, int(first.0)?, guard);
+        let rows: Vec<BodySql> = rows(answer)?;
         let rows = rows.iter().map(|r| RowRead {
             first: Seq(unsigned(r.seq)),
             n: unsigned(r.n),
@@ -285,7 +282,8 @@ impl SqlStore {
     /// Schema 1 (every event row carried the key's state): the newest state
     /// becomes the snapshot, the rows keep only their events.
     fn migrate_schema_1(&self) -> Result<(), StoreError> {
-        self.transaction(|sql| {
+        let st = self.statements.clone();
+        self.transaction(move |sql| {
             let mut newest: Vec<LegacyState> =
                 sql.exec("SELECT ver, state FROM events ORDER BY seq DESC LIMIT 1", None)?.to_array()?;
             if sql.exec("SELECT ver FROM key_state LIMIT 0", None).is_ok() {
@@ -304,7 +302,8 @@ impl SqlStore {
             )?;
             sql.exec(LATER_TABLES, None)?;
             if let Some(state) = newest.into_iter().max_by_key(|s| s.ver) {
-                apply(sql, Write::Snapshot(state.state))?;
+                st.snapshot(&state.state);
+                st.commit_within().map_err(|e| worker::Error::RustError(statements::error(e).0))?;
             }
             Ok(0)
         })
@@ -312,54 +311,29 @@ impl SqlStore {
     }
 }
 
-/// The bindings that find the rows holding events `first..=last`: a row
-/// begins at most `MAX_ROW_EVENTS - 1` seqs before the first event it holds
-/// (the primary key bounds the scan) and holds `seq..seq + n`.
-fn overlapping(first: Seq, last: Seq) -> Vec<SqlStorageValue> {
+/// The lowest row that can hold event `first`: a row begins at most
+/// `MAX_ROW_EVENTS - 1` seqs before the first event it holds (the primary key
+/// bounds the scan) and holds `seq..seq + n`.
+fn lowest_row(first: Seq) -> u64 {
     // Never row `SNAPSHOT_ROW`: events start at 1.
-    let lowest = first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1).max(SNAPSHOT_ROW + 1);
-    vec![int(lowest), int(last.0), int(first.0)]
+    first.0.saturating_sub(MAX_ROW_EVENTS as u64 - 1).max(SNAPSHOT_ROW + 1)
 }
 
-/// Carry out one write; the rows SQLite wrote for it.
-fn apply(sql: &SqlStorage, write: Write) -> worker::Result<u64> {
-    let cursor = match write {
+/// Stage one write (its integers checked first: nothing is staged if one is past what storage takes).
+fn stage(statements: &KeyStatements, write: Write) -> Result<(), StoreError> {
+    match write {
         Write::Events { first, at, bodies, reuse } => {
-            let insert = "INSERT INTO events (seq, at, body, bytes, n, sizes) VALUES (?, ?, ?, ?, ?, ?)";
             let (body, sizes) = RowFormat::pack(&bodies);
-            let sizes = sizes.map_or(SqlStorageValue::Null, SqlStorageValue::from);
-            let (bytes, n) = (int(body.len() as u64), int(bodies.len() as u64));
-            let values = vec![int(first.0), int(at), body.into(), bytes, n, sizes];
-            match reuse {
-                Some(old) => {
-                    let update =
-                        "UPDATE events SET seq = ?, at = ?, body = ?, bytes = ?, n = ?, sizes = ? WHERE seq = ?";
-                    let updated = sql.exec(update, [values.clone(), vec![int(old.0)]].concat())?;
-                    // A row already reused (freed twice across a payload change) is not
-                    // there to update: the events get a row of their own, never none.
-                    if updated.rows_written() > 0 { updated } else { sql.exec(insert, values)? }
-                }
-                None => sql.exec(insert, values)?,
-            }
+            let (seq, at, bytes, n) = (int(first.0)?, int(at)?, int(body.len() as u64)?, int(bodies.len() as u64)?);
+            let reuse = reuse.map(|old| int(old.0)).transpose()?;
+            statements.events(seq, at, &body, bytes, n, sizes.as_deref(), reuse);
         }
-        Write::Snapshot(json) => sql.exec(
-            "INSERT INTO events (seq, at, body, bytes, n) VALUES (?, 0, ?, 0, 0)
-             ON CONFLICT (seq) DO UPDATE SET body = excluded.body",
-            vec![int(SNAPSHOT_ROW), json.into()],
-        )?,
-        Write::Window(w) => sql.exec(
-            "INSERT INTO windows (win, ord, dead, json) VALUES (?, ?, ?, ?)
-             ON CONFLICT (win) DO UPDATE SET ord = excluded.ord, dead = excluded.dead, json = excluded.json",
-            vec![int(w.window), int(w.ord), int(u64::from(w.dead)), w.json.into()],
-        )?,
-        Write::ForgetWindow(window) => sql.exec("DELETE FROM windows WHERE win = ?", vec![int(window)])?,
-        Write::Dedupe(d) => sql.exec(
-            "INSERT INTO dedupe (slot, key, at, reply) VALUES (?, ?, ?, ?)
-             ON CONFLICT (slot) DO UPDATE SET key = excluded.key, at = excluded.at, reply = excluded.reply",
-            vec![int(u64::from(d.slot)), d.key.into(), int(d.at), d.reply.into()],
-        )?,
-    };
-    Ok(cursor.rows_written() as u64)
+        Write::Snapshot(json) => statements.snapshot(&json),
+        Write::Window(w) => statements.window(int(w.window)?, int(w.ord)?, f64::from(u8::from(w.dead)), &w.json),
+        Write::ForgetWindow(window) => statements.forget_window(int(window)?),
+        Write::Dedupe(d) => statements.dedupe(f64::from(d.slot), &d.key, int(d.at)?, &d.reply),
+    }
+    Ok(())
 }
 
 impl Store for SqlStore {
@@ -367,45 +341,27 @@ impl Store for SqlStore {
         if self.prepare()? {
             return Ok(Stored::default());
         }
-        let sql = &self.sql;
-        let snapshot: Vec<Json> = sql
-            .exec("SELECT body AS json FROM events WHERE seq = ?", Some(vec![int(SNAPSHOT_ROW)]))
-            .and_then(|c| c.to_array())
-            .map_err(error)?;
-        let rows: Vec<EventSql> = sql
-            .exec(
-                "SELECT seq, at, coalesce(bytes, 0) AS bytes, n, sizes FROM events WHERE seq > ? ORDER BY seq",
-                Some(vec![int(SNAPSHOT_ROW)]),
-            )
-            .and_then(|c| c.to_array())
-            .map_err(error)?;
-        let mut events = Vec::with_capacity(rows.len());
-        for r in rows {
+        let st = &self.statements;
+        let snapshot = st.snapshot_row().map_err(statements::error)?;
+        let event_rows: Vec<EventSql> = rows(st.event_rows())?;
+        let mut events = Vec::with_capacity(event_rows.len());
+        for r in event_rows {
             let (first, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
             events.extend(RowFormat::events(first, unsigned(r.at), n, unsigned(r.bytes), r.sizes.as_deref())?);
         }
-        let (windows, dedupe): (Vec<WindowSql>, Vec<DedupeSql>) = if self.later.get() {
-            let windows = sql
-                .exec("SELECT win, ord, dead, json FROM windows ORDER BY ord", None)
-                .and_then(|c| c.to_array())
-                .map_err(error)?;
-            let dedupe =
-                sql.exec("SELECT slot, key, at, reply FROM dedupe", None).and_then(|c| c.to_array()).map_err(error)?;
-            (windows, dedupe)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let (windows, dedupe): (Vec<WindowSql>, Vec<DedupeSql>) =
+            if self.later.get() { (rows(st.windows())?, rows(st.dedupes())?) } else { (Vec::new(), Vec::new()) };
         Ok(Stored {
-            snapshot: snapshot.into_iter().next().map(|s| s.json),
+            snapshot,
             events,
             windows: windows
                 .into_iter()
-                .map(|w| WindowRow { window: unsigned(w.win), ord: unsigned(w.ord), dead: w.dead != 0, json: w.json })
+                .map(|w| WindowRow { window: unsigned(w.win), ord: unsigned(w.ord), dead: w.dead != 0.0, json: w.json })
                 .collect(),
             dedupe: dedupe
                 .into_iter()
                 .map(|d| DedupeRow {
-                    slot: u32::try_from(d.slot).unwrap_or(u32::MAX),
+                    slot: u32::try_from(unsigned(d.slot)).unwrap_or(u32::MAX),
                     key: d.key,
                     at: unsigned(d.at),
                     reply: d.reply,
@@ -414,17 +370,12 @@ impl Store for SqlStore {
         })
     }
 
-    fn commit(&self, mut writes: Vec<Write>) -> Result<u64, StoreError> {
+    fn commit(&self, writes: Vec<Write>) -> Result<u64, StoreError> {
         if writes.iter().any(|w| matches!(w, Write::Window(_) | Write::ForgetWindow(_) | Write::Dedupe(_))) {
             self.make_later_tables()?;
         }
-        // One statement is atomic by itself: no transaction to open.
-        if writes.len() == 1
-            && let Some(one) = writes.pop()
-        {
-            return apply(&self.sql, one).map_err(error);
-        }
-        self.transaction(move |sql| writes.into_iter().try_fold(0, |rows, write| Ok(rows + apply(sql, write)?)))
+        self.stage(writes)?;
+        self.statements.commit().map(unsigned).map_err(statements::error)
     }
 
     fn bodies(&self, first: Seq, last: Seq, limit: u64) -> Result<Bodies, StoreError> {
@@ -438,7 +389,7 @@ impl Store for SqlStore {
     }
 
     fn event_rows(&self) -> Result<u64, StoreError> {
-        self.count("SELECT count(*) AS n FROM events WHERE seq > ?", vec![int(SNAPSHOT_ROW)])
+        self.statements.event_row_count().map(unsigned).map_err(statements::error)
     }
 
     fn size(&self) -> u64 {
