@@ -22,6 +22,8 @@ const GOALS = {
   cpu_per_event_vs_promises: 1.0,
   // The paced hot key: lull-edge's accept p99 at most the same-promises JS object's in at least this many rounds (of 4).
   paced_p99_rounds_vs_promises: 3,
+  // The paced hot key: lull-edge's full collections per 1,000 events (V8's trace) at most this times the same-promises JS object's.
+  paced_full_gc_vs_promises: 1.0,
   // Fire lateness p99 (delivered − due), one event per key every few ms on an unsaturated runtime: at most this many ms.
   lateness_p99_ms: 50,
   // One hot key in events:batch requests: at least this times the no-op object's single-request rate (bench.mjs prints it).
@@ -303,6 +305,8 @@ const PEER_NAMES = { [PROMISES]: "same-promises JS object", [JS]: "plain JS obje
 const s = (target, ...keys) => at("edge", S, target, ...keys);
 /** The peers' figures for `keys` of the summary, formatted by `fmt`, those that have one. */
 const peers = (targets, fmt, ...keys) => targets.map((t) => `${PEER_NAMES[t]} ${fmt(s(t, ...keys))}`).join("; ");
+/** Collections per 1,000 events (V8's trace in workerd): young / full, the pauses' ms, the longest pause. */
+const gcFigure = (g) => `${num(g.gc_minor_per_1k ?? null, 1)} young / ${num(g.gc_full_per_1k ?? null, 2)} full (${ms(g.gc_ms_per_1k ?? null)} paused; longest ${ms(g.gc_longest_ms ?? null)})`;
 {
   edgeRows.push(group(`single events, ${num(cfg("CONCURRENCY"))} clients: against the same-promises JS object (the goals; the plain one is the floor, no goal)`));
   for (const [phase, label] of [
@@ -328,6 +332,15 @@ const peers = (targets, fmt, ...keys) => targets.map((t) => `${PEER_NAMES[t]} ${
         num(s(LULL, phase, "cpu_us_per_event")),
         peers([PROMISES, JS, NOOP], (x) => num(x), phase, "cpu_us_per_event"),
         `${times(vs(PROMISES, "cpu_us_per_event"))} same-promises; ${times(vs(JS, "cpu_us_per_event"))} plain`,
+      ),
+    );
+    edgeRows.push(
+      row(
+        `collections / 1,000 events, ${label} (V8's trace in workerd)`,
+        NO_GOAL,
+        gcFigure(s(LULL, phase) ?? {}),
+        [PROMISES, JS].map((t) => `${PEER_NAMES[t]} ${gcFigure(s(t, phase) ?? {})}`).join("; "),
+        `${times(vs(PROMISES, "gc_ms_per_1k"))} same-promises' pause time; ${times(vs(JS, "gc_ms_per_1k"))} plain's`,
       ),
     );
   }
@@ -502,12 +515,23 @@ const peers = (targets, fmt, ...keys) => targets.map((t) => `${PEER_NAMES[t]} ${
         const rounds = R.hot_paced_p99_rounds_at_most_promises;
         gs.unshift(goal(`p99 ≤ the same-promises JS object's in ≥ ${GOALS.paced_p99_rounds_vs_promises} of ${num(cfg("ROUNDS"))} rounds`, atLeast(rounds ?? null, GOALS.paced_p99_rounds_vs_promises), `${name}: accept p99 vs the same-promises JS object, rounds`));
         r += `; p99 at most the same-promises object's in ${num(rounds)} of ${num(cfg("ROUNDS"))} rounds`;
+        const full = R.hot_paced_gc?.[LULL]?.gc_full_per_1k ?? null;
+        const peerFull = R.hot_paced_gc?.[PROMISES]?.gc_full_per_1k ?? null;
+        gs.unshift(
+          goal(
+            `full collections / 1,000 events ≤ ${times(GOALS.paced_full_gc_vs_promises)} the same-promises JS object's`,
+            full === null || peerFull === null ? null : full <= GOALS.paced_full_gc_vs_promises * peerFull,
+            `${name}: full collections vs the same-promises JS object`,
+          ),
+        );
       }
       const paced = [[PROMISES, promisesPacedFigures, "windows of 100, one object request and one row per key of a batch"], [JS, jsPacedFigures, "windows uncapped, one object request and one row per key of a batch"]];
+      const collected = (who) => (R.hot_paced_gc?.[who] ? `; collections / 1,000 events ${gcFigure(R.hot_paced_gc[who])}` : "");
       peer = paced
         .filter(([, f]) => f)
-        .map(([who, f, how]) => `${PEER_NAMES[who]} (${how}) ${perSec(f.per_sec)}; p99 ${ms(pacedP99[who] ?? f.p99)}`)
+        .map(([who, f, how]) => `${PEER_NAMES[who]} (${how}) ${perSec(f.per_sec)}; p99 ${ms(pacedP99[who] ?? f.p99)}${collected(who)}`)
         .join("; ");
+      if (key === LULL) r += collected(LULL);
       r += paced.filter(([, f]) => f).map(([who, f]) => `; p99 ${times(ratio(p99, pacedP99[who] ?? f.p99))} ${PEER_NAMES[who]}`).join("");
     } else if (name === `batch ${maxProducers}`) {
       r += " (closed loop)";
@@ -606,7 +630,7 @@ const edgeMethod = (() => {
     `the plain one (a row per event, the alarm set only when none is; and a variant pushing the alarm per event: the floor) and a no-op object (the ceiling), each role a worker (an isolate) of its own. ` +
     `${num(cfg("CONCURRENCY"))} keep-alive clients, ${num(rounds)} interleaved round${rounds === 1 ? "" : "s"}, each figure the median of rounds (rows, alarms and requests per event: totals over them); ` +
     `lull-edge and the same-promises object take turns to go first, and each turn starts once workerd has used under ${num(cfg("CALM_TICKS"))} clock ticks a second for ${num(cfg("CALM_SECONDS"))} s (at most ${num(cfg("CALM_MAX_MS") === null ? null : C.CALM_MAX_MS / 1000)} s; this run waited ${waits.length ? `${num(Math.min(...waits))}–${num(Math.max(...waits))} s` : NA}). ` +
-    `Topics wait ${num(cfg("WAIT"))} ms, max_wait ${num(cfg("MAX_WAIT"))} ms, payload all. Loads: ${num(cfg("HOT_EVENTS"))} events on 1 hot key; ${num(cfg("SPREAD_EVENTS"))} on ${num(cfg("KEYS"))} new keys, then the same again once their windows were delivered; CPU per event is workerd's (user and system, from /proc), from a load's start until its windows were delivered; ` +
+    `Topics wait ${num(cfg("WAIT"))} ms, max_wait ${num(cfg("MAX_WAIT"))} ms, payload all. Loads: ${num(cfg("HOT_EVENTS"))} events on 1 hot key; ${num(cfg("SPREAD_EVENTS"))} on ${num(cfg("KEYS"))} new keys, then the same again once their windows were delivered; CPU per event is workerd's (user and system, from /proc), from a load's start until its windows were delivered, and so are its collections (V8's \`--trace-gc\` lines, each isolate's heap bounded at ${num(C.TRACED_HEAP_MB ?? null)} MB as production's are; young: scavenges, full: mark-compacts); ` +
     `fire lateness from one event per key every ${num(cfg("PACE_MS"))} ms (${num(cfg("PACED_KEYS"))} keys a round); the hot key at ${(cfg("PRODUCERS") ?? []).map((x) => num(x)).join(" and ") || NA} producers, batches of ${num(C.BATCH ?? E.hot_batch?.batch ?? null)} (${num(C.HOT_BATCH_EVENTS ?? E.hot_batch?.events_per_round ?? null)} events a round).` +
     paced +
     price +

@@ -30,6 +30,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
 import { anotherLullWorker, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
+import { TRACED_HEAP_MB, traceGc } from "./gc-trace.mjs";
 
 const out = process.argv[2] ?? "edge.json";
 const benchRun = startRun();
@@ -70,6 +71,15 @@ let downNow = false;
 const rx = await startReceiver((d) => (d.path === "/down" && downNow ? 500 : 200));
 const state = stateDir();
 const fixtures = join(import.meta.dirname, "fixtures");
+/** V8's collections in workerd, each load's counted (gc-trace.mjs: the trace on, each isolate's heap bounded as production's). */
+const gc = traceGc(state.dir);
+/** A load's collections (`gc.since`) per 1,000 of its `events`, and its longest pause. */
+const gcPer = (c, events) => ({
+  gc_minor_per_1k: (1000 * c.minor) / events,
+  gc_full_per_1k: (1000 * c.full) / events,
+  gc_ms_per_1k: (1000 * c.pause_ms) / events,
+  gc_longest_ms: c.longest_ms,
+});
 /** The plain JS fixture (fixtures/js-debounce.mjs) as a worker of its own at `host`, delivering to the receiver's `path`. */
 const jsFixture = (name, host, path, bindings = {}) => ({
   name,
@@ -457,10 +467,12 @@ const PACE_MS = 10;
 async function phase(t, total, keyOf, keys, name, { counted = true } = {}) {
   const before = t.path ? delivered(t.path) : 0;
   const ticks = workerdTicks();
+  const traced = gc.mark();
   const result = await load(t.host, total, keyOf, t.topic, t.token);
   if (t.path) await settle(t.path, before + total);
   const used = ticks === null ? null : workerdTicks();
   result.cpu_us_per_event = used === null ? null : ((used - ticks) * TICK_US) / total;
+  Object.assign(result, gcPer(gc.since(traced), total));
   if (t.path) {
     // Counters are read before the object can be evicted (the fixture keeps them in memory).
     // A phase on keys an earlier phase counted adds nothing to the counts (they are the keys' totals).
@@ -573,9 +585,11 @@ for (let round = 0; round < ROUNDS; round++) {
     const key = `hotpaced${producers}-${round}`;
     const offered = PACED_VS_NOOP * results["no-op DO"].hot[round].per_sec;
     const accepted = new Set();
+    const traced = gc.mark();
     const result = await pacedBatchLoad(t.host, key, BATCH, producers, offered, PACED_WARMUP_MS, PACED_MS, accepted);
     await settle(t.path, before + result.events);
-    const measured = { ...result, ...(await rows(t.host, [key])), lost: lost(t.path, key, accepted) };
+    const collected = gcPer(gc.since(traced), result.events);
+    const measured = { ...result, ...collected, ...(await rows(t.host, [key])), lost: lost(t.path, key, accepted) };
     hotKeyPhases[pacedPhase(t)].push(measured);
   }
   process.stdout.write(`round ${round + 1}: lull-edge, one hot key at ${PRODUCERS.join(" and ")} producers done\n`);
@@ -594,10 +608,18 @@ function lateness(path, paced) {
   return { windows: late.length, p50_ms: quantile(late, 0.5), p99_ms: quantile(late, 0.99) };
 }
 
-/** A load phase's rounds: the medians of events/s, accept p50 and p99, and workerd's CPU per event (µs). */
+/**
+ * A load phase's rounds: the medians of events/s, accept p50 and p99,
+ * workerd's CPU per event (µs) and its collections per 1,000 events (young,
+ * full, the pauses' ms); the longest pause of any round.
+ */
 const phaseSummary = (runs) => {
   const m = (k) => (runs.every((x) => typeof x[k] === "number") ? median(runs.map((x) => x[k])) : null);
-  return { per_sec: m("per_sec"), p50_ms: m("p50_ms"), p99_ms: m("p99_ms"), cpu_us_per_event: m("cpu_us_per_event") };
+  return {
+    per_sec: m("per_sec"), p50_ms: m("p50_ms"), p99_ms: m("p99_ms"), cpu_us_per_event: m("cpu_us_per_event"),
+    gc_minor_per_1k: m("gc_minor_per_1k"), gc_full_per_1k: m("gc_full_per_1k"), gc_ms_per_1k: m("gc_ms_per_1k"),
+    gc_longest_ms: runs.length ? Math.max(...runs.map((x) => x.gc_longest_ms)) : null,
+  };
 };
 const summary = {};
 for (const t of targets) {
@@ -679,6 +701,15 @@ ratios.hot_paced_p99_ms = pacedP99;
   const [l, p] = ["", ", same-promises JS DO"].map((label) => hotKeyPhases[pacedPhase(PACED_TARGETS.find((t) => t.label === label))]);
   ratios.hot_paced_p99_rounds_at_most_promises = l.filter((x, r) => p[r] && x.p99_ms <= p[r].p99_ms).length;
 }
+// The paced phase's collections, each target (phaseSummary's figures): the goal is lull-edge's full ones per 1,000 events at most the same-promises object's.
+const pacedGc = Object.fromEntries(
+  PACED_TARGETS.map((t) => {
+    const { gc_minor_per_1k, gc_full_per_1k, gc_ms_per_1k, gc_longest_ms } = phaseSummary(hotKeyPhases[pacedPhase(t)]);
+    return [t.label.replace(/^, /, "") || "lull-edge", { gc_minor_per_1k, gc_full_per_1k, gc_ms_per_1k, gc_longest_ms }];
+  }),
+);
+ratios.hot_paced_gc = pacedGc;
+ratios.hot_paced_full_gc_vs_promises = pacedGc["lull-edge"].gc_full_per_1k / pacedGc["same-promises JS DO"].gc_full_per_1k;
 
 const backlogSummary = {};
 for (const t of backlogTargets) {
@@ -711,6 +742,8 @@ function versions(names) {
 }
 
 const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
+/** A summary's collections per 1,000 events: young / full (the pauses' ms; the longest pause). */
+const gcFigure = (g) => `${f(g.gc_minor_per_1k, 1)} / ${f(g.gc_full_per_1k, 2)} (${f(g.gc_ms_per_1k, 1)} ms; ${f(g.gc_longest_ms, 1)} ms)`;
 console.log(
   `\nlull-edge on local workerd (Miniflare), ${CONCURRENCY} keep-alive clients, ${ROUNDS} interleaved rounds (median);` +
     ` wait ${WAIT} ms, max_wait ${MAX_WAIT} ms, payload all;` +
@@ -760,6 +793,12 @@ console.log(
 console.log(
   `ratios: lull-edge / same-promises JS object = ${f(ratios.hot_vs_promises, 2)}x (1 key), ${f(ratios.spread_vs_promises, 2)}x (1,000 keys),` +
     ` ${f(ratios.known_vs_promises, 2)}x (1,000 known keys); CPU per event ${f(ratios.cpu_hot_vs_promises, 2)}x / ${f(ratios.cpu_spread_vs_promises, 2)}x / ${f(ratios.cpu_known_vs_promises, 2)}x`,
+);
+console.log(
+  `collections per 1,000 events (workerd's V8 --trace-gc, each isolate's heap at most ${TRACED_HEAP_MB} MB), young / full (pauses ms; longest), 1 key | 1,000 keys | 1,000 known keys: ` +
+    targets
+      .map((t) => `${t.name} ${["hot", "spread", "known"].map((k) => gcFigure(summary[t.name][k])).join(" | ")}`)
+      .join(", "),
 );
 if (BEFORE) {
   const before = (p) => ({ per_sec: vs("lull-edge before", p), cpu_us_per_event: vs("lull-edge before", p, "cpu_us_per_event") });
@@ -838,6 +877,10 @@ console.log(
     ` lull-edge at most the same-promises object's in ${ratios.hot_paced_p99_rounds_at_most_promises} of ${ROUNDS} rounds`,
 );
 console.log(
+  `paced, collections per 1,000 events, young / full (pauses ms; longest) (goal: lull-edge's full ones at most the same-promises object's): ` +
+    Object.entries(pacedGc).map(([name, g]) => `${name} ${gcFigure(g)}`).join(", "),
+);
+console.log(
   `\nbacklog: one key, target down; ${BACKLOG_MEASURED} events with 0 held, then with ${BACKLOG} held` +
     ` (lull-edge: windows of 1 event queued behind a failed run; JS: undelivered event rows)`,
 );
@@ -867,6 +910,7 @@ writeFileSync(
       config: {
         ROUNDS, CONCURRENCY, HOT_EVENTS, KEYS, SPREAD_EVENTS, WAIT, MAX_WAIT, BACKLOG, BACKLOG_MEASURED, CALM_TICKS, CALM_SECONDS, CALM_MAX_MS,
         PACED_KEYS, PACE_MS, PRODUCERS, BATCH, HOT_BATCH_EVENTS, PACED_VS_NOOP, PACED_MS, PACED_WARMUP_MS, SLOW_MS, PRICE,
+        TRACED_HEAP_MB,
       },
       calm_waits_ms: calmWaits.map(Math.round),
       summary,

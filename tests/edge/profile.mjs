@@ -5,6 +5,7 @@
 // the per-event cost, not a figure of the bench (one isolate, one run).
 // Usage: node profile.mjs lull|promises|plain [OUT.cpuprofile] [TOP]
 //   LULL_PROFILE_BUILD=DIR: another lull-edge worker-build output (an A/B).
+//   LULL_PROFILE_KEYS=N: the events over N keys, not 1,000 (1: the bench's hot key).
 // The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
 import { writeFileSync } from "node:fs";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
@@ -13,7 +14,8 @@ import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, st
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
 const EVENTS = 3_000;
-const KEYS = 1_000;
+const KEYS = Number(process.env.LULL_PROFILE_KEYS ?? 1_000);
+if (!Number.isInteger(KEYS) || KEYS < 1) throw new Error(`LULL_PROFILE_KEYS=${process.env.LULL_PROFILE_KEYS}: a number of keys, 1 or more`);
 const CLIENTS = 32;
 const WARM_KEYS = 200;
 
@@ -86,7 +88,7 @@ try {
   const busy = total - (self.get("(idle)") ?? 0);
   console.log(`${who}: ${EVENTS} events over ${KEYS} keys in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")}`);
   console.log(`the isolate busy ${(busy / 1000).toFixed(0)} ms of ${(total / 1000).toFixed(0)} sampled: ${(busy / EVENTS).toFixed(0)} µs an event`);
-  // workerd drops V8's --trace-gc lines (Miniflare keeps only structured logs): the collector's time is the profile's.
+  // The collector's time, from the profile (gc-trace.mjs counts the collections themselves).
   console.log(`garbage collection: ${((self.get("(garbage collector)") ?? 0) / EVENTS).toFixed(0)} µs an event`);
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
     console.log(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name.slice(0, 110)}`);
