@@ -170,6 +170,13 @@ test("a full store: events answer 429 and store nothing; dead letters wait on th
       const accepted = await until(async () => (await api.event("tight", "again", { again: true })).status === 202, 15_000, "202");
       assert.ok(accepted);
       assert.equal((await api.call("POST", "/v1/topics/tight/queue/dead-letters/999/retry")).status, 404);
+      // Ids and cursors past what storage holds (2^53 - 1) find nothing: 404s and an empty page, never a 503.
+      const past = "9007199254740993";
+      assert.equal((await api.call("POST", `/v1/topics/tight/queue/dead-letters/${past}/retry`)).status, 404);
+      assert.equal((await api.call("DELETE", `/v1/topics/tight/queue/dead-letters/${past}`)).status, 404);
+      const beyond = await api.call("GET", "/v1/topics/tight/queue/dead-letters?after=18446744073709551615");
+      assert.equal(beyond.status, 200, beyond.text);
+      assert.deepEqual(beyond.json.dead_letters, [], beyond.text);
     }, consumers);
   } finally {
     await rx.close();

@@ -56,11 +56,11 @@ export class GateStatements {
         const inserted = this.sql.exec(KEEP, key, attempts, first, kept, outcome, bytes, message, legacy).toArray()[0];
         if (inserted) {
           last = inserted.id;
-          this.sql.exec(ADD_TOTALS, bytes);
+          this.sql.exec(ADD_TOTALS, bytes).toArray();
         } else {
           last = this.sql.exec(KEPT_BY_KEY, key).toArray()[0]?.id ?? last;
         }
-        this.sql.exec(NOT_FAILING, key);
+        this.sql.exec(NOT_FAILING, key).toArray();
       }
       return last;
     });
@@ -87,7 +87,7 @@ export class GateStatements {
           bytes += row.bytes;
         }
       }
-      if (gone > 0) this.sql.exec(SUBTRACT_TOTALS, gone, bytes);
+      if (gone > 0) this.sql.exec(SUBTRACT_TOTALS, gone, bytes).toArray();
       return gone;
     });
   }

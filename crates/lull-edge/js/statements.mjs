@@ -156,13 +156,14 @@ export class KeyStatements {
   }
 }
 
-/** Rejections nobody awaits are ignored here: a failed write breaks the output gate anyway. */
+/** A rejection nobody awaits: a failed write breaks the output gate (the object is reset) whether or not it is seen here. */
 const ignore = () => {};
 
 /**
  * `storage.setAlarm(at)`, not awaited: the write rides the output gate (the
  * event's answer goes out only once it is stored; if it fails, the object is
- * reset and the answer is an error, as for a failed statement).
+ * reset and the answer is an error, as for a failed statement). What it
+ * throws at once (an argument it refuses) goes to the caller.
  */
 export function setAlarm(storage, at) {
   storage.setAlarm(at).catch(ignore);

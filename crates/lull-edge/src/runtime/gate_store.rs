@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 use worker::{SqlStorage, State};
 
-use super::statements::{self, GateStatements, int, unsigned};
+use super::statements::{self, GateStatements, int, lookup, unsigned};
 use super::sys::StateExt;
 use crate::ports::StoreError;
 use crate::queue::gate::{DeadLetterRow, DeadTotals, Failing, Gate, GateState, GateStore, NewDeadLetter};
@@ -93,7 +93,7 @@ pub(super) struct SqlGateStore {
 impl SqlGateStore {
     /// The store of the object whose state is `state`.
     pub(super) fn new(state: State) -> Self {
-        // The runtime's `storage` (always there; were it not, every statement would fail as a store error).
+        // The runtime's `storage`: every Durable Object has one.
         let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
         SqlGateStore { statements: GateStatements::new(&storage), state }
     }
@@ -231,17 +231,17 @@ impl GateStore for SqlGateStore {
     }
 
     fn dead_page(&self, after: Option<u64>, limit: usize) -> Result<Vec<DeadLetterRow>, StoreError> {
-        let rows: Vec<DeadSql> = answered(self.statements.dead_page(int(after.unwrap_or(0))?, int(limit as u64)?))?;
+        let rows: Vec<DeadSql> = answered(self.statements.dead_page(lookup(after.unwrap_or(0)), lookup(limit as u64)))?;
         Ok(rows.into_iter().map(DeadSql::row).collect())
     }
 
     fn dead_letter(&self, id: u64) -> Result<Option<DeadLetterRow>, StoreError> {
-        let row: Option<DeadSql> = answered(self.statements.dead_letter(int(id)?))?;
+        let row: Option<DeadSql> = answered(self.statements.dead_letter(lookup(id)))?;
         Ok(row.map(DeadSql::row))
     }
 
     fn forget_dead(&self, ids: &[u64]) -> Result<u64, StoreError> {
-        let ids = ids.iter().map(|&id| int(id)).collect::<Result<Vec<f64>, StoreError>>()?;
+        let ids: Vec<f64> = ids.iter().map(|&id| lookup(id)).collect();
         self.statements.forget_dead(&ids).map(unsigned).map_err(statements::error)
     }
 
@@ -265,7 +265,7 @@ impl GateStore for SqlGateStore {
 
     fn dead_keys(&self, since: u64, after: Option<&str>, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
         let (keys, more): (Vec<String>, f64) =
-            answered(self.statements.dead_keys(int(since)?, after.unwrap_or(""), int(limit as u64)?))?;
+            answered(self.statements.dead_keys(lookup(since), after.unwrap_or(""), lookup(limit as u64)))?;
         Ok((keys, unsigned(more)))
     }
 

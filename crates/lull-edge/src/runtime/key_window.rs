@@ -69,10 +69,9 @@ impl Host for WorkersHost {
     /// Set, not awaited: the write rides the output gate, so no answer of
     /// this turn goes out unless it is stored; a failure resets the object (its
     /// answer an error, none of the turn's writes kept), which the key's logic
-    /// meets as the crash it is. Only a time past what storage takes fails here.
+    /// meets as the crash it is. Only what the runtime refuses at once fails here.
     async fn set_alarm(&self, at: u64) -> Result<(), StoreError> {
-        statements::set_alarm(&self.storage, statements::int(at)?);
-        Ok(())
+        statements::arm(&self.storage, at)
     }
 
     fn log(&self, line: &str) {

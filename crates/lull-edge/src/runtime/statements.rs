@@ -94,8 +94,9 @@ extern "C" {
     pub(super) fn event_row_count(this: &KeyStatements) -> Result<f64, JsValue>;
 
     /// `storage.setAlarm(at)`, not awaited: the write rides the output gate.
-    #[wasm_bindgen(js_name = setAlarm)]
-    pub(super) fn set_alarm(storage: &JsValue, at: f64);
+    /// What it throws at once (an argument it refuses) is returned.
+    #[wasm_bindgen(catch, js_name = setAlarm)]
+    pub(super) fn set_alarm(storage: &JsValue, at: f64) -> Result<(), JsValue>;
 }
 
 #[wasm_bindgen(module = "/js/gate-statements.mjs")]
@@ -174,6 +175,23 @@ pub(super) fn int(n: u64) -> Result<f64, StoreError> {
     } else {
         Err(StoreError(format!("{n} is past the integers storage takes (2^53 - 1)")))
     }
+}
+
+/// `n` as a value to look a row up by (an id, a time, a cursor from a
+/// caller): past 2^53 − 1, where nothing is stored, the largest one storage
+/// takes, so the lookup finds nothing rather than failing.
+pub(super) fn lookup(n: u64) -> f64 {
+    n.min(MAX_SAFE_INTEGER) as f64
+}
+
+/// The latest time the runtime's alarm takes (its clock counts nanoseconds
+/// in 64 bits: unix ms 9,223,372,036,854, in the year 2262).
+const LATEST_ALARM_MS: u64 = (i64::MAX / 1_000_000) as u64;
+
+/// The key's alarm at `at` (unix ms), not awaited ([`set_alarm`]); a time past
+/// [`LATEST_ALARM_MS`] (a retention of centuries) is set there.
+pub(super) fn arm(storage: &JsValue, at: u64) -> Result<(), StoreError> {
+    set_alarm(storage, at.min(LATEST_ALARM_MS) as f64).map_err(error)
 }
 
 /// A number SQLite answered, as a count or time (0 if it is not one).

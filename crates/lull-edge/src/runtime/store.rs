@@ -144,7 +144,7 @@ impl SqlStore {
     /// The store of the object with `state`; tables are made (or migrated) on first load.
     pub(super) fn new(state: State) -> Self {
         let sql = state.storage().sql();
-        // The runtime's `storage` (always there; were it not, every statement would fail as a store error).
+        // The runtime's `storage`: every Durable Object has one.
         let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
         SqlStore { statements: KeyStatements::new(&storage), state, sql, later: Cell::new(false) }
     }
