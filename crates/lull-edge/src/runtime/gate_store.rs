@@ -8,12 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use wasm_bindgen::JsValue;
 use worker::{SqlStorage, State};
 
-use super::statements::{self, GateStatements, int, lookup, unsigned};
+use super::statements::{self, GateStatements, answered, int, lookup, unsigned};
 use super::sys::StateExt;
 use crate::ports::StoreError;
 use crate::queue::gate::{DeadLetterRow, DeadTotals, Failing, Gate, GateState, GateStore, NewDeadLetter};
@@ -93,9 +91,7 @@ pub(super) struct SqlGateStore {
 impl SqlGateStore {
     /// The store of the object whose state is `state`.
     pub(super) fn new(state: State) -> Self {
-        // The runtime's `storage`: every Durable Object has one.
-        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
-        SqlGateStore { statements: GateStatements::new(&storage), state }
+        SqlGateStore { statements: GateStatements::new(&state.raw_storage()), state }
     }
 
     fn sql(&self) -> SqlStorage {
@@ -112,11 +108,6 @@ impl SqlGateStore {
 
 fn store_error(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
-}
-
-/// What a statement answered (rows, a row or undefined), as a `T`.
-fn answered<T: DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<T, StoreError> {
-    serde_wasm_bindgen::from_value(answer.map_err(statements::error)?).map_err(store_error)
 }
 
 #[derive(Deserialize)]

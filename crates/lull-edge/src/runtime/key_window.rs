@@ -95,8 +95,8 @@ impl KeyWindow {
     #[wasm_bindgen(constructor)]
     pub fn new(state: DurableObjectState, env: Env) -> KeyWindow {
         let state = State::from(state);
-        let store = SqlStore::new(state.handle());
-        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
+        let storage = state.raw_storage();
+        let store = SqlStore::new(state.handle(), &storage);
         let host = WorkersHost { storage, points: Points::new(env.clone()) };
         let fetcher = Fetcher { env: env.clone() };
         let gates = GateClient { env: env.clone() };

@@ -199,6 +199,11 @@ pub(super) fn unsigned(n: f64) -> u64 {
     if n.is_finite() && n >= 0.0 { n as u64 } else { 0 }
 }
 
+/// What a statement answered (rows, a row or undefined), as a `T`.
+pub(super) fn answered<T: serde::de::DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<T, StoreError> {
+    serde_wasm_bindgen::from_value(answer.map_err(error)?).map_err(|e| StoreError(e.to_string()))
+}
+
 /// A JS error as a [`StoreError`].
 pub(super) fn error(e: JsValue) -> StoreError {
     use wasm_bindgen::JsCast;

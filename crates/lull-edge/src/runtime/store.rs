@@ -14,11 +14,10 @@
 use std::cell::Cell;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
 use worker::{SqlStorage, State};
 
-use super::statements::{self, KeyStatements, int, unsigned};
+use super::statements::{self, KeyStatements, answered, int, unsigned};
 use super::sys::StateExt;
 
 use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
@@ -85,11 +84,6 @@ fn error(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
-/// Rows a statement answered (a JS array of objects), as `T`s.
-fn rows<T: DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<Vec<T>, StoreError> {
-    serde_wasm_bindgen::from_value(answer.map_err(statements::error)?).map_err(error)
-}
-
 #[derive(Deserialize)]
 struct EventSql {
     seq: f64,
@@ -141,12 +135,11 @@ struct LegacyState {
 }
 
 impl SqlStore {
-    /// The store of the object with `state`; tables are made (or migrated) on first load.
-    pub(super) fn new(state: State) -> Self {
+    /// The store of the object with `state` (whose runtime `storage` is
+    /// `storage`); tables are made (or migrated) on first load.
+    pub(super) fn new(state: State, storage: &JsValue) -> Self {
         let sql = state.storage().sql();
-        // The runtime's `storage`: every Durable Object has one.
-        let storage = state.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from);
-        SqlStore { statements: KeyStatements::new(&storage), state, sql, later: Cell::new(false) }
+        SqlStore { statements: KeyStatements::new(storage), state, sql, later: Cell::new(false) }
     }
 
     /// Stage `writes` (all, or none if one cannot be).
@@ -172,7 +165,7 @@ impl SqlStore {
         // A guard past what storage takes is no guard: every text is read.
         let guard = int(guard).unwrap_or(f64::MAX);
         let answer = self.statements.span(int(lowest_row(first))?, int(last.0)?, int(first.0)?, guard);
-        let rows: Vec<BodySql> = rows(answer)?;
+        let rows: Vec<BodySql> = answered(answer)?;
         let rows = rows.iter().map(|r| RowRead {
             first: Seq(unsigned(r.seq)),
             n: unsigned(r.n),
@@ -343,14 +336,17 @@ impl Store for SqlStore {
         }
         let st = &self.statements;
         let snapshot = st.snapshot_row().map_err(statements::error)?;
-        let event_rows: Vec<EventSql> = rows(st.event_rows())?;
+        let event_rows: Vec<EventSql> = answered(st.event_rows())?;
         let mut events = Vec::with_capacity(event_rows.len());
         for r in event_rows {
             let (first, n) = (Seq(unsigned(r.seq)), unsigned(r.n));
             events.extend(RowFormat::events(first, unsigned(r.at), n, unsigned(r.bytes), r.sizes.as_deref())?);
         }
-        let (windows, dedupe): (Vec<WindowSql>, Vec<DedupeSql>) =
-            if self.later.get() { (rows(st.windows())?, rows(st.dedupes())?) } else { (Vec::new(), Vec::new()) };
+        let (windows, dedupe): (Vec<WindowSql>, Vec<DedupeSql>) = if self.later.get() {
+            (answered(st.windows())?, answered(st.dedupes())?)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(Stored {
             snapshot,
             events,

@@ -98,6 +98,9 @@ pub(super) trait StateExt {
     /// Run `body` inside `storage.transactionSync`: its statements apply all
     /// or nothing; the number it returns comes back.
     fn transaction_sync(&self, body: impl FnOnce() -> Result<f64, String> + 'static) -> Result<f64, String>;
+    /// The runtime's `storage` object, as the statements and the alarm take it
+    /// (every Durable Object has one).
+    fn raw_storage(&self) -> JsValue;
 }
 
 impl StateExt for State {
@@ -113,5 +116,9 @@ impl StateExt for State {
         let storage: &glue::Storage = storage.unchecked_ref();
         let done = storage.transaction_sync(body).map_err(|e| e.as_string().unwrap_or_else(|| format!("{e:?}")))?;
         Ok(done.as_f64().unwrap_or(0.0))
+    }
+
+    fn raw_storage(&self) -> JsValue {
+        self.as_raw().storage().map_or(JsValue::UNDEFINED, JsValue::from)
     }
 }
