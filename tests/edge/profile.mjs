@@ -8,8 +8,12 @@
 //   LULL_PROFILE_KEYS=N: the events over N keys, not 1,000 (1: the bench's hot key).
 //   LULL_PROFILE_KNOWN=1: the load runs once unprofiled first, so the profiled one meets
 //   known keys (the bench's third load: their objects in memory, their windows delivered).
+//   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
+//   SQLite, commits, RPC, HTTP, which the V8 profile counts as idle) into FILE during the load,
+//   and prints its top symbols (needs perf; `perf report -i FILE` for the rest).
 // The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
 import { writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
 
@@ -74,12 +78,15 @@ try {
     return ms;
   };
   if (process.env.LULL_PROFILE_KNOWN === "1") await load();
+  const perfOut = process.env.LULL_PROFILE_PERF;
+  const perf = perfOut && recordPerf(perfOut);
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
   await send("Profiler.start");
   const loadMs = await load();
   const { result } = await send("Profiler.stop");
   ws.close();
+  if (perf) await perf.stop();
   const profile = result.profile;
   if (out) writeFileSync(out, JSON.stringify(profile));
 
@@ -102,8 +109,23 @@ try {
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
     console.log(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name.slice(0, 110)}`);
   }
+  if (perf) {
+    const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
+    console.log(`perf, workerd's process (${perfOut}):`);
+    console.log(report.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
+  }
 } finally {
   await mf.dispose();
   await rx.close();
   state.cleanup();
+}
+
+/** `perf record` of workerd's process (this process's child) into `file` until `stop()`. */
+function recordPerf(file) {
+  const pid = execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0];
+  if (!pid) throw new Error("no workerd process to record");
+  const child = spawn("perf", ["record", "-F", "999", "-g", "-p", pid, "-o", file], { stdio: ["ignore", "ignore", "inherit"] });
+  return {
+    stop: () => new Promise((ok) => (child.once("exit", ok), child.kill("SIGINT"))),
+  };
 }

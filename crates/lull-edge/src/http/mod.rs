@@ -41,6 +41,34 @@ pub(crate) struct ObjectAnswer {
     pub retry_after: Option<String>,
 }
 
+/// How a request's body is read against its bound, by what its framing
+/// declares. A body framed by its `Content-Length` is one the runtime reads
+/// no further than that length, so one within the bound is read in one call;
+/// any other (chunked, or no length at all) is read chunk by chunk
+/// ([`BodyWithin`]) and refused at the first chunk past the bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyRead {
+    /// A `Content-Length` past the bound: `413`, before a byte is read.
+    TooLarge,
+    /// A `Content-Length` within the bound, and no `Transfer-Encoding` to
+    /// override it: read in one call.
+    Whole,
+    /// No length that binds it: read chunk by chunk.
+    Streamed,
+}
+
+impl BodyRead {
+    /// The way to read a body whose request declared `content_length` and
+    /// `transfer_encoding` (each header's value, if present), bound to `limit` bytes.
+    pub(crate) fn of(content_length: Option<&str>, transfer_encoding: Option<&str>, limit: usize) -> BodyRead {
+        match content_length.and_then(|n| n.trim().parse::<usize>().ok()) {
+            Some(n) if n > limit => BodyRead::TooLarge,
+            Some(_) if transfer_encoding.is_none() => BodyRead::Whole,
+            _ => BodyRead::Streamed,
+        }
+    }
+}
+
 /// A request's body as it is read, chunk by chunk: `413 payload_too_large` at
 /// the first chunk that would take it past its bound, before that chunk is
 /// copied (the reader then stops reading and cancels the stream), so a body
@@ -78,6 +106,26 @@ impl BodyWithin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_body_its_length_binds_within_the_bound_is_read_in_one_call() {
+        use BodyRead::*;
+        assert_eq!(BodyRead::of(Some("10"), None, 10), Whole, "exactly the bound");
+        assert_eq!(BodyRead::of(Some(" 0 "), None, 10), Whole);
+        assert_eq!(BodyRead::of(Some("11"), None, 10), TooLarge);
+        assert_eq!(
+            BodyRead::of(Some("11"), Some("chunked"), 10),
+            TooLarge,
+            "a length past the bound is refused anyway"
+        );
+        // A Transfer-Encoding overrides the length (RFC 9112 §6.3): the length binds nothing.
+        assert_eq!(BodyRead::of(Some("5"), Some("chunked"), 10), Streamed);
+        assert_eq!(BodyRead::of(None, Some("chunked"), 10), Streamed);
+        assert_eq!(BodyRead::of(None, None, 10), Streamed);
+        for odd in ["", "-1", "1e3", "0x10", "10, 10", "99999999999999999999999"] {
+            assert_eq!(BodyRead::of(Some(odd), None, 10), Streamed, "{odd:?} is no length");
+        }
+    }
 
     #[test]
     fn a_body_is_taken_up_to_its_bound_and_refused_at_the_chunk_past_it() {

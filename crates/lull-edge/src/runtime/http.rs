@@ -6,14 +6,14 @@
 use serde::Serialize;
 use serde_json::json;
 use worker::console_log;
-use worker::js_sys::{Array, Date, Promise, Reflect, Uint8Array};
+use worker::js_sys::{Array, Date, Object, Promise, Reflect, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{self, Headers, ReadableStreamDefaultReader, RequestInit, ResponseInit};
 
 use crate::http::batch;
 use crate::http::route::{authority, path_and_query};
-use crate::http::{ApiError, BodyWithin, ObjectAnswer};
+use crate::http::{ApiError, BodyRead, BodyWithin, ObjectAnswer};
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
@@ -42,11 +42,19 @@ pub(crate) fn js_error(message: &str) -> JsValue {
     worker::js_sys::Error::new(message).into()
 }
 
-/// `headers` as the runtime takes them in a response's or a request's init: a
-/// list of pairs, from which it builds the message's own headers (a `Headers`
-/// object made here would only be copied, then left for the collector).
-pub(crate) fn header_list(headers: &[(&str, &str)]) -> Array {
-    headers.iter().map(|(name, value)| Array::of2(&(*name).into(), &(*value).into())).collect()
+/// `headers` (each name once) as the runtime takes them in a response's or a
+/// request's init: a plain object of name and value, from which it builds the
+/// message's own headers. A `Headers` object made here would only be copied,
+/// and a list of pairs is walked pair by pair through JavaScript's iteration
+/// protocol (the runtime tries an iterable first): about 1.4% of the
+/// runtime's process CPU on single-event windows, by a `perf` profile.
+pub(crate) fn header_object(headers: &[(&str, &str)]) -> Object {
+    let object = Object::new();
+    for (name, value) in headers {
+        // Setting a string property on a plain object made here cannot fail.
+        let _ = Reflect::set(&object, &(*name).into(), &(*value).into());
+    }
+    object
 }
 
 /// `body` with `status` and `headers`.
@@ -54,7 +62,7 @@ pub(crate) fn reply(status: u16, body: Option<&str>, headers: &[(&str, &str)]) -
     let init = ResponseInit::new();
     init.set_status(status);
     if !headers.is_empty() {
-        init.set_headers(&header_list(headers));
+        init.set_headers(&header_object(headers));
     }
     Reply::new_with_opt_str_and_init(body, &init).map_err(thrown("a response"))
 }
@@ -185,14 +193,36 @@ impl Incoming {
     /// route of the API reads its body within its bound, [`Incoming::bytes_within`]).
     #[cfg(feature = "demo")]
     pub(crate) async fn bytes(&self) -> Result<Vec<u8>, ApiError> {
+        self.whole().await
+    }
+
+    /// The whole body, in one call.
+    async fn whole(&self) -> Result<Vec<u8>, ApiError> {
         let buffer = settled(self.raw.array_buffer(), "the request's body").await?;
         Ok(Uint8Array::new(&buffer).to_vec())
     }
 
-    /// The body, read from its stream chunk by chunk ([`BodyWithin`]): at the
-    /// first chunk past `limit` bytes the stream is cancelled (nothing more is
-    /// pulled from the caller) and the answer is `413 payload_too_large`.
+    /// The body within `limit` bytes, read as its framing allows ([`BodyRead`]):
+    /// `413 payload_too_large` for a declared length past the bound; in one
+    /// call for a length within it; else from its stream chunk by chunk
+    /// ([`BodyWithin`]): at the first chunk past `limit` bytes the stream is
+    /// cancelled (nothing more is pulled from the caller) and the answer is `413`.
     pub(crate) async fn bytes_within(&self, limit: usize) -> Result<Vec<u8>, ApiError> {
+        let framing =
+            BodyRead::of(self.header("content-length").as_deref(), self.header("transfer-encoding").as_deref(), limit);
+        match framing {
+            BodyRead::TooLarge => Err(ApiError::PayloadTooLarge { limit }),
+            BodyRead::Whole => {
+                let bytes = self.whole().await?;
+                // The runtime holds a body to its length; should one ever not, it is refused all the same.
+                if bytes.len() > limit { Err(ApiError::PayloadTooLarge { limit }) } else { Ok(bytes) }
+            }
+            BodyRead::Streamed => self.streamed_within(limit).await,
+        }
+    }
+
+    /// The body, read from its stream chunk by chunk ([`BodyWithin`]).
+    async fn streamed_within(&self, limit: usize) -> Result<Vec<u8>, ApiError> {
         let what = "the request's body";
         let Some(stream) = self.raw.body() else { return Ok(Vec::new()) };
         let reader = ReadableStreamDefaultReader::new(&stream).map_err(thrown(what))?;

@@ -157,7 +157,7 @@ fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Pr
     let unix = super::http::now_ms() / 1000;
     let signature = signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes());
     let unix = unix.to_string();
-    let headers = super::http::header_list(&[
+    let headers = super::http::header_object(&[
         ("content-type", "application/json"),
         ("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION"))),
         (IDEMPOTENCY_HEADER, &out.idempotency_key),

@@ -83,7 +83,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<Reply, w
     let auth = req.header("authorization");
     // Asked only where it matters (health, a private error): not on every event.
     let admin = || config::is_admin(&env, auth.as_deref());
-    let result = handle(req, &env, &ctx, origin.as_deref(), &admin).await;
+    let result = handle(req, &env, &ctx, origin.as_deref(), auth.as_deref(), &admin).await;
     // An admin sees a private error's detail (a broken configuration, say); anyone else a request id.
     let reveal = matches!(&result, Err(e) if e.is_private()) && admin();
     let response = http::respond_as(result, reveal).map_err(worker::Error::from)?;
@@ -107,6 +107,7 @@ async fn handle(
     env: &Env,
     ctx: &Context,
     origin: Option<&str>,
+    authorization: Option<&str>,
     admin: &dyn Fn() -> bool,
 ) -> Result<Reply, ApiError> {
     let path = req.path();
@@ -120,12 +121,11 @@ async fn handle(
         return http::json(200, &body);
     }
     let config = config::load(env)?;
-    let (authorization, idempotency_key, query) =
-        (req.header("authorization"), req.header("idempotency-key"), req.query());
+    let (idempotency_key, query) = (req.header("idempotency-key"), req.query());
     let now_s = http::now_ms() / 1000;
     let asked = Asked {
         path: &path,
-        authorization: authorization.as_deref(),
+        authorization,
         idempotency_key: idempotency_key.as_deref(),
         query: query.as_deref(),
         now_s,
@@ -175,7 +175,7 @@ async fn serve(
         }
         Action::Mint { topic, body_limit } => {
             let now_s = asked.now_s;
-            let asked = MintRequest::parse(&body_within(req, body_limit).await?)?;
+            let asked = MintRequest::parse(&req.bytes_within(body_limit).await?)?;
             let claims = asked.claims(&topic.name, now_s)?;
             let token = config.tokens.client_secrets(&topic.name)?.mint(&claims)?;
             http::json(201, &serde_json::json!({"token": token, "expires_at": claims.exp}))
@@ -184,7 +184,7 @@ async fn serve(
         Action::Demo(route) => demo::serve(req, env, config, route).await,
         Action::Metrics => metrics_text(env, &config.topics).await,
         Action::Recover { topic, body_limit } => {
-            let asked = RecoverRequest::parse(&body_within(req, body_limit).await?)?;
+            let asked = RecoverRequest::parse(&req.bytes_within(body_limit).await?)?;
             let done = recover(&GateClient { env: env.clone() }, &KeyClient { env }, &topic.name, &asked).await?;
             http::json(if done.remaining > 0 { 202 } else { 200 }, &done)
         }
@@ -257,7 +257,7 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     if plan.intake.room_check {
         refuse_when_full(env, topic, plan.intake.client).await?;
     }
-    let events = batch::parse(&body_within(req, plan.intake.body_limit).await?, topic.max_body_bytes)?;
+    let events = batch::parse(&req.bytes_within(plan.intake.body_limit).await?, topic.max_body_bytes)?;
     let groups = batch::by_key(&events);
     // Every key is checked before any is stored.
     let mut shares = Vec::with_capacity(groups.len());
@@ -284,20 +284,9 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     http::json(207, &body)
 }
 
-/// The request's body, `413` past `limit` bytes: refused by its declared
-/// `Content-Length` before it is read, where it has one, else read through
-/// its stream no further than the bound ([`Incoming::bytes_within`]).
-async fn body_within(req: &Incoming, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let declared = req.header("content-length");
-    if declared.and_then(|n| n.trim().parse::<usize>().ok()).is_some_and(|n| n > limit) {
-        return Err(ApiError::PayloadTooLarge { limit });
-    }
-    req.bytes_within(limit).await
-}
-
 /// The event's JSON, within `limit` bytes and checked for syntax.
 async fn event_body(req: &Incoming, limit: usize) -> Result<String, ApiError> {
-    let bytes = body_within(req, limit).await?;
+    let bytes = req.bytes_within(limit).await?;
     let raw: &RawValue = serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     Ok(raw.get().to_string())
 }
