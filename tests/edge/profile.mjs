@@ -10,9 +10,10 @@
 //   known keys (the bench's third load: their objects in memory, their windows delivered).
 //   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
 //   SQLite, commits, RPC, HTTP, which the V8 profile counts as idle) into FILE during the load,
-//   and prints its top symbols (needs perf; `perf report -i FILE` for the rest).
+//   and prints its top symbols, the wasm's and JavaScript's named (V8's --perf-basic-prof); needs
+//   perf; `perf report -i FILE` for the rest.
 // The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { execFileSync, spawn } from "node:child_process";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
@@ -34,6 +35,9 @@ const worker =
   who === "lull"
     ? (({ queueConsumers, ...w }) => w)(lullWorker({ b: { target, wait_ms: 200, max_wait_ms: 1000, payload: "all", max_batch: 100, allow_http: true } }, process.env.LULL_PROFILE_BUILD))
     : jsObjectWorker(who, target, settings);
+// V8 writes a map of the code it compiles (JS and wasm: /tmp/perf-<pid>.map, removed after the
+// report), so perf names their functions too; the log that flag turns on goes nowhere.
+if (process.env.LULL_PROFILE_PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = "--perf-basic-prof --no-logfile-per-isolate --logfile=/dev/null";
 const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir), inspectorPort, ...worker, name: "profiled" }));
 try {
   const url = (await mf.ready).toString().replace(/\/$/, "");
@@ -113,6 +117,7 @@ try {
     const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
     console.log(`perf, workerd's process (${perfOut}):`);
     console.log(report.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
+    rmSync(`/tmp/perf-${perf.pid}.map`, { force: true });
   }
 } finally {
   await mf.dispose();
@@ -126,6 +131,7 @@ function recordPerf(file) {
   if (!pid) throw new Error("no workerd process to record");
   const child = spawn("perf", ["record", "-F", "999", "-g", "-p", pid, "-o", file], { stdio: ["ignore", "ignore", "inherit"] });
   return {
+    pid,
     stop: () => new Promise((ok) => (child.once("exit", ok), child.kill("SIGINT"))),
   };
 }

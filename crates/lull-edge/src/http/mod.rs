@@ -41,6 +41,56 @@ pub(crate) struct ObjectAnswer {
     pub retry_after: Option<String>,
 }
 
+/// The request headers the router reads (every route's, the ones a body's
+/// bound needs), fetched with the method and the URL in one call
+/// ([`RequestParts`]); any other header is asked of the runtime when a route asks.
+pub(crate) const READ_HEADERS: [&str; 5] =
+    ["origin", "authorization", "idempotency-key", "content-length", "transfer-encoding"];
+
+/// A request's method, URL and [`READ_HEADERS`] (each value, or `None` where
+/// absent), as the runtime's side hands them over in one text
+/// (`js/messages.mjs`: one part per line, a header's value after a `+`, an
+/// absent one an empty line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RequestParts {
+    /// The method, as the runtime gives it.
+    pub method: String,
+    /// The URL, as the runtime gives it.
+    pub url: String,
+    /// Each of [`READ_HEADERS`], in its order.
+    pub headers: [Option<String>; READ_HEADERS.len()],
+}
+
+impl RequestParts {
+    /// The parts from their lines; `500 internal` if they are not as many as
+    /// [`READ_HEADERS`] asks for, or a header's line is neither empty nor `+…`.
+    pub(crate) fn from_lines(text: &str) -> Result<RequestParts, ApiError> {
+        let bad = || ApiError::Internal(format!("the request's parts are not {} lines", READ_HEADERS.len() + 2));
+        let mut lines = text.split('\n');
+        let (method, url) = (lines.next().ok_or_else(bad)?, lines.next().ok_or_else(bad)?);
+        let mut headers: [Option<String>; READ_HEADERS.len()] = Default::default();
+        for header in &mut headers {
+            let line = lines.next().ok_or_else(bad)?;
+            *header = match line.strip_prefix('+') {
+                Some(value) => Some(value.to_string()),
+                None if line.is_empty() => None,
+                None => return Err(bad()),
+            };
+        }
+        if lines.next().is_some() {
+            return Err(bad());
+        }
+        Ok(RequestParts { method: method.to_string(), url: url.to_string(), headers })
+    }
+
+    /// The header `name` (lower case) if it is one of [`READ_HEADERS`]: its
+    /// value or `None` (absent); `Err(())` if it was not read.
+    pub(crate) fn header(&self, name: &str) -> Result<Option<&str>, ()> {
+        let at = READ_HEADERS.iter().position(|read| *read == name).ok_or(())?;
+        Ok(self.headers[at].as_deref())
+    }
+}
+
 /// How a request's body is read against its bound, by what its framing
 /// declares. A body framed by its `Content-Length` is one the runtime reads
 /// no further than that length, so one within the bound is read in one call;
@@ -106,6 +156,26 @@ impl BodyWithin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_requests_parts_are_read_from_their_lines() {
+        let parts = RequestParts::from_lines("POST\nhttps://h/v1/x?a=1\n\n+Bearer t\n+\n+12\n").unwrap();
+        assert_eq!((parts.method.as_str(), parts.url.as_str()), ("POST", "https://h/v1/x?a=1"));
+        assert_eq!(parts.header("origin"), Ok(None), "absent");
+        assert_eq!(parts.header("authorization"), Ok(Some("Bearer t")));
+        assert_eq!(parts.header("idempotency-key"), Ok(Some("")), "present and empty is not absent");
+        assert_eq!(parts.header("content-length"), Ok(Some("12")));
+        assert_eq!(parts.header("transfer-encoding"), Ok(None));
+        assert_eq!(parts.header("x-other"), Err(()), "not read: asked of the runtime");
+        // A value may hold a `+` of its own; only the first marks it present.
+        assert_eq!(RequestParts::from_lines("GET\nu\n++a\n\n\n\n").unwrap().header("origin"), Ok(Some("+a")));
+        let five = "GET\nu\n\n\n\n\n";
+        assert_eq!(RequestParts::from_lines(five).unwrap().headers, [None, None, None, None, None]);
+        // Four headers, six, a line neither empty nor `+…`.
+        for bad in ["", "GET", "GET\nu", "GET\nu\n\n\n\n", "GET\nu\n\n\n\n\n\n", "GET\nu\nx\n\n\n\n"] {
+            assert_eq!(RequestParts::from_lines(bad).unwrap_err().code(), "internal", "{bad:?}");
+        }
+    }
 
     #[test]
     fn only_a_body_its_length_binds_within_the_bound_is_read_in_one_call() {

@@ -7,13 +7,14 @@ use serde::Serialize;
 use serde_json::json;
 use worker::console_log;
 use worker::js_sys::{Array, Date, Object, Promise, Reflect, Uint8Array};
-use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen::prelude::wasm_bindgen;
+use worker::wasm_bindgen::{self, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{self, Headers, ReadableStreamDefaultReader, RequestInit, ResponseInit};
 
 use crate::http::batch;
 use crate::http::route::{authority, path_and_query};
-use crate::http::{ApiError, BodyRead, BodyWithin, ObjectAnswer};
+use crate::http::{ApiError, BodyRead, BodyWithin, ObjectAnswer, READ_HEADERS, RequestParts};
 use crate::log::Fact;
 
 /// Milliseconds since the epoch, as the core counts them (`Date.now()`: one call, no `Date` made).
@@ -79,16 +80,13 @@ pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> Result<Reply, ApiErr
 
 /// `text` (JSON already written) with `status`, passed on as it is.
 pub(crate) fn json_text(status: u16, text: &str) -> Result<Reply, ApiError> {
-    reply(status, Some(text), &[("content-type", "application/json")])
+    json_response(status, text, None).map_err(thrown("a response"))
 }
 
 /// An object's answer passed on to the caller as it came: status, JSON text and `Retry-After`.
 pub(crate) fn pass_on(answer: &ObjectAnswer) -> Result<Reply, ApiError> {
     let ObjectAnswer { status, body, retry_after } = answer;
-    match retry_after {
-        Some(secs) => reply(*status, Some(body), &[("content-type", "application/json"), ("retry-after", secs)]),
-        None => json_text(*status, body),
-    }
+    json_response(*status, body, retry_after.as_deref()).map_err(thrown("a response"))
 }
 
 /// A request id: 16 hex digits, naming an error in the answer and in the log.
@@ -145,48 +143,68 @@ impl From<worker::Error> for ApiError {
     }
 }
 
-/// A request as the runtime hands it to the Worker (or to an object), read
-/// through the runtime's own object: unlike `worker::Request`, which reads
-/// `cf` (an object the runtime builds on demand) on every request, it reads
-/// only what a route asks for.
+/// A request as the runtime hands it to the Worker, read through the
+/// runtime's own object: unlike `worker::Request`, which reads `cf` (an object
+/// the runtime builds on demand) on every request, it reads the method, the
+/// URL and [`READ_HEADERS`] in one call (`js/messages.mjs`), and anything
+/// else only when a route asks for it.
 pub(crate) struct Incoming {
     raw: web_sys::Request,
-    /// The URL, read from the runtime once.
-    url: String,
-    /// The headers, fetched from the runtime at the first one asked for.
+    /// The method, the URL and the headers every request is read for.
+    parts: RequestParts,
+    /// The headers, fetched from the runtime at the first other one asked for.
     headers: std::cell::OnceCell<Headers>,
 }
 
+#[wasm_bindgen(module = "/js/messages.mjs")]
+extern "C" {
+    /// The method, the URL and the headers `names` of `request`, one per line ([`RequestParts::from_lines`]).
+    #[wasm_bindgen(js_name = requestParts)]
+    fn request_parts(request: &web_sys::Request, names: &Array) -> String;
+
+    /// `text` (JSON) answered with `status`, and `Retry-After` if `retry_after` is given.
+    #[wasm_bindgen(catch, js_name = jsonResponse)]
+    fn json_response(status: u16, text: &str, retry_after: Option<&str>) -> Result<Reply, JsValue>;
+}
+
+thread_local! {
+    /// [`READ_HEADERS`] as the runtime's side takes them, made once.
+    static READ_HEADER_NAMES: Array = READ_HEADERS.iter().map(|name| JsValue::from_str(name)).collect();
+}
+
 impl Incoming {
-    /// The runtime's request.
-    pub(crate) fn new(raw: web_sys::Request) -> Self {
-        let url = raw.url();
-        Incoming { raw, url, headers: std::cell::OnceCell::new() }
+    /// The runtime's request, its method, URL and [`READ_HEADERS`] read.
+    pub(crate) fn new(raw: web_sys::Request) -> Result<Self, ApiError> {
+        let lines = READ_HEADER_NAMES.with(|names| request_parts(&raw, names));
+        Ok(Incoming { parts: RequestParts::from_lines(&lines)?, raw, headers: std::cell::OnceCell::new() })
     }
 
     /// The method, upper case.
-    pub(crate) fn method(&self) -> String {
-        self.raw.method()
+    pub(crate) fn method(&self) -> &str {
+        &self.parts.method
     }
 
     /// The URL's path, as the runtime gives it (percent-encoded).
     pub(crate) fn path(&self) -> String {
-        path_and_query(&self.url).0.to_string()
+        path_and_query(&self.parts.url).0.to_string()
     }
 
     /// The URL's host and port (what its `Host` header said).
     pub(crate) fn host(&self) -> &str {
-        authority(&self.url)
+        authority(&self.parts.url)
     }
 
     /// The URL's query, if any.
     pub(crate) fn query(&self) -> Option<String> {
-        path_and_query(&self.url).1.map(str::to_string)
+        path_and_query(&self.parts.url).1.map(str::to_string)
     }
 
-    /// A header's value, if present.
+    /// A header's value, if present (`name` in lower case).
     pub(crate) fn header(&self, name: &str) -> Option<String> {
-        self.headers.get_or_init(|| self.raw.headers()).get(name).ok().flatten()
+        match self.parts.header(name) {
+            Ok(read) => read.map(str::to_string),
+            Err(()) => self.headers.get_or_init(|| self.raw.headers()).get(name).ok().flatten(),
+        }
     }
 
     /// The whole body (the demo sink's: a delivery lull itself made; every

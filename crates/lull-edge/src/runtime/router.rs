@@ -78,7 +78,10 @@ async fn spend_budget(env: &Env, holder: &str) -> Result<(), ApiError> {
 
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<Reply, worker::Error> {
-    let req = Incoming::new(req);
+    let req = match Incoming::new(req) {
+        Ok(req) => req,
+        Err(e) => return http::respond_as(Err(e), false).map_err(worker::Error::from),
+    };
     let origin = req.header("origin");
     let auth = req.header("authorization");
     // Asked only where it matters (health, a private error): not on every event.
@@ -111,7 +114,7 @@ async fn handle(
     admin: &dyn Fn() -> bool,
 ) -> Result<Reply, ApiError> {
     let path = req.path();
-    let route = Route::parse(&req.method(), &path)?;
+    let route = Route::parse(req.method(), &path)?;
     if route == Route::Health {
         // Anyone learns whether the worker is up; an admin, its topics (or what is wrong).
         let config = config::load(env).map_err(|e| ApiError::Unhealthy(e.message()))?;
