@@ -144,10 +144,25 @@ test("an event's body streamed without a length: 413 at its topic's bound, and t
 test("a chunked body that also declares a small Content-Length is still read no further than its bound", async () => {
   // A body framed by its length is read in one call; chunked, the length binds nothing (RFC 9112 §6.3),
   // so it is read chunk by chunk (which way is chosen: http::BodyRead's own test). This asserts the
-  // outcome, whichever way the runtime frames such a request.
-  const r = await streamed("/v1/topics/small/keys/k/events", ingest, { bound: EVENT_BOUND, headers: { "content-length": "5" } });
-  console.log(`event, chunked with Content-Length 5 (bound ${EVENT_BOUND} B): ${seen(r)}; tries ${r.tries.length}`);
-  assert.ok([400, 413].includes(r.status), `refused, by the runtime's parser or at the bound: ${seen(r)}`);
+  // outcome, whichever way the runtime frames such a request. The runtime often resets such an
+  // upload before its answer is read; what every try must show is that the upload stopped.
+  const statuses = [];
+  for (let n = 0; n < 3; n++) {
+    const r = await upload("/v1/topics/small/keys/mixed/events", TOKENS.ingest, { headers: { "content-length": "5" } });
+    console.log(`event, chunked with Content-Length 5 (bound ${EVENT_BOUND} B), try ${n + 1}: ${seen(r)}`);
+    assert.ok(r.settled < EVENT_BOUND + SLACK, `try ${n + 1}: the upload stops near the bound: ${seen(r)}`);
+    assert.equal(r.later, r.settled, `try ${n + 1}: nothing more is pulled: ${seen(r)}`);
+    statuses.push(r.status);
+  }
+  // An answer read (0: reset first) is a refusal: by the runtime's parser, or at the bound.
+  assert.ok(statuses.every((s) => [0, 400, 413].includes(s)), `answers: ${statuses.join(", ")}`);
+  // Nothing was stored: the key's next event is its first.
+  const next = await fetch(`${edge.url}/v1/topics/small/keys/mixed/events`, {
+    method: "POST",
+    body: "{}",
+    headers: { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" },
+  });
+  assert.deepEqual([next.status, (await next.json()).seq], [202, 1], "nothing of the uploads was stored");
 });
 
 test("a body framed by a Content-Length within its bound is taken whole; one past it is refused unread", async () => {

@@ -108,13 +108,41 @@ impl Caller {
     }
 }
 
+/// A configured token as it is compared: its SHA-256 digest, taken once when
+/// the configuration is read (a request's token is digested once, not once
+/// per configured token; see [`TokenDigest::matches`]).
+#[derive(Clone, PartialEq, Eq)]
+struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    /// The digest of `token`.
+    fn of(token: &str) -> TokenDigest {
+        use sha2::{Digest, Sha256};
+        TokenDigest(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether this is the digest of the token `given` was taken of, compared
+    /// in time that depends on neither (digests are compared, so not even the
+    /// token's length leaks; an empty token is refused before, by [`bearer`]).
+    fn matches(&self, given: &TokenDigest) -> bool {
+        self.0.iter().zip(given.0.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+/// Not the digest: a configured token is never printed, not even hashed.
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(..)")
+    }
+}
+
 /// The configured tokens, each variable's tokens in the order given.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tokens {
-    admin: Vec<String>,
-    ingest: Vec<String>,
+    admin: Vec<TokenDigest>,
+    ingest: Vec<TokenDigest>,
     /// Topic name → its own ingest tokens.
-    topics: BTreeMap<String, Vec<String>>,
+    topics: BTreeMap<String, Vec<TokenDigest>>,
     /// Topic name → the secrets its client tokens are signed with (a topic
     /// that is not here refuses client tokens).
     client: BTreeMap<String, ClientSecrets>,
@@ -174,11 +202,12 @@ impl Tokens {
                 ));
             }
         }
-        let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let digests = |tokens: &[String]| tokens.iter().map(|t| TokenDigest::of(t)).collect::<Vec<_>>();
+        let mut by_topic: BTreeMap<String, Vec<TokenDigest>> = BTreeMap::new();
         for ((topic, _, _), (_, tokens)) in topics.iter().zip(&named[2..]) {
-            by_topic.entry(topic.clone()).or_default().extend(tokens.iter().cloned());
+            by_topic.entry(topic.clone()).or_default().extend(digests(tokens));
         }
-        Ok(Tokens { admin: admin.clone(), ingest: ingest.clone(), topics: by_topic, client })
+        Ok(Tokens { admin: digests(admin), ingest: digests(ingest), topics: by_topic, client })
     }
 
     /// The secrets `topic`'s client tokens are signed with (to mint one): `409
@@ -202,14 +231,15 @@ impl Tokens {
     /// valid token, whatever it may do.
     pub(crate) fn identify(&self, header: Option<&str>, target: Target<'_>) -> Result<Caller, ApiError> {
         let token = bearer(header).ok_or(ApiError::Unauthorized)?;
-        if any(&self.admin, token) {
+        let given = TokenDigest::of(token);
+        if any(&self.admin, &given) {
             return Ok(Caller::Admin);
         }
-        if any(&self.ingest, token) {
+        if any(&self.ingest, &given) {
             Ok(Caller::Ingest)
-        } else if let Some(own) = self.topics.iter().find(|(_, tokens)| any(tokens, token)).map(|(t, _)| t) {
+        } else if let Some(own) = self.topics.iter().find(|(_, tokens)| any(tokens, &given)).map(|(t, _)| t) {
             // A token may be several topics' own: the one asked about counts.
-            let here = target.topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, token)));
+            let here = target.topic.filter(|t| self.topics.get(*t).is_some_and(|tokens| any(tokens, &given)));
             Ok(Caller::TopicIngest(here.unwrap_or(own).to_string()))
         } else if let Some(secrets) = target.topic.and_then(|t| self.client.get(t))
             && token.split('.').count() == 3
@@ -243,7 +273,10 @@ pub(crate) fn check_variable(var: &str, text: &str) -> Result<(), ApiError> {
 /// Whether `header` carries one of the tokens in `text` (whitespace-separated),
 /// checked without parsing the rest of the configuration (which may be broken).
 pub(crate) fn carries_one_of(header: Option<&str>, text: &str) -> bool {
-    bearer(header).is_some_and(|token| any(&split(text), token))
+    bearer(header).is_some_and(|token| {
+        let tokens: Vec<TokenDigest> = split(text).iter().map(|t| TokenDigest::of(t)).collect();
+        any(&tokens, &TokenDigest::of(token))
+    })
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case).
@@ -253,19 +286,9 @@ pub(crate) fn bearer(header: Option<&str>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Whether `given` is one of `tokens`; every one is compared (see [`equal`]).
-fn any(tokens: &[String], given: &str) -> bool {
-    tokens.iter().fold(false, |found, t| found | equal(given, t))
-}
-
-/// Whether `given` is the token `expected`, in time that depends on neither
-/// (their SHA-256 digests are compared in constant time, so not even the
-/// token's length leaks); an empty token never matches.
-fn equal(given: &str, expected: &str) -> bool {
-    use sha2::{Digest, Sha256};
-    let (a, b) = (Sha256::digest(given.as_bytes()), Sha256::digest(expected.as_bytes()));
-    let same = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
-    !expected.is_empty() & same
+/// Whether `given` is the digest of one of `tokens`; every one is compared ([`TokenDigest::matches`]).
+fn any(tokens: &[TokenDigest], given: &TokenDigest) -> bool {
+    tokens.iter().fold(false, |found, t| found | t.matches(given))
 }
 
 #[cfg(test)]
