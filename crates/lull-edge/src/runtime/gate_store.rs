@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use worker::{SqlStorage, State};
 
-use super::statements::{self, GateStatements, answered, int, lookup, unsigned};
+use super::statements::{self, GateStatements, answered, int, lookup, store_error, unsigned};
 use super::sys::StateExt;
 use crate::ports::StoreError;
 use crate::queue::gate::{DeadLetterRow, DeadTotals, Failing, Gate, GateState, GateStore, NewDeadLetter};
@@ -104,10 +104,6 @@ impl SqlGateStore {
         let done = self.state.transaction_sync(move || f(&sql).map(|n| n as f64).map_err(|e| e.to_string()));
         done.map(|n| n as u64).map_err(store_error)
     }
-}
-
-fn store_error(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
 }
 
 #[derive(Deserialize)]

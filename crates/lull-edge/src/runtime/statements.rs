@@ -201,7 +201,13 @@ pub(super) fn unsigned(n: f64) -> u64 {
 
 /// What a statement answered (rows, a row or undefined), as a `T`.
 pub(super) fn answered<T: serde::de::DeserializeOwned>(answer: Result<JsValue, JsValue>) -> Result<T, StoreError> {
-    serde_wasm_bindgen::from_value(answer.map_err(error)?).map_err(|e| StoreError(e.to_string()))
+    serde_wasm_bindgen::from_value(answer.map_err(error)?).map_err(store_error)
+}
+
+/// A Rust-side failure of storage (workers-rs' error, a row that would not
+/// read) as a [`StoreError`]; a JS error is [`error`]'s.
+pub(super) fn store_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
 }
 
 /// A JS error as a [`StoreError`].

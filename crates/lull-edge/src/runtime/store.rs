@@ -17,7 +17,7 @@ use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{SqlStorage, State};
 
-use super::statements::{self, KeyStatements, answered, int, unsigned};
+use super::statements::{self, KeyStatements, answered, int, store_error, unsigned};
 use super::sys::StateExt;
 
 use crate::key::{MAX_ROW_BYTES, MAX_ROW_EVENTS};
@@ -78,10 +78,6 @@ pub(super) struct SqlStore {
     statements: KeyStatements,
     /// Whether [`LATER_TABLES`] are there (learnt at load, made at their first write).
     later: Cell<bool>,
-}
-
-fn error(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
 }
 
 #[derive(Deserialize)]
@@ -155,7 +151,7 @@ impl SqlStore {
     fn transaction(&self, f: impl FnOnce(&SqlStorage) -> worker::Result<u64> + 'static) -> Result<u64, StoreError> {
         let sql = self.sql.clone();
         let rows = self.state.transaction_sync(move || f(&sql).map(|rows| rows as f64).map_err(|e| e.to_string()));
-        rows.map(|n| n as u64).map_err(error)
+        rows.map(|n| n as u64).map_err(store_error)
     }
 
     /// The rows holding events `first..=last`, read in one query: SQLite sums
@@ -187,7 +183,7 @@ impl SqlStore {
     fn prepare(&self) -> Result<bool, StoreError> {
         // A new object's storage, told without a statement: no table, so no migration to look for.
         if self.sql.database_size() <= EMPTY_DATABASE_BYTES {
-            self.sql.exec(TABLES, None).map_err(error)?;
+            self.sql.exec(TABLES, None).map_err(store_error)?;
             self.later.set(false);
             return Ok(true);
         }
@@ -198,17 +194,17 @@ impl SqlStore {
                 None,
             )
             .and_then(|c| c.to_array())
-            .map_err(error)?;
+            .map_err(store_error)?;
         let exists = |table: &str| tables.iter().any(|t| t.name == table);
         self.later.set(exists("windows") && exists("dedupe"));
         let columns: Vec<Column> =
-            self.sql.exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(error)?;
+            self.sql.exec("PRAGMA table_info(events)", None).and_then(|c| c.to_array()).map_err(store_error)?;
         let has = |name: &str| columns.iter().any(|c| c.name == name);
         if has("state") {
             return self.migrate_schema_1().map(|()| false);
         }
         if !has(NEWEST_COLUMN) {
-            self.sql.exec(TABLES, None).map_err(error)?;
+            self.sql.exec(TABLES, None).map_err(store_error)?;
             if columns.is_empty() {
                 return Ok(true);
             }
@@ -266,7 +262,7 @@ impl SqlStore {
     /// Make [`LATER_TABLES`] if they may not be there yet.
     fn make_later_tables(&self) -> Result<(), StoreError> {
         if !self.later.get() {
-            self.sql.exec(LATER_TABLES, None).map_err(error)?;
+            self.sql.exec(LATER_TABLES, None).map_err(store_error)?;
             self.later.set(true);
         }
         Ok(())
@@ -380,7 +376,9 @@ impl Store for SqlStore {
         match self.span(first, last, limit, limit.saturating_add(2 * MAX_ROW_BYTES as u64))? {
             Some(bodies) => Ok(bodies),
             // Not reached while that holds; if it did not, the rows are read whole.
-            None => self.span(first, last, limit, u64::MAX)?.ok_or_else(|| error("event rows without their text")),
+            None => {
+                self.span(first, last, limit, u64::MAX)?.ok_or_else(|| store_error("event rows without their text"))
+            }
         }
     }
 
@@ -394,8 +392,8 @@ impl Store for SqlStore {
 
     async fn erase(&self) -> Result<(), StoreError> {
         let storage = self.state.storage();
-        storage.delete_alarm().await.map_err(error)?;
-        storage.delete_all().await.map_err(error)?;
+        storage.delete_alarm().await.map_err(store_error)?;
+        storage.delete_all().await.map_err(store_error)?;
         self.later.set(false);
         Ok(())
     }
