@@ -24,11 +24,10 @@
 // all three for a look while working, not for figures)
 import http from "node:http";
 import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
-import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
-import { anotherLullWorker, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { anotherLullWorker, childWorkerd, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
 import { TRACED_HEAP_MB, traceGc } from "./gc-trace.mjs";
 
@@ -160,13 +159,7 @@ const base = new URL((await mf.ready).toString());
 const CALM_TICKS = 3; // clock ticks (10 ms each) in one second
 const CALM_SECONDS = 15;
 const CALM_MAX_MS = 45_000;
-const workerdPid = (() => {
-  try {
-    return execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0] || null;
-  } catch {
-    return null;
-  }
-})();
+const workerdPid = childWorkerd();
 /** A clock tick of /proc's CPU times, in µs (USER_HZ: 100 on Linux). */
 const TICK_US = 10_000;
 /** workerd's CPU so far (user and system, clock ticks, its threads ended or not), or null if unreadable. */

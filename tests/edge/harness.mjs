@@ -1,6 +1,6 @@
 // A local lull-edge on workerd (Miniflare, from the worker-build output) and
 // a receiver on 127.0.0.1, for the end-to-end tests and the benchmark.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createTcpServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -152,6 +152,15 @@ export function runtimeLog(lines) {
       lines.push({ at: Date.now(), message: String(message) });
     }
   })(LogLevel.DEBUG);
+}
+
+/** The PID of the workerd this process started (Miniflare's child), or null if there is none. */
+export function childWorkerd() {
+  try {
+    return execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0] || null;
+  } catch {
+    return null;
+  }
 }
 
 /** lull-edge with `topics` on a fresh state; `body(api, edge)` runs the test, then the edge stops and its state goes. */

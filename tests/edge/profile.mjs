@@ -16,7 +16,7 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { execFileSync, spawn } from "node:child_process";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
+import { childWorkerd, freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
 
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
@@ -127,7 +127,7 @@ try {
 
 /** `perf record` of workerd's process (this process's child) into `file` until `stop()`. */
 function recordPerf(file) {
-  const pid = execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0];
+  const pid = childWorkerd();
   if (!pid) throw new Error("no workerd process to record");
   const child = spawn("perf", ["record", "-F", "999", "-g", "-p", pid, "-o", file], { stdio: ["ignore", "ignore", "inherit"] });
   return {
