@@ -3,7 +3,9 @@
 // Windows of 10 events (max_batch), each delivered before the next begins:
 // 10 event rows + the snapshot that marks the delivery begun + the one that
 // records its outcome; a delivered event's row is reused, never deleted; the
-// key's first event also writes its first snapshot.
+// key's first event also writes its first snapshot. A window closed by its
+// quiet period costs the same: its fire is stored with its begun, unless the
+// key had to ask its topic's object about the target first.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startEdge, startReceiver, stateDir, client, until } from "./harness.mjs";
@@ -16,7 +18,8 @@ before(async () => {
   rx = await startReceiver(() => 200);
   state = stateDir();
   const topic = (payload) => ({ target: `${rx.url}/hook`, wait_ms: 60_000, payload, max_batch: EACH });
-  edge = await startEdge({ persist: state.dir, topics: { all: topic("all"), last: topic("last") } });
+  const quiet = { target: `${rx.url}/hook`, wait_ms: 200 };
+  edge = await startEdge({ persist: state.dir, topics: { all: topic("all"), last: topic("last"), quiet } });
   api = client(edge.url);
 });
 
@@ -46,3 +49,27 @@ for (const mode of ["all", "last"]) {
     assert.equal(s.stored_events, 0);
   });
 }
+
+test("windows closed by their quiet period: the event, the begun and the outcome, from SQLite", async () => {
+  const KEYS = 20;
+  const keys = Array.from({ length: KEYS }, (_, i) => `q${i}`);
+  // Sent together, so their windows close together: the isolate's copy of the target's state decides.
+  const sent = await Promise.all(keys.map((k) => api.event("quiet", k, { k })));
+  assert.deepEqual(sent.map((r) => r.status), keys.map(() => 202));
+  await until(async () => rx.deliveries.filter((d) => d.body.topic === "quiet").length === KEYS, 15_000, "every window delivered");
+  const rows = [];
+  for (const k of keys) {
+    const s = (await until(async () => {
+      const s = (await api.status("quiet", k)).json;
+      return s.state === "idle" && s.stats.succeeded === 1 && s;
+    }, 10_000, `${k} idle`));
+    rows.push(s.io.rows_written);
+  }
+  // Each key that asked its topic's object for the target's state stored its fire before asking.
+  const asked = (await api.call("GET", "/v1/topics/quiet")).json.requests.target ?? 0;
+  const total = rows.reduce((a, b) => a + b, 0);
+  console.log(`# cost quiet: ${total} rows for ${KEYS} single-event windows; target asked ${asked} times; per key ${rows}`);
+  assert.ok(asked < KEYS / 2, `the copy decided most deliveries: asked ${asked}`);
+  // Per key: the event and the key's first snapshot, the begun, the outcome.
+  assert.ok(total <= KEYS * 4 + asked, `${total} rows`);
+});

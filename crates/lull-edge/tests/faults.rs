@@ -177,6 +177,31 @@ fn an_event_writes_one_row_and_a_finished_row_is_reused() {
 }
 
 #[test]
+fn a_window_closed_by_its_quiet_period_writes_its_event_its_begun_and_its_outcome() {
+    let mut pair = Pair::new();
+    let delivered = |pair: &mut Pair, n: usize| {
+        pair.step(&Op::Event);
+        pair.step(&Op::Alarm); // the quiet period ends: the window fires and its delivery begins
+        pair.step(&Op::Answer(Answer::Ok));
+        assert_eq!(pair.world.borrow().received.len(), n);
+        pair.world.borrow().rows_written
+    };
+    // The isolate has not heard of the target yet: the fire is stored before
+    // the topic's object is asked (event and first snapshot, fire, begun, outcome).
+    assert_eq!(delivered(&mut pair, 1), 5);
+    assert_eq!(pair.world.borrow().topic_calls.get("target"), Some(&1));
+    // With the isolate's copy fresh, the fire and its begun are one snapshot.
+    assert_eq!(delivered(&mut pair, 2), 5 + 3, "the event, the begun and the outcome");
+    assert_eq!(pair.world.borrow().topic_calls.get("target"), Some(&1), "the copy decided");
+    // Past the copy's age, one key asks again: the fire is stored on its own.
+    pair.advance(lull_edge::target::TARGET_STALE_MS);
+    assert_eq!(delivered(&mut pair, 3), 8 + 4);
+    assert_eq!(pair.world.borrow().topic_calls.get("target"), Some(&2));
+    pair.drain();
+    pair.check();
+}
+
+#[test]
 fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     let mut pair = Pair::new();
     let send = |pair: &mut Pair, key: &str, n: u64| {

@@ -39,6 +39,22 @@ pub(crate) enum Pass {
     },
 }
 
+/// What the target's state as heard (`view`) decides at `now` for `key`'s
+/// delivery: held while paused or disabled, gone when nothing bounds the
+/// topic and the target is open; `None` when the topic's object decides.
+fn decide(topic: &Topic, key: &str, view: Option<TargetView>, now: u64) -> Option<Pass> {
+    let spread = spread(key, RESUME_SPREAD_MS);
+    match view.map(|v| v.state) {
+        // At most a minute at a time: a resume reaches a key held on a long pause.
+        Some(TargetState::Paused { until }) if now < until => {
+            Some(Pass::Hold { until: until.min(now + DISABLED_RECHECK_MS) + spread })
+        }
+        Some(TargetState::Disabled) => Some(Pass::Hold { until: now + DISABLED_RECHECK_MS + spread }),
+        _ if topic.forward.is_none() && view.is_none_or(|v| v.open()) => Some(Pass::Go { lease: None, view }),
+        _ => None,
+    }
+}
+
 impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
     /// The target's state for `topic`, from the isolate's copy, or fetched
     /// (by one key per period); `None` if never heard (taken as active).
@@ -58,22 +74,21 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         }
     }
 
+    /// Whether `key`'s due delivery to `topic`'s target may go at `now`, when
+    /// the isolate's copy alone decides it (no request, no await); `None`
+    /// when the copy must be fetched or the topic's object asked: then [`pass`](Self::pass).
+    pub(super) fn pass_known(&self, topic: &Topic, key: &str, now: u64) -> Option<Pass> {
+        decide(topic, key, self.isolate.targets.peek(&topic.name, now)?, now)
+    }
+
     /// May `key`'s due delivery to `topic`'s target go now?
     pub(super) async fn pass(&self, topic: &Topic, key: &str) -> Pass {
         let view = self.view(&topic.name).await;
         let now = self.host.now();
+        if let Some(pass) = decide(topic, key, view, now) {
+            return pass;
+        }
         let spread = spread(key, RESUME_SPREAD_MS);
-        match view.map(|v| v.state) {
-            // At most a minute at a time: a resume reaches a key held on a long pause.
-            Some(TargetState::Paused { until }) if now < until => {
-                return Pass::Hold { until: until.min(now + DISABLED_RECHECK_MS) + spread };
-            }
-            Some(TargetState::Disabled) => return Pass::Hold { until: now + DISABLED_RECHECK_MS + spread },
-            _ => {}
-        }
-        if topic.forward.is_none() && view.is_none_or(|v| v.open()) {
-            return Pass::Go { lease: None, view };
-        }
         // A pause that ended: one key of this isolate at a time asks to go (the probe's turn).
         if topic.forward.is_none() && !self.isolate.targets.may_ask(&topic.name, now) {
             return Pass::Hold { until: now + PROBE_RECHECK_MS + spread };

@@ -14,7 +14,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::admit::Pass;
-use super::memory::{Job, Loaded};
+use super::memory::{Batch, Job, Loaded};
 use super::state::{Counted, Effect, LastDelivery};
 use super::{ALARM_RETRY, KeyObject, json_error};
 use crate::delivery::body::{Delivery, Payload, idempotency_key};
@@ -97,6 +97,52 @@ impl Loaded {
     }
 }
 
+/// What the alarm's first step of a delivery found.
+// One per alarm step, moved once: boxing would allocate per delivery (and the lint fires on 64-bit targets only).
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// Nothing due.
+    Idle,
+    /// A fire due, committed; whether it may go needs a request.
+    Due(Fire),
+    /// The due fire was held by the target, in the same step.
+    Held,
+    /// The due fire was begun in the same step (its job; `None`: it was stale), under this pass.
+    Begun(Option<Job>, Pass),
+}
+
+impl Loaded {
+    /// The target holds the due `fire` until `until`: it goes then, as the same attempt.
+    fn hold_due(&mut self, fire: &Fire, now: u64, until: u64, batch: &mut Batch) -> Result<(), ApiError> {
+        self.armed = None; // the alarm that woke us is spent: arm the time it goes
+        let effects = self.ks.hold(fire, now, until).map_err(|e| ApiError::Internal(e.to_string()))?;
+        self.apply(effects, batch)?;
+        self.snapshot(batch)
+    }
+
+    /// Add the snapshot if the step wrote a row or a log fact (a served
+    /// deadline asks for it anyway: `Batch::snapshot_due`).
+    fn snapshot_if_changed(&mut self, batch: &mut Batch) -> Result<(), ApiError> {
+        if batch.writes.is_empty() && batch.logs.is_empty() { Ok(()) } else { self.snapshot(batch) }
+    }
+
+    /// Take the next due fire and mark its delivery begun (the alarm running
+    /// now guards it, and is spent when the handler ends): its job, or `None`
+    /// if no fire is current.
+    fn begin(&mut self, topic: Option<&Topic>, store: &impl Store, batch: &mut Batch) -> Result<Option<Job>, ApiError> {
+        self.armed = None;
+        let (fire, effects) = self.ks.begin_delivery();
+        self.apply(effects, batch)?;
+        let Some(fire) = fire else {
+            self.snapshot_if_changed(batch)?;
+            return Ok(None);
+        };
+        let job = self.job(fire, topic, store)?;
+        self.snapshot(batch)?;
+        Ok(Some(job))
+    }
+}
+
 impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
     /// The alarm went off: deliver what is due, then re-arm. When the work
     /// fails, the key arms its own retry with a capped backoff
@@ -173,57 +219,57 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         }
         // A webhook topic's target decides when its deliveries go (a queue topic's consumer asks for itself).
         let webhook = topic.filter(|t| t.queue.is_none());
+        let key = self.with(|l| Ok(l.key.as_str().to_string()))?;
         loop {
-            // Serve the deadlines passed; the next due fire, not begun yet.
-            let due = self
+            // Serve the deadlines passed and find the next due fire. When the
+            // isolate's copy of the target's state decides whether it may go
+            // (or the topic has no target to ask), it is held or begun in the
+            // same step: one snapshot for both. Else the step is committed and
+            // the topic's object asked before the next.
+            let step = self
                 .op(|l, batch, now| {
                     let effects = l.ks.timeout(now);
                     l.apply(effects, batch)?;
                     let (due, effects) = l.ks.due();
                     l.apply(effects, batch)?;
-                    if !batch.writes.is_empty() || !batch.logs.is_empty() {
-                        l.snapshot(batch)?;
-                    }
-                    if due.is_some() {
-                        // The alarm running now stands for the due fire: none is armed for it.
-                        l.armed = Some(now);
-                    }
-                    Ok(due.map(|fire| (fire, l.key.as_str().to_string())))
-                })
-                .await?;
-            let Some((due, key)) = due else { break };
-            let pass = match webhook {
-                Some(topic) => self.pass(topic, &key).await,
-                None => Pass::Go { lease: None, view: None },
-            };
-            if let Pass::Hold { until } = pass {
-                // Held by the target (paused, disabled, a probe out, or no room): the same attempt goes then.
-                self.op(|l, batch, now| {
-                    l.armed = None; // the alarm that woke us is spent: arm the time it goes
-                    let effects = l.ks.hold(&due, now, until).map_err(|e| ApiError::Internal(e.to_string()))?;
-                    l.apply(effects, batch)?;
-                    l.snapshot(batch)
-                })
-                .await?;
-                continue;
-            }
-            // Take the next due fire and mark its delivery begun (the alarm running now guards it).
-            let job = self
-                .op(|l, batch, _| {
-                    l.armed = None; // the alarm that woke us is spent when this handler ends
-                    let (fire, effects) = l.ks.begin_delivery();
-                    l.apply(effects, batch)?;
-                    let Some(fire) = fire else {
-                        if !batch.writes.is_empty() || !batch.logs.is_empty() {
-                            l.snapshot(batch)?;
-                        }
-                        return Ok(None);
+                    let Some(fire) = due else {
+                        l.snapshot_if_changed(batch)?;
+                        return Ok(Step::Idle);
                     };
-                    let job = l.job(fire, topics.get(&l.topic), &self.store)?;
-                    l.snapshot(batch)?;
-                    Ok(Some(job))
+                    let known = match webhook {
+                        Some(topic) => self.pass_known(topic, &key, now),
+                        None => Some(Pass::Go { lease: None, view: None }),
+                    };
+                    match known {
+                        Some(Pass::Hold { until }) => l.hold_due(&fire, now, until, batch).map(|()| Step::Held),
+                        Some(pass) => Ok(Step::Begun(l.begin(topics.get(&l.topic), &self.store, batch)?, pass)),
+                        None => {
+                            l.snapshot_if_changed(batch)?;
+                            // The alarm running now stands for the due fire: none is armed for it.
+                            l.armed = Some(now);
+                            Ok(Step::Due(fire))
+                        }
+                    }
                 })
-                .await;
+                .await?;
+            let (job, pass) = match step {
+                Step::Idle => break,
+                Step::Held => continue,
+                Step::Begun(job, pass) => (Ok(job), pass),
+                Step::Due(due) => {
+                    let pass = match webhook {
+                        Some(topic) => self.pass(topic, &key).await,
+                        None => Pass::Go { lease: None, view: None },
+                    };
+                    if let Pass::Hold { until } = pass {
+                        // Held by the target (paused, disabled, a probe out, or no room): the same attempt goes then.
+                        self.op(|l, batch, now| l.hold_due(&due, now, until, batch)).await?;
+                        continue;
+                    }
+                    // Take the next due fire and mark its delivery begun (the alarm running now guards it).
+                    (self.op(|l, batch, _| l.begin(topics.get(&l.topic), &self.store, batch)).await, pass)
+                }
+            };
             let job = match job {
                 Ok(Some(job)) => job,
                 Ok(None) | Err(_) => {

@@ -40,6 +40,12 @@ pub enum Cached {
 }
 
 impl Entry {
+    /// The copy is fresh, or another key is fetching it.
+    fn usable(&self, now: u64) -> bool {
+        let fresh = self.view.is_some() && now.saturating_sub(self.heard_at) < TARGET_STALE_MS;
+        fresh || self.fetching_since.is_some_and(|since| now.saturating_sub(since) < TARGET_STALE_MS)
+    }
+
     fn heard(&mut self, view: TargetView, now: u64) {
         (self.view, self.heard_at, self.fetching_since) = (Some(view), now, None);
     }
@@ -50,13 +56,18 @@ impl TargetCache {
     pub fn look(&self, topic: &str, now: u64) -> Cached {
         let mut entries = self.entries.borrow_mut();
         let entry = entries.entry(topic.to_string()).or_default();
-        let fresh = entry.view.is_some() && now.saturating_sub(entry.heard_at) < TARGET_STALE_MS;
-        let fetching = entry.fetching_since.is_some_and(|since| now.saturating_sub(since) < TARGET_STALE_MS);
-        if fresh || fetching {
+        if entry.usable(now) {
             return Cached::Use(entry.view);
         }
         entry.fetching_since = Some(now);
         Cached::Fetch
+    }
+
+    /// The copy a key would use at `now`, if [`look`](Self::look) would
+    /// answer [`Cached::Use`]; `None` (and nothing changed) when a key must
+    /// fetch it first.
+    pub fn peek(&self, topic: &str, now: u64) -> Option<Option<TargetView>> {
+        self.entries.borrow().get(topic).filter(|entry| entry.usable(now)).map(|entry| entry.view)
     }
 
     /// `topic`'s target state as its object told it at `now`.
@@ -95,11 +106,14 @@ mod tests {
     #[test]
     fn one_key_fetches_per_period_and_the_others_use_the_copy() {
         let cache = TargetCache::default();
+        assert_eq!(cache.peek("t", 0), None, "never heard: a key must fetch");
         assert_eq!(cache.look("t", 0), Cached::Fetch, "never heard: the first fetches");
+        assert_eq!(cache.peek("t", 1), Some(None), "the others go on meanwhile");
         assert_eq!(cache.look("t", 1), Cached::Use(None), "the others go on meanwhile");
         let paused = TargetView { state: TargetState::Paused { until: 9_000 }, failing_since: Some(0) };
         cache.heard("t", paused, 50);
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS - 1), Cached::Use(Some(paused)));
+        assert_eq!(cache.peek("t", 50 + TARGET_STALE_MS), None, "stale: peeking changes nothing");
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS), Cached::Fetch, "stale: one key fetches");
         assert_eq!(cache.look("t", 50 + TARGET_STALE_MS), Cached::Use(Some(paused)));
         cache.missed("t", 50 + TARGET_STALE_MS);
