@@ -6,6 +6,9 @@
 // Usage: node profile.mjs lull|promises|plain [OUT.cpuprofile] [TOP]
 //   LULL_PROFILE_BUILD=DIR: another lull-edge worker-build output (an A/B).
 //   LULL_PROFILE_KEYS=N: the events over N keys, not 1,000 (1: the bench's hot key).
+//   LULL_PROFILE_BATCH=N: each request a batch of N events (`events:batch`), not one event
+//   (with LULL_PROFILE_KEYS=1: the bench's paced hot key, as a closed loop at its fastest).
+//   LULL_PROFILE_EVENTS=N: N events in the load, not 3,000.
 //   LULL_PROFILE_KNOWN=1: the load runs once unprofiled first, so the profiled one meets
 //   known keys (the bench's third load: their objects in memory, their windows delivered).
 //   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
@@ -20,9 +23,15 @@ import { childWorkerd, freePort, jsObjectWorker, lullWorker, runtimeOptions, sta
 
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
-const EVENTS = 3_000;
-const KEYS = Number(process.env.LULL_PROFILE_KEYS ?? 1_000);
-if (!Number.isInteger(KEYS) || KEYS < 1) throw new Error(`LULL_PROFILE_KEYS=${process.env.LULL_PROFILE_KEYS}: a number of keys, 1 or more`);
+/** A positive whole number from the environment, or `fallback`. */
+function count(name, fallback) {
+  const n = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}=${process.env[name]}: a whole number, 1 or more`);
+  return n;
+}
+const EVENTS = count("LULL_PROFILE_EVENTS", 3_000);
+const KEYS = count("LULL_PROFILE_KEYS", 1_000);
+const BATCH = process.env.LULL_PROFILE_BATCH === undefined ? 0 : count("LULL_PROFILE_BATCH", 1);
 const CLIENTS = 32;
 const WARM_KEYS = 200;
 
@@ -61,6 +70,13 @@ try {
     await res.text();
     if (res.status !== 202) throw new Error(`event ${i}: ${res.status}`);
   };
+  /** Events `first`‥`end` (of `key`) in one batch request. */
+  const postBatch = async (key, first, end) => {
+    const events = Array.from({ length: end - first }, (_, j) => ({ key, event: { i: first + j, at: Date.now(), note: "a typical small event payload" } }));
+    const res = await fetch(`${url}/v1/topics/b/events:batch`, { method: "POST", headers: { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" }, body: JSON.stringify({ events }) });
+    const text = await res.text();
+    if (res.status !== 207 || JSON.parse(text).results.some((r) => r.status !== 202)) throw new Error(`batch from ${first}: ${res.status} ${text.slice(0, 200)}`);
+  };
   const delivered = (prefix) => rx.deliveries.filter((d) => String(d.body.key).startsWith(prefix)).reduce((n, d) => n + d.body.count, 0);
   // Warm up: the isolate compiles and caches on other keys first.
   for (let i = 0; i < WARM_KEYS; i += CLIENTS) await Promise.all(Array.from({ length: Math.min(CLIENTS, WARM_KEYS - i) }, (_, j) => post(`warm${i + j}`, i + j)));
@@ -73,8 +89,14 @@ try {
     let next = 0;
     await Promise.all(Array.from({ length: CLIENTS }, async () => {
       while (next < EVENTS) {
-        const i = next++;
-        await post(`k${i % KEYS}`, i);
+        const i = next;
+        if (BATCH) {
+          next = Math.min(EVENTS, i + BATCH);
+          await postBatch(`k${Math.floor(i / BATCH) % KEYS}`, i, next);
+        } else {
+          next += 1;
+          await post(`k${i % KEYS}`, i);
+        }
       }
     }));
     const ms = Date.now() - started;
@@ -106,7 +128,7 @@ try {
     total += dt;
   });
   const busy = total - (self.get("(idle)") ?? 0);
-  console.log(`${who}: ${EVENTS} events over ${KEYS} keys in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
+  console.log(`${who}: ${EVENTS} events over ${KEYS} keys${BATCH ? ` in batches of ${BATCH}` : ""} in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
   console.log(`the isolate busy ${(busy / 1000).toFixed(0)} ms of ${(total / 1000).toFixed(0)} sampled: ${(busy / EVENTS).toFixed(0)} µs an event`);
   // The collector's time, from the profile (gc-trace.mjs counts the collections themselves).
   console.log(`garbage collection: ${((self.get("(garbage collector)") ?? 0) / EVENTS).toFixed(0)} µs an event`);

@@ -202,6 +202,31 @@ fn a_window_closed_by_its_quiet_period_writes_its_event_its_begun_and_its_outcom
 }
 
 #[test]
+fn a_window_filled_during_a_delivery_is_taken_by_the_alarm_running_and_arms_nothing() {
+    let mut pair = Pair::new(); // windows of at most 3 events
+    for _ in 0..3 {
+        pair.step(&Op::Event); // the third fills the window: it fires at once
+    }
+    pair.step(&Op::Alarm); // its delivery is in flight
+    let set = pair.world.borrow().alarms_set.len();
+    for _ in 0..3 {
+        pair.step(&Op::Event); // the next window fills meanwhile
+    }
+    assert_eq!(pair.world.borrow().alarms_set.len(), set, "the alarm running takes it: none is set");
+    pair.step(&Op::Answer(Answer::Ok));
+    assert_eq!(pair.world.borrow().received.len(), 2, "the same handler sends the next window");
+    assert_eq!(pair.world.borrow().alarms_set.len(), set);
+    pair.step(&Op::Answer(Answer::Ok));
+    // Nothing is due: the loop's last look arms what the key needs next, once.
+    let w = pair.world.borrow();
+    assert_eq!(w.alarms_set.len(), set + 1, "{:?}", w.alarms_set);
+    assert!(w.alarms_set[set] >= w.now.get(), "{:?}", w.alarms_set);
+    drop(w);
+    pair.drain();
+    pair.check();
+}
+
+#[test]
 fn a_producer_retry_with_the_same_idempotency_key_stores_once() {
     let mut pair = Pair::new();
     let send = |pair: &mut Pair, key: &str, n: u64| {

@@ -6,8 +6,10 @@
 //! runtime holds the alarm that woke the key until the handler ends: a handler
 //! cut short (the object died mid-delivery) runs again, and its load finds the
 //! delivery marked begun, counts the attempt failed and arms the key's own
-//! alarm. Its end arms what the key needs next (a due fire, a deadline, or the
-//! idle key's collection).
+//! alarm. Until the loop finds nothing due, the alarm running stands for
+//! anything that falls due meanwhile (a window filled during a delivery is
+//! taken by the loop): no request arms for it. That last look arms what the
+//! key needs next (a deadline, a retry, or the idle key's collection).
 
 use lull_core::Fire;
 use serde_json::json;
@@ -114,7 +116,6 @@ enum Step {
 impl Loaded {
     /// The target holds the due `fire` until `until`: it goes then, as the same attempt.
     fn hold_due(&mut self, fire: &Fire, now: u64, until: u64, batch: &mut Batch) -> Result<(), ApiError> {
-        self.armed = None; // the alarm that woke us is spent: arm the time it goes
         let effects = self.ks.hold(fire, now, until).map_err(|e| ApiError::Internal(e.to_string()))?;
         self.apply(effects, batch)?;
         self.snapshot(batch)
@@ -127,13 +128,13 @@ impl Loaded {
     }
 
     /// Take the next due fire and mark its delivery begun (the alarm running
-    /// now guards it, and is spent when the handler ends): its job, or `None`
-    /// if no fire is current.
+    /// now guards it): its job, or `None` if no fire is current (the loop
+    /// ends there: the alarm is spent, and what the key needs next is armed).
     fn begin(&mut self, topic: Option<&Topic>, store: &impl Store, batch: &mut Batch) -> Result<Option<Job>, ApiError> {
-        self.armed = None;
         let (fire, effects) = self.ks.begin_delivery();
         self.apply(effects, batch)?;
         let Some(fire) = fire else {
+            self.armed = None;
             self.snapshot_if_changed(batch)?;
             return Ok(None);
         };
@@ -194,7 +195,10 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
         })?;
         let now = self.host.now();
         let collect = self.with(|l| {
-            l.armed = None; // the alarm that woke us is spent
+            // The alarm that woke us stands for whatever falls due until the
+            // loop below finds nothing due: that last look arms what the key
+            // needs next. Meanwhile no request arms for a fire the loop will take.
+            l.armed = Some(now);
             if let Some(topic) = topics.get(&l.topic) {
                 l.retention_ms = topic.retention_ms;
                 l.set_log_keys(topic.log_keys);
@@ -233,6 +237,8 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                     let (due, effects) = l.ks.due();
                     l.apply(effects, batch)?;
                     let Some(fire) = due else {
+                        // The loop's last look: the alarm that woke us is spent, arm what the key needs next.
+                        l.armed = None;
                         l.snapshot_if_changed(batch)?;
                         return Ok(Step::Idle);
                     };
@@ -245,8 +251,6 @@ impl<S: Store, H: Host, O: Outbound, G: Gates> KeyObject<S, H, O, G> {
                         Some(pass) => Ok(Step::Begun(l.begin(topics.get(&l.topic), &self.store, batch)?, pass)),
                         None => {
                             l.snapshot_if_changed(batch)?;
-                            // The alarm running now stands for the due fire: none is armed for it.
-                            l.armed = Some(now);
                             Ok(Step::Due(fire))
                         }
                     }

@@ -82,6 +82,8 @@ pub(crate) struct World {
     /// Deliveries marked begun, from the snapshots storage took: (window, attempt, when).
     begun: Vec<(u64, u64, u64)>,
     pub(crate) rows_written: u64,
+    /// Every alarm time the key set (`setAlarm` calls that took).
+    pub(crate) alarms_set: Vec<u64>,
     /// Bytes storage adds to what it reports a window's events weigh (a window from before the byte bound).
     pub(crate) extra_body_bytes: u64,
     /// Events that named a row to reuse that was gone (a row freed twice).
@@ -399,6 +401,7 @@ impl Host for FakeHost {
             None => {
                 w.alarm = Some(at);
                 w.alarm_replaced = true;
+                w.alarms_set.push(at);
                 Ok(())
             }
         }
