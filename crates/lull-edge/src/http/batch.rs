@@ -102,14 +102,17 @@ pub(crate) type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
 /// events' entries; anything else is every event's error; an answer that is
 /// not JSON is a failed share (`failed`: [`key_failed`] under a new request id).
 pub(crate) fn read_key_answer(answer: &ObjectAnswer, failed: impl FnOnce(&ApiError) -> (u16, Value)) -> KeyAnswer {
-    let body: Value = match serde_json::from_str(&answer.body) {
+    let mut body: Value = match serde_json::from_str(&answer.body) {
         Ok(body) => body,
         Err(e) => return Err(failed(&ApiError::Internal(format!("a key's answer to a batch: {e}")))),
     };
-    match body.get("accepted").and_then(Value::as_array) {
-        Some(accepted) if answer.status == 202 => Ok(accepted.clone()),
-        _ => Err((answer.status, body)),
+    if answer.status == 202
+        && let Some(Value::Array(entries)) = body.get_mut("accepted")
+    {
+        // Taken, not copied: the rest of the answer is not read.
+        return Ok(std::mem::take(entries));
     }
+    Err((answer.status, body))
 }
 
 /// What every event of a key gets when its share failed with `error` before

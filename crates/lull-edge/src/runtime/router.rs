@@ -260,16 +260,20 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     if plan.intake.room_check {
         refuse_when_full(env, topic, plan.intake.client).await?;
     }
-    let events = batch::parse(&req.bytes_within(plan.intake.body_limit).await?, topic.max_body_bytes)?;
+    let mut events = batch::parse(&req.bytes_within(plan.intake.body_limit).await?, topic.max_body_bytes)?;
+    let count = events.len();
     let groups = batch::by_key(&events);
     // Every key is checked before any is stored.
     let mut shares = Vec::with_capacity(groups.len());
     for (key, places) in &groups {
         let first = places.first().copied().unwrap_or_default();
         plan.share(key).map_err(|error| ApiError::BatchItem { index: first, error: Box::new(error) })?;
-        let events =
-            places.iter().map(|&i| (events[i].event.clone(), plan.scoped(events[i].idempotency_key.clone()))).collect();
-        shares.push((key.clone(), events));
+        // Each event belongs to one key's places: moved into its share, not copied.
+        let share = places
+            .iter()
+            .map(|&i| (std::mem::take(&mut events[i].event), plan.scoped(events[i].idempotency_key.take())))
+            .collect();
+        shares.push((key.clone(), share));
     }
     let plan = &plan;
     let answers = futures::future::join_all(shares.into_iter().map(|(key, events)| async move {
@@ -283,7 +287,7 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     }))
     .await;
     let places = groups.into_iter().map(|(_, places)| places);
-    let body = batch::results(events.len(), places.zip(answers).collect());
+    let body = batch::results(count, places.zip(answers).collect());
     http::json(207, &body)
 }
 
