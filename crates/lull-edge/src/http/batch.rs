@@ -94,25 +94,31 @@ pub(crate) fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
     groups
 }
 
-/// One key's answer: each of its events' `{"window", "seq"}`, in order, or
-/// the status and error every one of them got (nothing of that key was stored).
-pub(crate) type KeyAnswer = Result<Vec<Value>, (u16, Value)>;
+/// One key's answer: each of its events' `{"window", "seq"}` (as its object
+/// wrote it), in order, or the status and error every one of them got
+/// (nothing of that key was stored).
+pub(crate) type KeyAnswer = Result<Vec<Box<RawValue>>, (u16, Value)>;
+
+/// A key's `202` to its share: each event's entry, as written.
+#[derive(Deserialize)]
+struct Accepted {
+    accepted: Vec<Box<RawValue>>,
+}
 
 /// One key's answer read from its object's: `202 {"accepted": […]}` is its
 /// events' entries; anything else is every event's error; an answer that is
 /// not JSON is a failed share (`failed`: [`key_failed`] under a new request id).
 pub(crate) fn read_key_answer(answer: &ObjectAnswer, failed: impl FnOnce(&ApiError) -> (u16, Value)) -> KeyAnswer {
-    let mut body: Value = match serde_json::from_str(&answer.body) {
-        Ok(body) => body,
-        Err(e) => return Err(failed(&ApiError::Internal(format!("a key's answer to a batch: {e}")))),
-    };
+    // Entries are kept as written: each becomes its event's result as it is, with its status.
     if answer.status == 202
-        && let Some(Value::Array(entries)) = body.get_mut("accepted")
+        && let Ok(Accepted { accepted }) = serde_json::from_str(&answer.body)
     {
-        // Taken, not copied: the rest of the answer is not read.
-        return Ok(std::mem::take(entries));
+        return Ok(accepted);
     }
-    Err((answer.status, body))
+    match serde_json::from_str(&answer.body) {
+        Ok(body) => Err((answer.status, body)),
+        Err(e) => Err(failed(&ApiError::Internal(format!("a key's answer to a batch: {e}")))),
+    }
 }
 
 /// What every event of a key gets when its share failed with `error` before
@@ -124,40 +130,53 @@ pub(crate) fn key_failed(error: &ApiError, request_id: &str) -> ((u16, Value), O
     ((error.status(), public), Fact::error(error, request_id))
 }
 
-/// The batch's answer, `{"results": […]}`, one per event in the batch's
-/// order: `{"status": 202, "window", "seq"}` or `{"status", "error"}`.
-pub(crate) fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> Value {
-    let mut results = vec![Value::Null; count];
+/// The batch's answer as JSON text, `{"results": […]}`, one per event in the
+/// batch's order: `{"status": 202, "window", "seq"}` (its key's entry, with
+/// its status put first) or `{"status", "error"}` (a key's error, written once).
+pub(crate) fn results(count: usize, answers: Vec<(Vec<usize>, KeyAnswer)>) -> String {
+    const NO_ANSWER: &str = r#"{"status":500,"error":{"code":"internal","message":"no answer for this event"}}"#;
+    let mut results: Vec<Option<String>> = vec![None; count];
+    let mut put = |place: usize, result: String| {
+        if let Some(slot) = results.get_mut(place) {
+            *slot = Some(result);
+        }
+    };
     for (places, answer) in answers {
         match answer {
             Ok(accepted) => {
-                for (place, mut accepted) in
-                    places.into_iter().zip(accepted.into_iter().map(Some).chain(std::iter::repeat(None)))
-                {
-                    let result = match accepted.take() {
-                        Some(Value::Object(mut fields)) => {
-                            fields.insert("status".into(), json!(202));
-                            Value::Object(fields)
-                        }
-                        _ => {
-                            json!({"status": 500, "error": {"code": "internal", "message": "no answer for this event"}})
-                        }
-                    };
-                    if let Some(slot) = results.get_mut(place) {
-                        *slot = result;
-                    }
+                let mut accepted = accepted.into_iter();
+                for place in places {
+                    let result = accepted.next().and_then(|entry| with_status(entry.get(), 202));
+                    put(place, result.unwrap_or_else(|| NO_ANSWER.to_string()));
                 }
             }
             Err((status, error)) => {
+                let result = json!({"status": status, "error": error["error"]}).to_string();
                 for place in places {
-                    if let Some(slot) = results.get_mut(place) {
-                        *slot = json!({"status": status, "error": error["error"].clone()});
-                    }
+                    put(place, result.clone());
                 }
             }
         }
     }
-    json!({ "results": results })
+    let mut text = String::with_capacity(16 + results.iter().flatten().map(|r| r.len() + 1).sum::<usize>());
+    text.push_str(r#"{"results":["#);
+    for (i, result) in results.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(result.as_deref().unwrap_or("null"));
+    }
+    text.push_str("]}");
+    text
+}
+
+/// A JSON object's text with `"status": status` as its first field, or
+/// `None` if `object` is not an object.
+fn with_status(object: &str, status: u16) -> Option<String> {
+    let fields = object.trim().strip_prefix('{')?;
+    let rest = fields.trim_start();
+    let sep = if rest.starts_with('}') { "" } else { "," };
+    Some(format!(r#"{{"status":{status}{sep}{rest}"#))
 }
 
 #[cfg(test)]
@@ -243,7 +262,8 @@ mod tests {
         assert_eq!(error["error"]["request_id"], "0000000000000001");
         let accepted =
             ObjectAnswer { status: 202, body: r#"{"accepted": [{"window": 1, "seq": 1}]}"#.into(), retry_after: None };
-        assert_eq!(read_key_answer(&accepted, failed), Ok(vec![json!({"window": 1, "seq": 1})]));
+        let entries = read_key_answer(&accepted, failed).unwrap();
+        assert_eq!(entries.iter().map(|e| e.get()).collect::<Vec<_>>(), [r#"{"window": 1, "seq": 1}"#]);
         assert_eq!(ids.get(), 1, "one id per failed share");
     }
 
@@ -257,17 +277,26 @@ mod tests {
             groups.iter().map(|(k, p)| (k.as_str(), p.clone())).collect::<Vec<_>>(),
             [("a", vec![0, 2]), ("b", vec![1])]
         );
+        let raw = |text: &str| RawValue::from_string(text.to_string()).unwrap();
         let answers = vec![
-            (vec![0, 2], Ok(vec![json!({"window": 1, "seq": 1}), json!({"window": 1, "seq": 2})])),
+            (vec![0, 2], Ok(vec![raw(r#"{"window":1,"seq":1}"#), raw(r#" { "window": 1, "seq": 2 }"#)])),
             (vec![1], Err((429, json!({"error": {"code": "too_many_pending", "message": "full"}})))),
         ];
+        let text = results(3, answers);
         assert_eq!(
-            results(3, answers),
+            serde_json::from_str::<Value>(&text).unwrap(),
             json!({"results": [
                 {"status": 202, "window": 1, "seq": 1},
                 {"status": 429, "error": {"code": "too_many_pending", "message": "full"}},
                 {"status": 202, "window": 1, "seq": 2},
             ]})
         );
+        // An entry that is no object, a missing one, an empty object.
+        let odd = vec![(vec![0, 1, 2], Ok(vec![raw("[1]"), raw("{}")]))];
+        let odd: Value = serde_json::from_str(&results(4, odd)).unwrap();
+        assert_eq!(odd["results"][0]["status"], 500, "{odd}");
+        assert_eq!(odd["results"][1], json!({"status": 202}));
+        assert_eq!(odd["results"][2]["error"]["code"], "internal");
+        assert_eq!(odd["results"][3], Value::Null, "a place no key answered");
     }
 }

@@ -287,8 +287,7 @@ async fn accept_batch(req: &Incoming, env: &Env, ctx: &Context, plan: BatchPlan<
     }))
     .await;
     let places = groups.into_iter().map(|(_, places)| places);
-    let body = batch::results(count, places.zip(answers).collect());
-    http::json(207, &body)
+    http::json_text(207, &batch::results(count, places.zip(answers).collect()))
 }
 
 /// The event's JSON, within `limit` bytes and checked for syntax.
