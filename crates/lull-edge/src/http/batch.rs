@@ -6,7 +6,7 @@
 //! request, stored in one transaction, all or nothing), and answered per
 //! event, in order ([`results`]). Runtime-free.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -99,10 +99,13 @@ pub(crate) fn by_key(events: &[BatchEvent]) -> Vec<(Key, Vec<usize>)> {
 /// (nothing of that key was stored).
 pub(crate) type KeyAnswer = Result<Vec<Box<RawValue>>, (u16, Value)>;
 
-/// A key's `202` to its share: each event's entry, as written.
-#[derive(Deserialize)]
-struct Accepted {
-    accepted: Vec<Box<RawValue>>,
+/// A key's `202` to its events, `{"accepted": […]}`: each event's entry, as
+/// its object wrote it (borrowed while a coalesced answer is shared out,
+/// owned once it is a [`KeyAnswer`]).
+#[derive(Deserialize, Serialize)]
+pub(crate) struct Accepted<T> {
+    /// The entries, one per event, in order.
+    pub accepted: Vec<T>,
 }
 
 /// One key's answer read from its object's: `202 {"accepted": […]}` is its
@@ -111,7 +114,7 @@ struct Accepted {
 pub(crate) fn read_key_answer(answer: &ObjectAnswer, failed: impl FnOnce(&ApiError) -> (u16, Value)) -> KeyAnswer {
     // Entries are kept as written: each becomes its event's result as it is, with its status.
     if answer.status == 202
-        && let Ok(Accepted { accepted }) = serde_json::from_str(&answer.body)
+        && let Ok(Accepted::<Box<RawValue>> { accepted }) = serde_json::from_str(&answer.body)
     {
         return Ok(accepted);
     }

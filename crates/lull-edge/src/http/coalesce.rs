@@ -51,11 +51,11 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 use crate::http::ObjectAnswer;
+use crate::http::batch::Accepted;
 use crate::key::KeyRequest;
 
 /// Most events one coalesced batch holds: the next arrival goes alone.
@@ -385,12 +385,6 @@ pub(crate) fn request(shapes: &[Shape], mut events: Vec<(String, Option<String>)
     }
 }
 
-#[derive(Deserialize, Serialize)]
-struct Accepted<'a> {
-    #[serde(borrow)]
-    accepted: Vec<&'a RawValue>,
-}
-
 /// Each member's answer, in order (`shapes`), from the object's `answer` to
 /// their request: a lone member's request went as it came, so the answer is
 /// its own; a batch's `202 {"accepted": […]}` gives each member its entries,
@@ -404,7 +398,7 @@ pub(crate) fn share(shapes: &[Shape], answer: &ObjectAnswer) -> Vec<Result<Objec
         return shapes.iter().map(|_| Ok(whole())).collect();
     }
     let events = shapes.iter().map(|s| s.events()).sum::<usize>();
-    match serde_json::from_str::<Accepted>(body) {
+    match serde_json::from_str::<Accepted<&RawValue>>(body) {
         Ok(Accepted { accepted }) if accepted.len() == events => {
             let mut entries = accepted.into_iter();
             let mut answers = Vec::with_capacity(shapes.len());
