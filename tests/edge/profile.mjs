@@ -64,16 +64,18 @@ try {
   });
   const send = (method, params = {}) => new Promise((ok) => (waiting.set(++id, ok), ws.send(JSON.stringify({ id, method, params }))));
 
+  const headers = { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" };
+  /** Event `i`'s payload. */
+  const payload = (i) => ({ i, at: Date.now(), note: "a typical small event payload" });
   const post = async (key, i) => {
-    const body = JSON.stringify({ i, at: Date.now(), note: "a typical small event payload" });
-    const res = await fetch(`${url}/v1/topics/b/keys/${key}/events`, { method: "POST", headers: { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" }, body });
+    const res = await fetch(`${url}/v1/topics/b/keys/${key}/events`, { method: "POST", headers, body: JSON.stringify(payload(i)) });
     await res.text();
     if (res.status !== 202) throw new Error(`event ${i}: ${res.status}`);
   };
   /** Events `first`‥`end` (of `key`) in one batch request. */
   const postBatch = async (key, first, end) => {
-    const events = Array.from({ length: end - first }, (_, j) => ({ key, event: { i: first + j, at: Date.now(), note: "a typical small event payload" } }));
-    const res = await fetch(`${url}/v1/topics/b/events:batch`, { method: "POST", headers: { authorization: `Bearer ${TOKENS.ingest}`, "content-type": "application/json" }, body: JSON.stringify({ events }) });
+    const events = Array.from({ length: end - first }, (_, j) => ({ key, event: payload(first + j) }));
+    const res = await fetch(`${url}/v1/topics/b/events:batch`, { method: "POST", headers, body: JSON.stringify({ events }) });
     const text = await res.text();
     if (res.status !== 207 || JSON.parse(text).results.some((r) => r.status !== 202)) throw new Error(`batch from ${first}: ${res.status} ${text.slice(0, 200)}`);
   };
