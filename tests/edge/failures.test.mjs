@@ -4,6 +4,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import {
   startEdge, startReceiver, stateDir, client, until, verifyWebhook, freePort, TOKENS, idempotencyKeyPattern,
+  timedSend, assertGapsUnder, withFreshKey,
 } from "./harness.mjs";
 
 const RETRY = { max_attempts: 3, base_ms: 200, cap_ms: 400 };
@@ -58,58 +59,63 @@ const deadLettered = (topic, key) => async () => {
 };
 
 test("6: 500s retry with backoff and full jitter, dead-letter after max_attempts, replay delivers", async () => {
-  failing = true;
-  assert.equal((await api.event("fails", "k", { n: 1 })).status, 202);
-  assert.equal((await api.event("fails", "k", { n: 2 })).status, 202);
-  const tries = await rx.waitFor(3, 10_000, "k");
-  const status = await until(deadLettered("fails", "k"), 10_000, "the dead letter");
-  assert.deepEqual(
-    tries.map((d) => [d.attempt, d.idempotencyKey, d.body.reason]),
-    [
-      [1, tries[0].idempotencyKey, "quiet"],
-      [2, tries[0].idempotencyKey, "retry"],
-      [3, tries[0].idempotencyKey, "retry"],
-    ],
-    "the same window and idempotency key on every attempt",
-  );
-  assert.match(tries[0].idempotencyKey, idempotencyKeyPattern("fails", "k", 1));
-  for (const d of tries) assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }]);
-  // The engine's decisions, from the worker's log: after failed attempt n it
-  // drew a delay within 0..=ceiling(n); the retry then came at that time, not
-  // before, and at most LATE after.
-  const failed = logged("deliver", "fails", "k").filter((l) => !l.ok);
-  const retries = logged("retry", "fails", "k");
-  assert.deepEqual(failed.map((l) => l.attempt), [1, 2, 3]);
-  assert.deepEqual(retries.map((l) => l.attempt), [2, 3]);
-  for (const [i, retry] of retries.entries()) {
-    const delay = retry.at - failed[i].at;
-    assert.ok(delay >= 0 && delay <= ceiling(i + 1), `retry ${i + 2} drawn ${delay} ms after the failure; ceiling ${ceiling(i + 1)} ms`);
-    const late = tries[i + 1].at - retry.at;
-    assert.ok(late >= 0 && late <= LATE, `retry ${i + 2} arrived ${late} ms after its time`);
-  }
-  const [dead] = status.dead_letters;
-  assert.deepEqual([dead.window, dead.attempts, dead.span.first, dead.span.last], [1, 3, 1, 2]);
-  assert.equal(status.stats.dead_lettered, 1);
-  assert.equal(status.stats.failures, 3);
-  assert.equal(status.stored_events, 2, "a dead letter keeps its rows");
-  assert.equal(status.last_delivery.outcome, "500");
-  const listed = await api.deadLetters("fails", "k");
-  assert.equal(listed.status, 200);
-  assert.deepEqual(listed.json.dead_letters, status.dead_letters);
+  await withFreshKey("k", async (key) => {
+    failing = true;
+    const sent = [];
+    await timedSend(api, "fails", key, { n: 1 }, sent);
+    await timedSend(api, "fails", key, { n: 2 }, sent);
+    // Both in one window: the second came within the quiet period, unless the machine stalled the sender.
+    assertGapsUnder(sent, 100);
+    const tries = await rx.waitFor(3, 10_000, key);
+    const status = await until(deadLettered("fails", key), 10_000, "the dead letter");
+    assert.deepEqual(
+      tries.map((d) => [d.attempt, d.idempotencyKey, d.body.reason]),
+      [
+        [1, tries[0].idempotencyKey, "quiet"],
+        [2, tries[0].idempotencyKey, "retry"],
+        [3, tries[0].idempotencyKey, "retry"],
+      ],
+      "the same window and idempotency key on every attempt",
+    );
+    assert.match(tries[0].idempotencyKey, idempotencyKeyPattern("fails", key, 1));
+    for (const d of tries) assert.deepEqual(d.body.events, [{ n: 1 }, { n: 2 }]);
+    // The engine's decisions, from the worker's log: after failed attempt n it
+    // drew a delay within 0..=ceiling(n); the retry then came at that time, not
+    // before, and at most LATE after.
+    const failed = logged("deliver", "fails", key).filter((l) => !l.ok);
+    const retries = logged("retry", "fails", key);
+    assert.deepEqual(failed.map((l) => l.attempt), [1, 2, 3]);
+    assert.deepEqual(retries.map((l) => l.attempt), [2, 3]);
+    for (const [i, retry] of retries.entries()) {
+      const delay = retry.at - failed[i].at;
+      assert.ok(delay >= 0 && delay <= ceiling(i + 1), `retry ${i + 2} drawn ${delay} ms after the failure; ceiling ${ceiling(i + 1)} ms`);
+      const late = tries[i + 1].at - retry.at;
+      assert.ok(late >= 0 && late <= LATE, `retry ${i + 2} arrived ${late} ms after its time`);
+    }
+    const [dead] = status.dead_letters;
+    assert.deepEqual([dead.window, dead.attempts, dead.span.first, dead.span.last], [1, 3, 1, 2]);
+    assert.equal(status.stats.dead_lettered, 1);
+    assert.equal(status.stats.failures, 3);
+    assert.equal(status.stored_events, 2, "a dead letter keeps its rows");
+    assert.equal(status.last_delivery.outcome, "500");
+    const listed = await api.deadLetters("fails", key);
+    assert.equal(listed.status, 200);
+    assert.deepEqual(listed.json.dead_letters, status.dead_letters);
 
-  failing = false;
-  const replay = await api.replay("fails", "k", 1);
-  assert.equal(replay.status, 200, JSON.stringify(replay.json));
-  const [, , , again] = await rx.waitFor(4, 5_000, "k");
-  assert.deepEqual([again.body.reason, again.idempotencyKey, again.attempt], ["replay", tries[0].idempotencyKey, 1]);
-  assert.deepEqual(again.body.events, [{ n: 1 }, { n: 2 }]);
-  const done = await until(async () => {
-    const s = await api.status("fails", "k");
-    return s.json.state === "idle" && s.json;
+    failing = false;
+    const replay = await api.replay("fails", key, 1);
+    assert.equal(replay.status, 200, JSON.stringify(replay.json));
+    const [, , , again] = await rx.waitFor(4, 5_000, key);
+    assert.deepEqual([again.body.reason, again.idempotencyKey, again.attempt], ["replay", tries[0].idempotencyKey, 1]);
+    assert.deepEqual(again.body.events, [{ n: 1 }, { n: 2 }]);
+    const done = await until(async () => {
+      const s = await api.status("fails", key);
+      return s.json.state === "idle" && s.json;
+    });
+    assert.equal(done.dead_letters.length, 0);
+    assert.equal(done.stored_events, 0);
+    assert.equal((await api.replay("fails", key, 1)).status, 404, "a dead letter replays once");
   });
-  assert.equal(done.dead_letters.length, 0);
-  assert.equal(done.stored_events, 0);
-  assert.equal((await api.replay("fails", "k", 1)).status, 404, "a dead letter replays once");
 });
 
 test("a dead letter can be discarded: its events go, and it is no longer listed", async () => {
