@@ -134,10 +134,16 @@ fn node22(root: &Path, tools: &Tools, name: &str, args: &[&OsStr]) -> Result<(),
 
 /// [`node22`] with more environment variables.
 fn node22_with(root: &Path, tools: &Tools, name: &str, args: &[&OsStr], env: &[(&str, &str)]) -> Result<(), String> {
+    let mut cmd = offline_node22(root, tools, env);
+    run(name, root, cmd.args(args))
+}
+
+/// Node 22 with `env` and wrangler kept offline.
+fn offline_node22(root: &Path, tools: &Tools, env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(&tools.node22);
-    cmd.args(args).envs(env.iter().copied());
+    cmd.envs(env.iter().copied());
     offline(&mut cmd, root);
-    run(name, root, &mut cmd)
+    cmd
 }
 
 /// The ages a fixture test runs at besides `committed` (its stored times as
@@ -182,8 +188,7 @@ pub fn tests(
 ) -> Result<(), String> {
     crate::www::build(root, tools, package)?;
     build(root, Worker::Demo, BUILD)?;
-    let args = ["--test", "--test-concurrency=1", "--test-reporter=spec", files];
-    node22_with(root, tools, name, &args.map(OsStr::new), env)
+    crate::node_tests::run_tests(name, root, root, offline_node22(root, tools, env), &[files])
 }
 
 /// The variable naming the `lull` binary to `tests/edge/cli.test.mjs`.
@@ -202,16 +207,10 @@ pub fn lull_cli(root: &Path) -> Result<PathBuf, String> {
 pub fn fixture_tests_at_every_age(root: &Path, tools: &Tools) -> Result<(), String> {
     let files = fixture_tests(root)?;
     for age in FIXTURE_AGES {
-        let mut args = vec!["--test", "--test-concurrency=1", "--test-reporter=spec"];
-        args.extend(files.iter().map(String::as_str));
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
         let name = format!("edge fixture tests, their stored times {age} (LULL_FIXTURE_AGE={age})");
-        node22_with(
-            root,
-            tools,
-            &name,
-            &args.iter().map(OsStr::new).collect::<Vec<_>>(),
-            &[("LULL_FIXTURE_AGE", age)],
-        )?;
+        let node = offline_node22(root, tools, &[("LULL_FIXTURE_AGE", age)]);
+        crate::node_tests::run_tests(&name, root, root, node, &files)?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 mod check_config;
 mod cmd;
 mod edge;
+mod node_tests;
 mod package;
 mod repeat;
 mod setup;

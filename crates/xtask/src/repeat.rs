@@ -52,7 +52,8 @@ pub fn suite(root: &Path, suite: &str, runs: u32) -> Result<(), String> {
 
 /// The failing tests a run's output names: cargo and wasm-bindgen-test
 /// (`test name ... FAILED`), node's spec reporter (`✖ name (12ms)`), and the
-/// consumer test (`FAILED - name: detail`). Each once, in order.
+/// consumer test (`FAILED - name: detail`). Each once, in order. (The
+/// summary's own list of failed tests, `  - file:line name: why`, is not read.)
 fn failed_tests(output: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for line in output.lines().map(str::trim) {

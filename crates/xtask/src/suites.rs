@@ -207,15 +207,11 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
                 let dir = root.join("tests/web/commonjs");
                 crate::package::install(&package, &dir)?;
                 // Without require(esm) (Node >= 20.19 has it): the `require` condition must be CommonJS itself.
-                for node in [&tools.node20, &tools.node22] {
+                for (node, major) in [(&tools.node20, 20), (&tools.node22, 22)] {
                     let mut require = Command::new(node);
-                    require.args([
-                        "--no-experimental-require-module",
-                        "--test",
-                        "--test-reporter=spec",
-                        "require.test.cjs",
-                    ]);
-                    run("require() of every entry", &dir, &mut require)?;
+                    require.arg("--no-experimental-require-module");
+                    let name = format!("require() of every entry (Node {})", major);
+                    crate::node_tests::run_tests(&name, root, &dir, require, &["require.test.cjs"])?;
                 }
                 // Jest with its defaults (babel-jest, CommonJS), from the folder with its config.
                 let mut jest = Command::new(&tools.node22);
@@ -280,14 +276,20 @@ pub fn test(root: &Path, tools: &Tools, only: Option<&str>) -> Result<(), String
         if let Err(e) = &outcome {
             eprintln!("xtask: {e}");
         }
-        results.push((suite.name, outcome.is_ok(), start.elapsed().as_secs_f64()));
+        results.push((suite.name, outcome, start.elapsed().as_secs_f64()));
     }
     println!("\n{:<58} {:>6} {:>9}", "suite", "result", "seconds");
-    for (name, ok, secs) in &results {
-        println!("{name:<58} {:>6} {secs:>9.1}", if *ok { "ok" } else { "FAILED" });
+    for (name, outcome, secs) in &results {
+        println!("{name:<58} {:>6} {secs:>9.1}", if outcome.is_ok() { "ok" } else { "FAILED" });
     }
-    let failed = results.iter().filter(|(_, ok, _)| !ok).count();
+    let failed = results.iter().filter(|(_, outcome, _)| outcome.is_err()).count();
     println!("summary: {} passed, {failed} failed", results.len() - failed);
+    // Each failure again, last, where the tail of a long log shows it.
+    for (name, outcome, _) in &results {
+        if let Err(e) = outcome {
+            println!("FAILED {name}: {e}");
+        }
+    }
     if failed == 0 { Ok(()) } else { Err(format!("{failed} suite(s) failed")) }
 }
 
