@@ -315,6 +315,11 @@ const gcFigure = (g) => `${num(g.gc_minor_per_1k ?? null, 1)} young / ${num(g.gc
     ["known", "the same 1,000 keys again, known"],
   ]) {
     const vs = (peer, field) => ratio(s(LULL, phase, field), s(peer, phase, field));
+    // The same ratio taken in each round (lull-edge and the object run one after the other): its spread.
+    const perRound = (field) => {
+      const x = R.per_round_vs_promises?.[phase]?.[field];
+      return x ? `; round by round ${times(x.median)} (${times(x.min)} to ${times(x.max)})` : "";
+    };
     const client = phase === "known" ? "" : `; client token ${num(s(CLIENT, phase, "per_sec"))}`;
     edgeRows.push(
       row(
@@ -322,7 +327,7 @@ const gcFigure = (g) => `${num(g.gc_minor_per_1k ?? null, 1)} young / ${num(g.gc
         goal(`≥ ${times(GOALS.single_events_vs_promises)} the same-promises JS object`, atLeast(vs(PROMISES, "per_sec"), GOALS.single_events_vs_promises), `${label}: events/s vs the same-promises JS object`),
         `${num(s(LULL, phase, "per_sec"))} (${num(s(LULL, phase, "p50_ms"), 1)} / ${ms(s(LULL, phase, "p99_ms"))})${client}`,
         peers([PROMISES, JS, JS_PUSH, NOOP], (x) => num(x), phase, "per_sec"),
-        `${times(vs(PROMISES, "per_sec"))} same-promises; ${times(vs(JS, "per_sec"))} plain; ${times(vs(NOOP, "per_sec"))} no-op`,
+        `${times(vs(PROMISES, "per_sec"))} same-promises${perRound("per_sec")}; ${times(vs(JS, "per_sec"))} plain; ${times(vs(NOOP, "per_sec"))} no-op`,
       ),
     );
     edgeRows.push(
@@ -331,7 +336,7 @@ const gcFigure = (g) => `${num(g.gc_minor_per_1k ?? null, 1)} young / ${num(g.gc
         goal(`≤ ${times(GOALS.cpu_per_event_vs_promises)} the same-promises JS object`, atMost(vs(PROMISES, "cpu_us_per_event"), GOALS.cpu_per_event_vs_promises), `${label}: CPU per event vs the same-promises JS object`),
         num(s(LULL, phase, "cpu_us_per_event")),
         peers([PROMISES, JS, NOOP], (x) => num(x), phase, "cpu_us_per_event"),
-        `${times(vs(PROMISES, "cpu_us_per_event"))} same-promises; ${times(vs(JS, "cpu_us_per_event"))} plain`,
+        `${times(vs(PROMISES, "cpu_us_per_event"))} same-promises${perRound("cpu_us_per_event")}; ${times(vs(JS, "cpu_us_per_event"))} plain`,
       ),
     );
     edgeRows.push(

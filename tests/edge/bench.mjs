@@ -677,6 +677,23 @@ const ratios = {
   spread_vs_noop: vs("no-op DO", "spread"),
   hot_batch_vs_noop_single: hotBatchSummary.per_sec / summary["no-op DO"].hot.per_sec,
 };
+// Round by round: lull-edge's figure over the same-promises object's in the same round (the two
+// run one after the other, each first in turn), so what drifts between rounds (the machine's other
+// load, its clock) cancels out; the median of those ratios, and the lowest and highest. How far
+// these spread says whether the ratios of medians above are settled.
+ratios.per_round_vs_promises = Object.fromEntries(
+  ["hot", "spread", "known"].map((phase) => [
+    phase,
+    Object.fromEntries(
+      ["per_sec", "cpu_us_per_event"].map((field) => {
+        const l = results["lull-edge"][phase];
+        const p = results["same-promises JS DO"][phase];
+        const each = l.map((x, r) => (p[r] && x[field] && p[r][field] ? x[field] / p[r][field] : null)).filter((x) => x !== null);
+        return [field, each.length ? { median: median(each), min: Math.min(...each), max: Math.max(...each), rounds: each.length } : null];
+      }),
+    ),
+  ]),
+);
 for (const producers of PRODUCERS) {
   const rate = (kind) => median(hotKeyPhases[`${kind} ${producers}`].map((x) => x.per_sec));
   ratios[`hot_coalesced_vs_noop_single_${producers}`] = rate("single") / summary["no-op DO"].hot.per_sec;
@@ -787,6 +804,14 @@ console.log(
   `ratios: lull-edge / same-promises JS object = ${f(ratios.hot_vs_promises, 2)}x (1 key), ${f(ratios.spread_vs_promises, 2)}x (1,000 keys),` +
     ` ${f(ratios.known_vs_promises, 2)}x (1,000 known keys); CPU per event ${f(ratios.cpu_hot_vs_promises, 2)}x / ${f(ratios.cpu_spread_vs_promises, 2)}x / ${f(ratios.cpu_known_vs_promises, 2)}x`,
 );
+{
+  const perRound = (x) => (x ? `${f(x.median, 2)}x (${f(x.min, 2)}-${f(x.max, 2)})` : "-");
+  const pr = ratios.per_round_vs_promises;
+  console.log(
+    `round by round, lull-edge / same-promises JS object in the same round, median (lowest-highest), 1 key / 1,000 keys / 1,000 known keys: ` +
+      `events/s ${["hot", "spread", "known"].map((p) => perRound(pr[p].per_sec)).join(" / ")}; CPU per event ${["hot", "spread", "known"].map((p) => perRound(pr[p].cpu_us_per_event)).join(" / ")}`,
+  );
+}
 console.log(
   `collections per 1,000 events (workerd's V8 --trace-gc, each isolate's heap at most ${TRACED_HEAP_MB} MB), young / full (pauses ms; longest), 1 key | 1,000 keys | 1,000 known keys: ` +
     targets
