@@ -386,10 +386,10 @@ export async function until(probe, ms = 15_000, what = "condition") {
  */
 export class ScheduleBroken extends Error {}
 
-/** Send one event and record when it was sent and answered. */
-export async function timedSend(api, topic, key, body, log) {
+/** Send one event (with more request `headers`, an Idempotency-Key say) and record when it was sent and answered. */
+export async function timedSend(api, topic, key, body, log, headers = {}) {
   const sent = Date.now();
-  const res = await api.event(topic, key, body);
+  const res = await api.event(topic, key, body, headers);
   if (res.status !== 202) throw new Error(`event not accepted: ${res.status} ${JSON.stringify(res.json)}`);
   log.push({ sent, acked: Date.now(), ...res.json });
   return res.json;
