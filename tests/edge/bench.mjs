@@ -27,7 +27,7 @@ import { writeFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { createHmac } from "node:crypto";
-import { anotherLullWorker, childWorkerd, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
+import { anotherLullWorker, childWorkerd, cpuTicks, TICK_US, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, sleep } from "./harness.mjs";
 import { startRun } from "../bench-run.mjs";
 import { TRACED_HEAP_MB, traceGc } from "./gc-trace.mjs";
 
@@ -160,18 +160,8 @@ const CALM_TICKS = 3; // clock ticks (10 ms each) in one second
 const CALM_SECONDS = 15;
 const CALM_MAX_MS = 45_000;
 const workerdPid = childWorkerd();
-/** A clock tick of /proc's CPU times, in µs (USER_HZ: 100 on Linux). */
-const TICK_US = 10_000;
-/** workerd's CPU so far (user and system, clock ticks, its threads ended or not), or null if unreadable. */
-function workerdTicks() {
-  try {
-    const stat = readFileSync(`/proc/${workerdPid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return null;
-  }
-}
+/** workerd's CPU so far (clock ticks), or null if unreadable. */
+const workerdTicks = () => cpuTicks(workerdPid);
 /** Wait until the runtime is calm (see CALM_SECONDS), or CALM_MAX_MS if its CPU cannot be read; the wait in ms. */
 async function calm() {
   const started = performance.now();

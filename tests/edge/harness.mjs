@@ -3,7 +3,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createTcpServer } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
@@ -158,6 +158,20 @@ export function runtimeLog(lines) {
 export function childWorkerd() {
   try {
     return execFileSync("pgrep", ["-P", String(process.pid), "-f", "workerd"]).toString().trim().split("\n")[0] || null;
+  } catch {
+    return null;
+  }
+}
+
+/** A clock tick of /proc's CPU times, in µs (USER_HZ: 100 on Linux). */
+export const TICK_US = 10_000;
+
+/** Process `pid`'s CPU so far (user and system, clock ticks, its threads ended or not), or null if unreadable. */
+export function cpuTicks(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
   } catch {
     return null;
   }

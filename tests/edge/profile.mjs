@@ -11,6 +11,9 @@
 //   LULL_PROFILE_EVENTS=N: N events in the load, not 3,000.
 //   LULL_PROFILE_KNOWN=1: the load runs once unprofiled first, so the profiled one meets
 //   known keys (the bench's third load: their objects in memory, their windows delivered).
+//   LULL_PROFILE_V8=0: no V8 profile (its sampling costs more for wasm frames than for
+//   JavaScript's, so an A/B between lull and an object is fairer without it): the load's
+//   figures and workerd's CPU only (with LULL_PROFILE_PERF, perf's report too).
 //   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
 //   SQLite, commits, RPC, HTTP, which the V8 profile counts as idle) into FILE during the load,
 //   and prints its top symbols, the wasm's and JavaScript's named (V8's --perf-basic-prof); needs
@@ -19,7 +22,7 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { execFileSync, spawn } from "node:child_process";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { childWorkerd, freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
+import { childWorkerd, cpuTicks, TICK_US, freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
 
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
@@ -32,6 +35,7 @@ function count(name, fallback) {
 const EVENTS = count("LULL_PROFILE_EVENTS", 3_000);
 const KEYS = count("LULL_PROFILE_KEYS", 1_000);
 const BATCH = process.env.LULL_PROFILE_BATCH === undefined ? 0 : count("LULL_PROFILE_BATCH", 1);
+const V8_PROFILE = process.env.LULL_PROFILE_V8 !== "0";
 const CLIENTS = 32;
 const WARM_KEYS = 200;
 
@@ -108,14 +112,35 @@ try {
   if (process.env.LULL_PROFILE_KNOWN === "1") await load();
   const perfOut = process.env.LULL_PROFILE_PERF;
   const perf = perfOut && recordPerf(perfOut);
-  await send("Profiler.enable");
-  await send("Profiler.setSamplingInterval", { interval: 100 });
-  await send("Profiler.start");
+  if (V8_PROFILE) {
+    await send("Profiler.enable");
+    await send("Profiler.setSamplingInterval", { interval: 100 });
+    await send("Profiler.start");
+  }
+  const workerd = childWorkerd();
+  const cpuBefore = cpuTicks(workerd);
   const loadMs = await load();
-  const { result } = await send("Profiler.stop");
+  const cpuMs = ((cpuTicks(workerd) - cpuBefore) * TICK_US) / 1000;
+  const { result } = V8_PROFILE ? await send("Profiler.stop") : { result: null };
   ws.close();
   if (perf) await perf.stop();
-  const profile = result.profile;
+  console.log(`${who}: ${EVENTS} events over ${KEYS} keys${BATCH ? ` in batches of ${BATCH}` : ""} in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
+  console.log(`workerd's CPU ${cpuMs.toFixed(0)} ms from the load's start until its windows were delivered: ${((cpuMs * 1000) / EVENTS).toFixed(0)} µs an event${V8_PROFILE ? " (with V8's profiler on)" : ""}`);
+  if (V8_PROFILE) report(result.profile);
+  if (perf) {
+    const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
+    console.log(`perf, workerd's process (${perfOut}):`);
+    console.log(report.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
+    rmSync(`/tmp/perf-${perf.pid}.map`, { force: true });
+  }
+} finally {
+  await mf.dispose();
+  await rx.close();
+  state.cleanup();
+}
+
+/** The V8 profile's figures: self time by function (idle is the isolate waiting); written to `out` if named. */
+function report(profile) {
   if (out) writeFileSync(out, JSON.stringify(profile));
 
   // Self time by function; idle is the isolate waiting.
@@ -130,23 +155,12 @@ try {
     total += dt;
   });
   const busy = total - (self.get("(idle)") ?? 0);
-  console.log(`${who}: ${EVENTS} events over ${KEYS} keys${BATCH ? ` in batches of ${BATCH}` : ""} in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
   console.log(`the isolate busy ${(busy / 1000).toFixed(0)} ms of ${(total / 1000).toFixed(0)} sampled: ${(busy / EVENTS).toFixed(0)} µs an event`);
   // The collector's time, from the profile (gc-trace.mjs counts the collections themselves).
   console.log(`garbage collection: ${((self.get("(garbage collector)") ?? 0) / EVENTS).toFixed(0)} µs an event`);
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
     console.log(`${((us / total) * 100).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${name.slice(0, 110)}`);
   }
-  if (perf) {
-    const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
-    console.log(`perf, workerd's process (${perfOut}):`);
-    console.log(report.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
-    rmSync(`/tmp/perf-${perf.pid}.map`, { force: true });
-  }
-} finally {
-  await mf.dispose();
-  await rx.close();
-  state.cleanup();
 }
 
 /** `perf record` of workerd's process (this process's child) into `file` until `stop()`. */
