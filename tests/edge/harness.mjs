@@ -10,7 +10,8 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { Log, LogLevel, Miniflare, convertV4MiniflareOptions } from "miniflare";
 
 const root = resolve(import.meta.dirname, "../..");
-const demoBuild = join(root, "crates/lull-edge/build");
+/** worker-build's output with the demo (`cargo xtask edge-build --demo`): what the tests and the bench run. */
+export const demoBuild = join(root, "crates/lull-edge/build");
 
 /**
  * The worker's credentials in tests. `secret` signs deliveries (LULL_SIGNING_SECRET):

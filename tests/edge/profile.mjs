@@ -14,15 +14,21 @@
 //   LULL_PROFILE_V8=0: no V8 profile (its sampling costs more for wasm frames than for
 //   JavaScript's, so an A/B between lull and an object is fairer without it): the load's
 //   figures and workerd's CPU only (with LULL_PROFILE_PERF, perf's report too).
+//   LULL_PROFILE_CROSSINGS=1 (lull only): a copy of the build counts each call the wasm makes
+//   into JavaScript, by import (the runtime's APIs, wasm-bindgen's glue, its closures; each
+//   named with the first 4 digits of its hash, as two imports may share a name), and the
+//   load's calls per router answer are printed: a figure that does not move from run to run.
 //   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
 //   SQLite, commits, RPC, HTTP, which the V8 profile counts as idle) into FILE during the load,
 //   and prints its top symbols, the wasm's and JavaScript's named (V8's --perf-basic-prof); needs
 //   perf; `perf report -i FILE` for the rest.
 // The .cpuprofile opens in Chrome DevTools (Performance) or speedscope.
-import { rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { execFileSync, spawn } from "node:child_process";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { childWorkerd, cpuTicks, TICK_US, freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
+import { childWorkerd, cpuTicks, demoBuild, TICK_US, freePort, jsObjectWorker, lullWorker, runtimeOptions, startReceiver, stateDir, TOKENS, until } from "./harness.mjs";
 
 const [who = "lull", out, top = "30"] = process.argv.slice(2);
 if (!["lull", "promises", "plain"].includes(who)) throw new Error(`${who}: lull, promises or plain`);
@@ -36,6 +42,13 @@ const EVENTS = count("LULL_PROFILE_EVENTS", 3_000);
 const KEYS = count("LULL_PROFILE_KEYS", 1_000);
 const BATCH = process.env.LULL_PROFILE_BATCH === undefined ? 0 : count("LULL_PROFILE_BATCH", 1);
 const V8_PROFILE = process.env.LULL_PROFILE_V8 !== "0";
+const CROSSINGS = process.env.LULL_PROFILE_CROSSINGS === "1";
+if (CROSSINGS && who !== "lull") throw new Error("LULL_PROFILE_CROSSINGS=1 counts lull-edge's crossings only");
+/** The counting build's marker in its log lines: the counts so far, by import. */
+const COUNTS = "lull-profile-crossings ";
+/** The router's answers between two of the counting build's log lines. */
+const COUNT_EVERY = 500;
+
 const CLIENTS = 32;
 const WARM_KEYS = 200;
 
@@ -44,14 +57,16 @@ const state = stateDir();
 const inspectorPort = await freePort();
 const target = `${rx.url}/t`;
 const settings = { WAIT_MS: "200", MAX_WAIT_MS: "1000", MAX_BATCH: "100" };
+const counted = CROSSINGS ? countingBuild(process.env.LULL_PROFILE_BUILD ?? demoBuild) : null;
 const worker =
   who === "lull"
-    ? (({ queueConsumers, ...w }) => w)(lullWorker({ b: { target, wait_ms: 200, max_wait_ms: 1000, payload: "all", max_batch: 100, allow_http: true } }, process.env.LULL_PROFILE_BUILD))
+    ? (({ queueConsumers, ...w }) => w)(lullWorker({ b: { target, wait_ms: 200, max_wait_ms: 1000, payload: "all", max_batch: 100, allow_http: true } }, counted?.dir ?? process.env.LULL_PROFILE_BUILD))
     : jsObjectWorker(who, target, settings);
 // V8 writes a map of the code it compiles (JS and wasm: /tmp/perf-<pid>.map, removed after the
 // report), so perf names their functions too; the log that flag turns on goes nowhere.
 if (process.env.LULL_PROFILE_PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = "--perf-basic-prof --no-logfile-per-isolate --logfile=/dev/null";
-const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir), inspectorPort, ...worker, name: "profiled" }));
+const logs = [];
+const mf = new Miniflare(convertV4MiniflareOptions({ ...runtimeOptions(state.dir, logs), inspectorPort, ...worker, name: "profiled" }));
 try {
   const url = (await mf.ready).toString().replace(/\/$/, "");
   const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
@@ -127,6 +142,7 @@ try {
   console.log(`${who}: ${EVENTS} events over ${KEYS} keys${BATCH ? ` in batches of ${BATCH}` : ""} in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
   console.log(`workerd's CPU ${cpuMs.toFixed(0)} ms from the load's start until its windows were delivered: ${((cpuMs * 1000) / EVENTS).toFixed(0)} µs an event${V8_PROFILE ? " (with V8's profiler on)" : ""}`);
   if (V8_PROFILE) report(result.profile);
+  if (counted) crossings(logs);
   if (perf) {
     const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
     console.log(`perf, workerd's process (${perfOut}):`);
@@ -137,6 +153,34 @@ try {
   await mf.dispose();
   await rx.close();
   state.cleanup();
+  counted?.cleanup();
+}
+
+/**
+ * A copy of worker-build's output `build` whose wasm counts its calls into JavaScript:
+ * each import wrapped, the counts logged at every COUNT_EVERY-th router answer
+ * (`jsonResponse`, the router's one way to answer). Its `dir`, and `cleanup()`.
+ */
+function countingBuild(build) {
+  const dir = mkdtempSync(join(tmpdir(), "lull-crossings-"));
+  cpSync(build, dir, { recursive: true });
+  const index = join(dir, "index.js");
+  const text = readFileSync(index, "utf8");
+  const instance = /new WebAssembly\.Instance\((\w+),(\w+)\(\)\)/g;
+  if (!instance.test(text)) throw new Error(`${index}: no \`new WebAssembly.Instance(module, imports())\` to count the imports of`);
+  const wrap = `function __lullCount(imports){const counts={};for(const module of Object.values(imports)){if(!module||typeof module!=="object")continue;for(const [name,f] of Object.entries(module)){if(typeof f!=="function")continue;const short=name.replace(/_([0-9a-f]{4})[0-9a-f]{12}$/,"_$1");module[name]=function(...args){counts[short]=(counts[short]??0)+1;if(short.startsWith("__wbg_jsonResponse_")&&counts[short]%${COUNT_EVERY}===0)console.log(${JSON.stringify(COUNTS)}+JSON.stringify(counts));return f.apply(this,args)}}}return imports}\n`;
+  writeFileSync(index, wrap + text.replace(instance, "new WebAssembly.Instance($1,__lullCount($2()))"));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The calls into JavaScript per router answer between the last two counts logged, by import, most first. */
+function crossings(lines) {
+  const counts = lines.filter((l) => String(l).includes(COUNTS)).map((l) => JSON.parse(String(l).slice(String(l).indexOf(COUNTS) + COUNTS.length)));
+  if (counts.length < 2) throw new Error(`${counts.length} counts logged: the load answered fewer than ${2 * COUNT_EVERY} requests`);
+  const [a, b] = counts.slice(-2);
+  const per = Object.entries(b).map(([name, n]) => [name, (n - (a[name] ?? 0)) / COUNT_EVERY]).filter(([, n]) => n > 0).sort((x, y) => y[1] - x[1]);
+  console.log(`calls from the wasm into JavaScript per router answer (the last ${COUNT_EVERY} answers): ${per.reduce((n, [, k]) => n + k, 0).toFixed(1)}`);
+  for (const [name, n] of per.slice(0, Number(top))) console.log(`${n.toFixed(2).padStart(8)}  ${name}`);
 }
 
 /** The V8 profile's figures: self time by function (idle is the isolate waiting); written to `out` if named. */
