@@ -26,3 +26,19 @@ export function jsonResponse(status, text, retryAfter) {
   const headers = retryAfter === undefined ? JSON_HEADERS : { "content-type": "application/json", "retry-after": retryAfter };
   return new Response(text, { status, headers });
 }
+
+/**
+ * A delivery's `POST` of `body` (JSON) to `url`, begun: never redirected,
+ * aborted by `signal`. Its headers are `fixed` (copied) and `names[i]: values`
+ * in order; `fixed` and `names` are made once per isolate by the wasm, so no
+ * header's name is decoded per delivery (runtime/outbound.rs).
+ */
+export function deliver(url, body, signal, fixed, names, idempotencyKey, attempt, id, timestamp, signature) {
+  const headers = { ...fixed };
+  headers[names[0]] = idempotencyKey;
+  headers[names[1]] = attempt;
+  headers[names[2]] = id;
+  headers[names[3]] = timestamp;
+  headers[names[4]] = signature;
+  return fetch(url, { method: "POST", headers, body, redirect: "manual", signal });
+}

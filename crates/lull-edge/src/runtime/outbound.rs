@@ -4,10 +4,11 @@
 //! topic, the window's messages sent to its queue (in batches the queue
 //! takes, see [`crate::delivery::queue_message::batches`]).
 
-use worker::js_sys::{Function, Promise, Reflect};
+use worker::js_sys::{Array, Function, Object, Promise, Reflect};
+use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::web_sys::{AbortController, AbortSignal, RequestInit, RequestRedirect, Response};
+use worker::worker_sys::web_sys::{AbortController, AbortSignal, Response};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
 use super::config;
@@ -150,30 +151,55 @@ fn clip(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// The delivery's `fetch`, begun: signed, aborted by `timeout`, never redirected.
+#[wasm_bindgen(module = "/js/messages.mjs")]
+extern "C" {
+    /// `fetch(url, {method: "POST", headers, body, redirect: "manual", signal})`
+    /// begun, its headers `fixed` and [`NAMED`]'s names with the values given
+    /// in that order; or the error it threw before it began (a header the
+    /// runtime refuses, say).
+    #[wasm_bindgen(catch)]
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        url: &str,
+        body: &str,
+        signal: &AbortSignal,
+        fixed: &Object,
+        names: &Array,
+        idempotency_key: &str,
+        attempt: &str,
+        id: &str,
+        timestamp: &str,
+        signature: &str,
+    ) -> Result<Promise, JsValue>;
+}
+
+/// The headers every delivery carries with the same value.
+const FIXED: [(&str, &str); 2] =
+    [("content-type", "application/json"), ("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION")))];
+
+/// The headers whose values are the delivery's, in the order [`deliver`] takes them.
+const NAMED: [&str; 5] =
+    [IDEMPOTENCY_HEADER, ATTEMPT_HEADER, signing::ID_HEADER, signing::TIMESTAMP_HEADER, signing::SIGNATURE_HEADER];
+
+thread_local! {
+    /// [`FIXED`] and [`NAMED`] as the runtime's side takes them, made once.
+    static HEADERS: (Object, Array) =
+        (super::http::header_object(&FIXED), NAMED.iter().map(|name| JsValue::from_str(name)).collect());
+}
+
+/// The delivery's `fetch`, begun: signed, aborted by `timeout`, never
+/// redirected (a redirect must not turn the POST into a GET, nor carry the
+/// signed body elsewhere). One call into JavaScript ([`deliver`]).
 fn fetch(out: &Outgoing, secrets: &[Secret], timeout: &AbortSignal) -> Result<Promise, JsValue> {
     let attempt = out.attempt.to_string();
     // Standard Webhooks: the id and the timestamp are signed with the body.
     let unix = super::http::now_ms() / 1000;
     let signature = signing::sign(secrets, &out.idempotency_key, unix, out.body.as_bytes());
     let unix = unix.to_string();
-    let headers = super::http::header_object(&[
-        ("content-type", "application/json"),
-        ("user-agent", concat!("lull-edge/", env!("CARGO_PKG_VERSION"))),
-        (IDEMPOTENCY_HEADER, &out.idempotency_key),
-        (ATTEMPT_HEADER, &attempt),
-        (signing::ID_HEADER, &out.idempotency_key),
-        (signing::TIMESTAMP_HEADER, &unix),
-        (signing::SIGNATURE_HEADER, &signature),
-    ]);
-    let init = RequestInit::new();
-    init.set_method("POST");
-    init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(&out.body));
-    // A redirect must not turn the POST into a GET, nor carry the signed body elsewhere.
-    init.set_redirect(RequestRedirect::Manual);
-    init.set_signal(Some(timeout));
-    super::sys::fetch(&out.target, &init)
+    let key = &out.idempotency_key;
+    HEADERS.with(|(fixed, names)| {
+        deliver(&out.target, &out.body, timeout, fixed, names, key, &attempt, key, &unix, &signature)
+    })
 }
 
 /// [`QueueSend`] over the worker's queue bindings.

@@ -24,14 +24,6 @@ mod glue {
         #[wasm_bindgen(method, catch, js_name = transactionSync)]
         pub fn transaction_sync(this: &Storage, body: &Function) -> Result<JsValue, JsValue>;
 
-        /// The global `fetch(url, init)`, a synchronous throw (a header the
-        /// runtime refuses, say) caught as an error (web-sys' binding lets it through).
-        #[wasm_bindgen(catch, js_name = fetch)]
-        pub fn fetch(
-            url: &str,
-            init: &worker::worker_sys::web_sys::RequestInit,
-        ) -> Result<worker::js_sys::Promise, JsValue>;
-
         /// An object's stub, as RPC reaches the methods of its class (`js/entry.mjs`).
         pub type ObjectStub;
 
@@ -64,14 +56,6 @@ pub(super) fn clear_timeout(id: i32) {
 /// The worker's global scope (its timers).
 fn global_scope() -> worker::worker_sys::web_sys::WorkerGlobalScope {
     worker::js_sys::global().unchecked_into()
-}
-
-/// `fetch(url, init)` begun, or the error it threw before it began.
-pub(super) fn fetch(
-    url: &str,
-    init: &worker::worker_sys::web_sys::RequestInit,
-) -> Result<worker::js_sys::Promise, JsValue> {
-    glue::fetch(url, init)
 }
 
 /// What a queue message ([`worker::worker_sys::Message`]) lacks.
