@@ -179,6 +179,12 @@ impl Tally {
 /// they are due at `now` ([`Tally::due`]); a failed hand-over gives them back.
 pub async fn hand_over(tally: &Tally, gates: &impl Gates, topic: &str, now: u64) {
     let Some(counts) = tally.due(topic, now) else { return };
+    send_counts(tally, gates, topic, counts).await;
+}
+
+/// Hand `counts`, taken from `tally` by [`Tally::due`], to `topic`'s object
+/// through `gates`; if that fails they are given back.
+pub async fn send_counts(tally: &Tally, gates: &impl Gates, topic: &str, counts: BTreeMap<String, u64>) {
     if gates.ask(topic, GateOp::Tally { counts: counts.clone() }).await.is_err() {
         tally.give_back(topic, counts);
     }

@@ -132,7 +132,8 @@ impl Drop for Deadline {
 /// its `Retry-After`, if any, read against the clock now.
 fn answered(response: &Response) -> Outcome {
     let status = response.status();
-    let header = |name: &str| response.headers().get(name).ok().flatten();
+    let headers = response.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
     let retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v, super::http::now_ms()));
     let detail = match (status, header("location")) {
         (300..=399, Some(location)) => format!("{status} redirect to {}", clip(&location, MAX_LOCATION)),

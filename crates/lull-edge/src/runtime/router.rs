@@ -232,10 +232,14 @@ fn count_refusal(env: &Env, topics: &Topics, route: &Route, error: &ApiError) {
     Points::new(env.clone()).point(point);
 }
 
-/// Hand this isolate's sums for `topic` to its object, once due, after the answer.
+/// Hand this isolate's sums for `topic` to its object, once due, after the
+/// answer. Whether they are due is asked here, so a request begins no task
+/// of its own (a promise, its closure) unless there is something to send.
 fn hand_over(env: &Env, ctx: &Context, topic: &str) {
-    let (isolate, gates, topic) = (ISOLATE.with(Rc::clone), GateClient { env: env.clone() }, topic.to_string());
-    ctx.wait_until(async move { metrics::hand_over(&isolate.tally, &gates, &topic, http::now_ms()).await });
+    let isolate = ISOLATE.with(Rc::clone);
+    let Some(counts) = isolate.tally.due(topic, http::now_ms()) else { return };
+    let (gates, topic) = (GateClient { env: env.clone() }, topic.to_string());
+    ctx.wait_until(async move { metrics::send_counts(&isolate.tally, &gates, &topic, counts).await });
 }
 
 /// Carry out `event`: room, body, then its key's object (alone or coalesced).
