@@ -1,5 +1,6 @@
-// The HTTP messages the router reads and answers (runtime/http.rs), each in
-// one call rather than part by part from the wasm.
+// The HTTP messages the router reads and answers (runtime/http.rs) and the
+// delivery a key object sends (runtime/outbound.rs), each in one call rather
+// than part by part from the wasm.
 
 /**
  * The parts of `request` every API request is read for, as one text: its

@@ -210,7 +210,7 @@ fn suites<'a>(root: &'a Path, tools: &'a Tools) -> Vec<Suite<'a>> {
                 for (node, major) in [(&tools.node20, 20), (&tools.node22, 22)] {
                     let mut require = Command::new(node);
                     require.arg("--no-experimental-require-module");
-                    let name = format!("require() of every entry (Node {})", major);
+                    let name = format!("require() of every entry (Node {major})");
                     crate::node_tests::run_tests(&name, root, &dir, require, &["require.test.cjs"])?;
                 }
                 // Jest with its defaults (babel-jest, CommonJS), from the folder with its config.
