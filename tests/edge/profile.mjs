@@ -17,7 +17,8 @@
 //   LULL_PROFILE_CROSSINGS=1 (lull only): a copy of the build counts each call the wasm makes
 //   into JavaScript, by import (the runtime's APIs, wasm-bindgen's glue, its closures; each
 //   named with the first 4 digits of its hash, as two imports may share a name), and the
-//   load's calls per router answer are printed: a figure that does not move from run to run.
+//   load's calls per router answer are printed: a figure that moves by a few percent from run
+//   to run (148 to 154 on one build), where CPU on shared cores moves by ten.
 //   LULL_PROFILE_PERF=FILE: Linux perf records workerd's whole process (native work too:
 //   SQLite, commits, RPC, HTTP, which the V8 profile counts as idle) into FILE during the load,
 //   and prints its top symbols, the wasm's and JavaScript's named (V8's --perf-basic-prof); needs
@@ -126,27 +127,32 @@ try {
   };
   if (process.env.LULL_PROFILE_KNOWN === "1") await load();
   const perfOut = process.env.LULL_PROFILE_PERF;
-  const perf = perfOut && recordPerf(perfOut);
+  const workerd = childWorkerd();
+  const perf = perfOut && recordPerf(perfOut, workerd);
   if (V8_PROFILE) {
     await send("Profiler.enable");
     await send("Profiler.setSamplingInterval", { interval: 100 });
     await send("Profiler.start");
   }
-  const workerd = childWorkerd();
-  const cpuBefore = cpuTicks(workerd);
+  const cpuBefore = workerd && cpuTicks(workerd);
   const loadMs = await load();
-  const cpuMs = ((cpuTicks(workerd) - cpuBefore) * TICK_US) / 1000;
+  const cpuAfter = workerd && cpuTicks(workerd);
+  const cpuMs = cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * TICK_US) / 1000;
   const { result } = V8_PROFILE ? await send("Profiler.stop") : { result: null };
   ws.close();
   if (perf) await perf.stop();
   console.log(`${who}: ${EVENTS} events over ${KEYS} keys${BATCH ? ` in batches of ${BATCH}` : ""} in ${loadMs} ms (${Math.round((EVENTS / loadMs) * 1000)} events/s), delivered ${delivered("k")} in all`);
-  console.log(`workerd's CPU ${cpuMs.toFixed(0)} ms from the load's start until its windows were delivered: ${((cpuMs * 1000) / EVENTS).toFixed(0)} µs an event${V8_PROFILE ? " (with V8's profiler on)" : ""}`);
+  console.log(
+    cpuMs === null
+      ? "workerd's CPU: unreadable (no workerd process of this one's, or no /proc)"
+      : `workerd's CPU ${cpuMs.toFixed(0)} ms from the load's start until its windows were delivered: ${((cpuMs * 1000) / EVENTS).toFixed(0)} µs an event${V8_PROFILE ? " (with V8's profiler on)" : ""}`,
+  );
   if (V8_PROFILE) report(result.profile);
   if (counted) crossings(logs);
   if (perf) {
-    const report = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
+    const perfReport = execFileSync("perf", ["report", "-i", perfOut, "--no-children", "--sort", "dso,sym", "--stdio", "--percent-limit", "0.7"], { maxBuffer: 64 << 20 }).toString();
     console.log(`perf, workerd's process (${perfOut}):`);
-    console.log(report.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
+    console.log(perfReport.split("\n").filter((l) => l && !l.startsWith("#")).slice(0, Number(top)).join("\n"));
     rmSync(`/tmp/perf-${perf.pid}.map`, { force: true });
   }
 } finally {
@@ -207,9 +213,8 @@ function report(profile) {
   }
 }
 
-/** `perf record` of workerd's process (this process's child) into `file` until `stop()`. */
-function recordPerf(file) {
-  const pid = childWorkerd();
+/** `perf record` of workerd's process `pid` (this process's child) into `file` until `stop()`. */
+function recordPerf(file, pid) {
   if (!pid) throw new Error("no workerd process to record");
   const child = spawn("perf", ["record", "-F", "999", "-g", "-p", pid, "-o", file], { stdio: ["ignore", "ignore", "inherit"] });
   return {
