@@ -174,7 +174,7 @@ function countingBuild(build) {
   const text = readFileSync(index, "utf8");
   const instance = /new WebAssembly\.Instance\((\w+),(\w+)\(\)\)/g;
   if (!instance.test(text)) throw new Error(`${index}: no \`new WebAssembly.Instance(module, imports())\` to count the imports of`);
-  const wrap = `function __lullCount(imports){const counts={};for(const module of Object.values(imports)){if(!module||typeof module!=="object")continue;for(const [name,f] of Object.entries(module)){if(typeof f!=="function")continue;const short=name.replace(/_([0-9a-f]{4})[0-9a-f]{12}$/,"_$1");module[name]=function(...args){counts[short]=(counts[short]??0)+1;if(short.startsWith("__wbg_jsonResponse_")&&counts[short]%${COUNT_EVERY}===0)console.log(${JSON.stringify(COUNTS)}+JSON.stringify(counts));return f.apply(this,args)}}}return imports}\n`;
+  const wrap = `function __lullCount(imports){const counts={};for(const [key,given] of Object.entries(imports)){if(!given||typeof given!=="object")continue;const module=imports[key]={...given};for(const [name,f] of Object.entries(module)){if(typeof f!=="function")continue;const short=name.replace(/_([0-9a-f]{4})[0-9a-f]{12}$/,"_$1");module[name]=function(...args){counts[short]=(counts[short]??0)+1;if(short.startsWith("__wbg_jsonResponse_")&&counts[short]%${COUNT_EVERY}===0)console.log(${JSON.stringify(COUNTS)}+JSON.stringify(counts));return f.apply(this,args)}}}return imports}\n`;
   writeFileSync(index, wrap + text.replace(instance, "new WebAssembly.Instance($1,__lullCount($2()))"));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }

@@ -43,6 +43,8 @@
 //! - [`metrics`]: data points (the `Metrics` port) and the counters `GET /v1/metrics` shows;
 //! - [`isolate`]: what the objects of one isolate share (target states, metric sums);
 //! - [`recover`]: `POST /v1/topics/{topic}/recover`, replaying a topic's dead letters since a time;
+//! - `waits`: waiting without the runtime's per-wait garbage (pending promises by number, a
+//!   future polled once before it is handed to an executor), for the Worker's awaits;
 //! - `runtime` (wasm32 only): the Worker — the objects' shells, their SQLite stores, the clients,
 //!   the router and the consumer; no decisions.
 //!
@@ -80,6 +82,7 @@ mod queue;
 pub mod recover;
 pub mod target;
 mod topic;
+mod waits;
 
 pub use config::{
     ConfigReport, DEAD_LETTER_BINDING, DEAD_LETTER_QUEUE_VAR, KEY_WINDOW_BINDING, METRICS_BINDING, TOPIC_GATE_BINDING,

@@ -9,7 +9,6 @@ use worker::console_log;
 use worker::js_sys::{Array, Date, Object, Promise, Reflect, Uint8Array};
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{self, JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{self, Headers, ReadableStreamDefaultReader, RequestInit, ResponseInit};
 
 use crate::http::batch;
@@ -263,7 +262,7 @@ impl Incoming {
 
 /// The value a runtime call's promise settles to.
 async fn settled(promise: Result<Promise, JsValue>, what: &str) -> Result<JsValue, ApiError> {
-    JsFuture::from(promise.map_err(thrown(what))?).await.map_err(thrown(what))
+    super::settle::settled(&promise.map_err(thrown(what))?).await.map_err(thrown(what))
 }
 
 /// The text `promise` (a body's `text()`) settles to.
@@ -309,7 +308,7 @@ pub(crate) async fn call_object(
     let raw: worker::worker_sys::DurableObject = stub_of()?.into_rpc();
     let rpc: &super::sys::ObjectStub = raw.unchecked_ref();
     let called = match rpc.call(wire) {
-        Ok(promise) => JsFuture::from(promise).await,
+        Ok(promise) => super::settle::settled(&promise).await,
         Err(e) => Err(e),
     };
     let answer = match called {

@@ -13,6 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
+use worker::wasm_bindgen_futures::future_to_promise;
 use worker::worker_sys::DurableObjectState;
 use worker::{Env, State, console_log};
 
@@ -29,10 +30,17 @@ use crate::isolate::Isolate;
 use crate::key::{KeyCall, KeyObject};
 use crate::metrics::{Metrics, Point};
 use crate::ports::{Host, StoreError};
+use crate::waits::{self, Polled};
 
 /// One `(topic, key)`: its logic over SQLite, the alarm and `fetch`.
 #[wasm_bindgen]
 pub struct KeyWindow {
+    /// Shared with a call that waits (handed on as a `'static` future).
+    shell: Rc<Shell>,
+}
+
+/// What a [`KeyWindow`] holds.
+struct Shell {
     env: Env,
     key: KeyObject<SqlStore, WorkersHost, Fetcher, GateClient>,
 }
@@ -79,7 +87,7 @@ impl Host for WorkersHost {
     }
 }
 
-impl KeyWindow {
+impl Shell {
     async fn serve(&self, wire: String) -> Result<(u16, String), ApiError> {
         let call = KeyCall::from_wire(wire)?;
         let config = config::load(&self.env)?;
@@ -101,27 +109,34 @@ impl KeyWindow {
         let fetcher = Fetcher { env: env.clone() };
         let gates = GateClient { env: env.clone() };
         let isolate = ISOLATE.with(Rc::clone);
-        KeyWindow { key: KeyObject::new(store, host, fetcher, gates, isolate), env }
+        KeyWindow { shell: Rc::new(Shell { key: KeyObject::new(store, host, fetcher, gates, isolate), env }) }
     }
 
     /// A call from the router: a [`KeyCall`] as text ([`KeyCall::to_wire`]),
-    /// answered as [`http::answer_to_router`] (an error too). (Each export's
-    /// future is asserted unwind-safe, as `#[durable_object]`'s are: under
-    /// `panic = "unwind"` wasm-bindgen asks it of an exported future.)
-    pub async fn call(&self, wire: String) -> JsValue {
-        self.key.host().points.begin();
-        AssertUnwindSafe(async move { http::answer_to_router(self.serve(wire).await) }).await
+    /// answered as [`http::answer_to_router`] (an error too): at once when the
+    /// call does not wait (SQLite's statements are synchronous, the alarm is
+    /// set without a wait), else as a promise ([`waits::poll_once`]). (Each
+    /// export's future is asserted unwind-safe, as `#[durable_object]`'s are:
+    /// under `panic = "unwind"` wasm-bindgen asks it of an exported future.)
+    pub fn call(&self, wire: String) -> JsValue {
+        let shell = Rc::clone(&self.shell);
+        shell.key.host().points.begin();
+        match waits::poll_once(async move { http::answer_to_router(shell.serve(wire).await) }) {
+            Polled::Ready(answer) => answer,
+            Polled::Pending(rest) => future_to_promise(AssertUnwindSafe(async move { Ok(rest.await) })).into(),
+        }
     }
 
     /// The key's alarm: a window due, a retry, a deadline or its collection.
     pub async fn alarm(&self) -> Result<JsValue, JsValue> {
-        self.key.host().points.begin();
+        let shell = &self.shell;
+        shell.key.host().points.begin();
         AssertUnwindSafe(async move {
-            let done = match config::load(&self.env) {
-                Ok(config) => self.key.alarm(&config.topics).await,
+            let done = match config::load(&shell.env) {
+                Ok(config) => shell.key.alarm(&config.topics).await,
                 // No delivery without a configuration: the key arms its own retry.
                 Err(error) => {
-                    self.key.alarm_failed(&error).await;
+                    shell.key.alarm_failed(&error).await;
                     Err(error)
                 }
             };

@@ -31,6 +31,7 @@ mod key_window;
 mod outbound;
 mod points;
 pub(crate) mod router;
+mod settle;
 mod statements;
 mod store;
 mod sys;

@@ -7,7 +7,6 @@
 use worker::js_sys::{Array, Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::web_sys::{AbortController, AbortSignal, Response};
 use worker::{Env, QueueContentType, RawMessageBuilder};
 
@@ -68,7 +67,7 @@ pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
         Ok(sending) => sending,
         Err(e) => return Outcome::failed(format!("request: {}", thrown_text(&e))),
     };
-    let response: Response = match JsFuture::from(sending).await {
+    let response: Response = match super::settle::settled(&sending).await {
         Ok(response) => response.unchecked_into(),
         // Told by the signal, not by the error's shape.
         Err(_) if deadline.passed() => return Outcome::failed("timeout"),
