@@ -44,7 +44,8 @@ const WASM = Symbol("wasm object");
 /**
  * The runtime's class around one of worker-build's: `call(wire)` takes the
  * router's call (its JSON text) and answers `[status, JSON text, Retry-After
- * seconds or undefined]`. `fetch` takes the same call as a POST body, as a
+ * seconds or undefined]`: at once when the call did not wait, else as a
+ * promise (RPC takes either). `fetch` takes the same call as a POST body, as a
  * router of the previous release sends it while a deploy rolls out (its
  * objects were not `DurableObject`s, so it could not use RPC).
  */

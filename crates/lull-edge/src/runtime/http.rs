@@ -262,7 +262,7 @@ impl Incoming {
 
 /// The value a runtime call's promise settles to.
 async fn settled(promise: Result<Promise, JsValue>, what: &str) -> Result<JsValue, ApiError> {
-    super::settle::settled(&promise.map_err(thrown(what))?).await.map_err(thrown(what))
+    super::settle::outcome_of(&promise.map_err(thrown(what))?).await.map_err(thrown(what))
 }
 
 /// The text `promise` (a body's `text()`) settles to.
@@ -308,7 +308,7 @@ pub(crate) async fn call_object(
     let raw: worker::worker_sys::DurableObject = stub_of()?.into_rpc();
     let rpc: &super::sys::ObjectStub = raw.unchecked_ref();
     let called = match rpc.call(wire) {
-        Ok(promise) => super::settle::settled(&promise).await,
+        Ok(promise) => super::settle::outcome_of(&promise).await,
         Err(e) => Err(e),
     };
     let answer = match called {

@@ -67,7 +67,7 @@ pub(super) async fn send(out: Outgoing, secrets: &[Secret]) -> Outcome {
         Ok(sending) => sending,
         Err(e) => return Outcome::failed(format!("request: {}", thrown_text(&e))),
     };
-    let response: Response = match super::settle::settled(&sending).await {
+    let response: Response = match super::settle::outcome_of(&sending).await {
         Ok(response) => response.unchecked_into(),
         // Told by the signal, not by the error's shape.
         Err(_) if deadline.passed() => return Outcome::failed("timeout"),

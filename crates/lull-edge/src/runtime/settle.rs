@@ -1,4 +1,4 @@
-//! A JS promise awaited ([`settled`]) without a closure of the wasm's per
+//! A JS promise awaited ([`outcome_of`]) without a closure of the wasm's per
 //! promise: each reports to one function installed once per isolate
 //! (`js/settle.mjs`), by its slot in [`Slots`]. wasm-bindgen's `JsFuture`
 //! makes two closures per promise, each a JS function registered for
@@ -42,7 +42,7 @@ fn report(slot: u32, fulfilled: bool, value: JsValue) {
 }
 
 /// `promise`'s outcome, when it settles.
-pub(super) fn settled(promise: &Promise) -> Settling {
+pub(super) fn outcome_of(promise: &Promise) -> Settling {
     if !INSTALLED.replace(true) {
         // Made once per isolate and kept for its life: every promise reports to it.
         let report = Closure::<dyn Fn(u32, bool, JsValue)>::new(report);
@@ -54,7 +54,7 @@ pub(super) fn settled(promise: &Promise) -> Settling {
     Settling { slot, taken: false }
 }
 
-/// A watched promise's outcome, as a future ([`settled`]).
+/// A watched promise's outcome, as a future ([`outcome_of`]).
 pub(super) struct Settling {
     slot: u32,
     taken: bool,
