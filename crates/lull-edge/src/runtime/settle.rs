@@ -4,7 +4,7 @@
 //! makes two closures per promise, each a JS function registered for
 //! finalisation and a call back into the wasm to free it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -27,10 +27,15 @@ extern "C" {
 type Outcome = Result<JsValue, JsValue>;
 
 thread_local! {
-    /// The isolate's pending promises.
-    static SLOTS: RefCell<Slots<Outcome>> = RefCell::default();
-    /// Whether [`report`] is installed in `js/settle.mjs`.
-    static INSTALLED: Cell<bool> = const { Cell::new(false) };
+    /// The isolate's pending promises; [`report`] is installed in
+    /// `js/settle.mjs` when they are first used.
+    static SLOTS: RefCell<Slots<Outcome>> = {
+        // Made once per isolate and kept for its life: every promise reports to it.
+        let report = Closure::<dyn Fn(u32, bool, JsValue)>::new(report);
+        install(report.as_ref().unchecked_ref());
+        report.forget();
+        RefCell::default()
+    };
 }
 
 /// What every watched promise reports to.
@@ -43,12 +48,6 @@ fn report(slot: u32, fulfilled: bool, value: JsValue) {
 
 /// `promise`'s outcome, when it settles.
 pub(super) fn outcome_of(promise: &Promise) -> Settling {
-    if !INSTALLED.replace(true) {
-        // Made once per isolate and kept for its life: every promise reports to it.
-        let report = Closure::<dyn Fn(u32, bool, JsValue)>::new(report);
-        install(report.as_ref().unchecked_ref());
-        report.forget();
-    }
     let slot = SLOTS.with_borrow_mut(Slots::open);
     watch(promise, slot);
     Settling { slot, taken: false }

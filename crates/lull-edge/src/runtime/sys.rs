@@ -1,8 +1,9 @@
 //! Raw JS behind a small typed extension (the shape of workers-rs'
 //! `worker-sys/src/ext`): what workers-rs 0.8.7 does not offer yet — a
 //! second handle on a Durable Object's state, `storage.transactionSync`, an
-//! object's RPC method, and a queue message's `attempts` — and the timers (`setTimeout` with any JS
-//! callback, `clearTimeout`). All are small enough to offer upstream.
+//! object's RPC method, and a queue message's `attempts` — and the timers
+//! (`setTimeout` with any JS callback, `clearTimeout`). All are small enough
+//! to offer upstream.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
